@@ -1,0 +1,46 @@
+# ringslot: the two set-up commands are `make run` and `make test`.
+CARGO ?= cargo
+MODULE_RELEASE := target/release/libringslot.so
+MODULE_DEBUG := target/debug/libringslot.so
+
+.PHONY: all deps build release run test lint bench bench-migration bench-balance bench-throughput clean
+
+all: release
+
+## deps: install redis-server, redis-tools and libclang-dev from Debian when missing
+deps:
+	@./scripts/deps.sh
+
+## build: debug build of the module (what the integration tests load)
+build: deps
+	$(CARGO) build --lib
+
+## release: optimised module at target/release/libringslot.so
+release: deps
+	$(CARGO) build --release --lib
+
+PORT ?= 6379
+
+## run: build the module and start redis-server with redis.conf (port 6379, Ctrl-C stops it)
+run: release
+	@if redis-cli -p $(PORT) ping >/dev/null 2>&1; then \
+	  echo "run: a server already answers on port $(PORT) (Debian's redis-server service?)."; \
+	  echo "     Stop it (service redis-server stop) or pick another port: make run PORT=7379"; \
+	  exit 1; fi
+	redis-server redis.conf --port $(PORT)
+
+## test: every test: unit, property, vectors and integration against real redis-servers
+test: build
+	$(CARGO) test --all-targets
+
+## lint: formatting and clippy, as CI would want them
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+## bench: criterion benchmarks of the engine
+bench: deps
+	$(CARGO) bench
+
+clean:
+	$(CARGO) clean

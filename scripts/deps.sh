@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what building and testing ringslot needs from Debian, when it is missing:
+# redis-server, redis-cli (redis-tools) and libclang (libclang-dev, for the module's bindgen).
+set -euo pipefail
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
+if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
+   ! compgen -G '/usr/lib/*/libclang*.so*' >/dev/null &&
+   ! ldconfig -p 2>/dev/null | grep -q 'libclang\.so'; then
+  missing+=(libclang)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+packages="redis-server redis-tools libclang-dev"
+echo "deps: missing ${missing[*]}; installing Debian's $packages" >&2
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo="sudo"
+else
+  echo "deps: cannot install as $(id -un) without sudo; please run as root:" >&2
+  echo "  apt-get update && apt-get install -y $packages" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: no apt-get here; install $packages (or your system's equivalents) by hand" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# shellcheck disable=SC2086
+$sudo apt-get install -y -q $packages
+# The Debian package starts a redis-server on port 6379; ringslot's tests use their own ports.

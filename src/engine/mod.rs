@@ -1,0 +1,18 @@
+//! The placement engine: hashes, key slots, the ring, the slot table and the comparisons.
+//! No Redis type appears here, so everything is testable and benchmarkable in-process.
+
+pub mod compare;
+pub mod error;
+pub mod flavour;
+pub mod keyslot;
+pub mod ring;
+pub mod slots;
+pub mod topology;
+
+pub use compare::{Change, SchemeMoves, WhatIf};
+pub use error::EngineError;
+pub use flavour::Flavour;
+pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
+pub use ring::{Node, Ring};
+pub use slots::SlotTable;
+pub use topology::{NodeStats, Topology};

@@ -1,0 +1,372 @@
+//! What one ring key holds: the ring's configuration and nodes, its points, and its simulated
+//! Redis Cluster slot table, changed together so that a refused change leaves both untouched.
+
+use super::error::EngineError;
+use super::flavour::Flavour;
+use super::keyslot::{key_slot, SLOT_COUNT};
+use super::ring::{Node, Ring};
+use super::slots::{create_master_order, SlotTable};
+use std::collections::HashMap;
+
+/// Largest `WEIGHT` accepted.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+/// Largest `VNODES` accepted.
+pub const MAX_VNODES: u32 = 100_000;
+
+/// A ring and its slot table. Every method that changes it validates everything first, so an
+/// `Err` means nothing changed.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    ring: Ring,
+    slots: SlotTable,
+}
+
+/// One node's figures, as `RING.NODES` reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeStats<'a> {
+    /// The node's name.
+    pub name: &'a [u8],
+    /// Its weight (>= 1).
+    pub weight: u32,
+    /// Its points on the ring.
+    pub points: u32,
+    /// Exact fraction of the ring's hash space it owns (0.0..=1.0).
+    pub ring_share: f64,
+    /// Hash slots it owns in the slot table (0..=16384).
+    pub slots: u32,
+    /// `slots / 16384`.
+    pub slot_share: f64,
+}
+
+/// The ring-wide figures of `RING.INFO`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Info {
+    /// The flavour.
+    pub flavour: Flavour,
+    /// Points per unit of weight.
+    pub vnodes: u32,
+    /// Whether members hash by their hash tag on the ring.
+    pub hashtag: bool,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of points.
+    pub points: usize,
+    /// Peak-to-mean load of the ring (see [`Topology::ring_peak_to_mean`]).
+    pub ring_peak_to_mean: f64,
+    /// Peak-to-mean load of the slot table (see [`Topology::slot_peak_to_mean`]).
+    pub slot_peak_to_mean: f64,
+    /// Approximate heap bytes used.
+    pub memory_bytes: usize,
+}
+
+/// Checks a `WEIGHT` value: `1..=MAX_WEIGHT`.
+pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
+    u32::try_from(weight)
+        .ok()
+        .filter(|w| (1..=MAX_WEIGHT).contains(w))
+        .ok_or(EngineError::BadWeight { max: MAX_WEIGHT })
+}
+
+impl Topology {
+    /// An empty ring of `flavour`. `vnodes` (points per unit of weight, `1..=MAX_VNODES`)
+    /// defaults to the flavour's; it is refused with ketama, whose counts are fixed.
+    pub fn new(flavour: Flavour, vnodes: Option<i64>, hashtag: bool) -> Result<Topology, EngineError> {
+        let vnodes = match vnodes {
+            None => flavour.default_vnodes(),
+            Some(_) if flavour.fixes_vnodes() => {
+                return Err(EngineError::VnodesFixed {
+                    flavour: flavour.name(),
+                })
+            }
+            Some(v) => u32::try_from(v)
+                .ok()
+                .filter(|v| (1..=MAX_VNODES).contains(v))
+                .ok_or(EngineError::BadVnodes { max: MAX_VNODES })?,
+        };
+        Ok(Topology {
+            ring: Ring::new(flavour, vnodes, hashtag),
+            slots: SlotTable::new(),
+        })
+    }
+
+    /// Rebuilds a topology from stored parts (RDB): configuration, nodes in order, and the slot
+    /// table as `(start, end, node index)` ranges. Points are recomputed.
+    pub fn from_parts(
+        flavour: Flavour,
+        vnodes: u32,
+        hashtag: bool,
+        nodes: Vec<(Vec<u8>, u32)>,
+        slot_ranges: &[(u16, u16, usize)],
+    ) -> Result<Topology, EngineError> {
+        if vnodes == 0 || vnodes > MAX_VNODES {
+            return Err(EngineError::Corrupt("vnodes out of range"));
+        }
+        let mut seen = HashMap::new();
+        for (name, weight) in &nodes {
+            if name.is_empty() || *weight == 0 || *weight > MAX_WEIGHT {
+                return Err(EngineError::Corrupt("bad node"));
+            }
+            if seen.insert(name.as_slice(), ()).is_some() {
+                return Err(EngineError::Corrupt("duplicate node"));
+            }
+        }
+        let mut slots = SlotTable::new();
+        for &(start, end, owner) in slot_ranges {
+            if start > end || usize::from(end) >= SLOT_COUNT || owner >= nodes.len() {
+                return Err(EngineError::Corrupt("bad slot range"));
+            }
+            slots.assign(start, end, owner);
+        }
+        let mut ring = Ring::new(flavour, vnodes, hashtag);
+        ring.set_nodes(nodes);
+        Ok(Topology { ring, slots })
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// The slot table.
+    pub fn slot_table(&self) -> &SlotTable {
+        &self.slots
+    }
+
+    /// The nodes, in the order they were added.
+    pub fn nodes(&self) -> &[Node] {
+        self.ring.nodes()
+    }
+
+    fn node_name(&self, index: usize) -> Option<&[u8]> {
+        self.ring.nodes().get(index).map(|n| n.name.as_slice())
+    }
+
+    /// Adds the nodes `names` (duplicates count once) with `weight` (default 1), or re-weights
+    /// those already present when `weight` is given. Returns `(added, changed)`: how many nodes
+    /// are new, and whether anything changed. The slot table is laid out as `--cluster create`
+    /// when it was empty, else rebalanced. Errors: empty name, weight out of range, more than
+    /// `max_points` points; nothing changes then.
+    pub fn add(
+        &mut self,
+        names: &[&[u8]],
+        weight: Option<i64>,
+        max_points: u64,
+    ) -> Result<(usize, bool), EngineError> {
+        let weight = weight.map(check_weight).transpose()?;
+        if names.iter().any(|n| n.is_empty()) {
+            return Err(EngineError::EmptyNodeName);
+        }
+        let mut nodes: Vec<(Vec<u8>, u32)> = self
+            .ring
+            .nodes()
+            .iter()
+            .map(|n| (n.name.clone(), n.weight))
+            .collect();
+        let mut index: HashMap<Vec<u8>, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), i))
+            .collect();
+        let (mut added, mut changed) = (0, false);
+        for &name in names {
+            match index.get(name).and_then(|&i| nodes.get_mut(i)) {
+                Some(node) => {
+                    if let Some(w) = weight {
+                        if node.1 != w {
+                            node.1 = w;
+                            changed = true;
+                        }
+                    }
+                }
+                None => {
+                    index.insert(name.to_vec(), nodes.len());
+                    nodes.push((name.to_vec(), weight.unwrap_or(1)));
+                    added += 1;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return Ok((0, false));
+        }
+        let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
+        let points: u64 = Ring::planned_points(self.ring.flavour(), self.ring.vnodes(), &weights)
+            .iter()
+            .sum();
+        if points > max_points {
+            return Err(EngineError::TooManyPoints {
+                points,
+                limit: max_points,
+            });
+        }
+        self.ring.set_nodes(nodes);
+        if self.slots.is_empty() {
+            let names: Vec<&[u8]> = self.nodes().iter().map(|n| n.name.as_slice()).collect();
+            self.slots.create_layout(&create_master_order(&names));
+        } else {
+            self.slots.rebalance(&weights);
+        }
+        Ok((added, true))
+    }
+
+    /// Removes the nodes `names` that are in the ring (others are ignored; duplicates count
+    /// once) and returns how many were removed. Their slots are first drained to the survivors
+    /// as a rebalance with their weight at 0 would; removing every node empties the table.
+    pub fn del(&mut self, names: &[&[u8]]) -> usize {
+        let mut gone = vec![false; self.ring.nodes().len()];
+        for name in names {
+            if let Some(i) = self.ring.node_index(name) {
+                if let Some(g) = gone.get_mut(i) {
+                    *g = true;
+                }
+            }
+        }
+        let removed = gone.iter().filter(|&&g| g).count();
+        if removed == 0 {
+            return 0;
+        }
+        let weights: Vec<u32> = self
+            .ring
+            .nodes()
+            .iter()
+            .zip(&gone)
+            .map(|(n, &g)| if g { 0 } else { n.weight })
+            .collect();
+        if removed == gone.len() {
+            self.slots.clear();
+        } else {
+            self.slots.rebalance(&weights);
+        }
+        for (i, _) in gone.iter().enumerate().rev().filter(|(_, &g)| g) {
+            self.slots.remove_node(i);
+        }
+        let survivors = self
+            .ring
+            .nodes()
+            .iter()
+            .zip(&gone)
+            .filter(|(_, &g)| !g)
+            .map(|(n, _)| (n.name.clone(), n.weight))
+            .collect();
+        self.ring.set_nodes(survivors);
+        removed
+    }
+
+    /// Gives slots `start..=end` to the existing node `node`, as `CLUSTER ADDSLOTSRANGE` /
+    /// `CLUSTER SETSLOT ... NODE` would. Errors: a range outside `0..=16383` or reversed, an
+    /// unknown node.
+    pub fn assign(&mut self, start: i64, end: i64, node: &[u8]) -> Result<(), EngineError> {
+        let range_ok = 0 <= start && start <= end && end < SLOT_COUNT as i64;
+        if !range_ok {
+            return Err(EngineError::BadSlotRange { start, end });
+        }
+        let owner = self.ring.node_index(node).ok_or(EngineError::UnknownNode)?;
+        self.slots.assign(start as u16, end as u16, owner);
+        Ok(())
+    }
+
+    /// The owner of `member` on the ring, `None` on a ring without points.
+    pub fn owner(&self, member: &[u8]) -> Option<&[u8]> {
+        self.ring.owner(member).and_then(|i| self.node_name(i))
+    }
+
+    /// Up to `count` distinct nodes clockwise from `member` (its preference list).
+    pub fn preference_list(&self, member: &[u8], count: usize) -> Vec<&[u8]> {
+        self.ring
+            .preference_list(member, count)
+            .into_iter()
+            .filter_map(|i| self.node_name(i))
+            .collect()
+    }
+
+    /// The member's hash slot (0..=16383) and that slot's owner in the slot table.
+    pub fn slot(&self, member: &[u8]) -> (u16, Option<&[u8]>) {
+        let slot = key_slot(member);
+        (slot, self.slots.owner(slot).and_then(|i| self.node_name(i)))
+    }
+
+    /// The slot table as `(start, end, node)` ranges, in slot order (as `CLUSTER SLOTS`).
+    pub fn slot_ranges(&self) -> Vec<(u16, u16, &[u8])> {
+        self.slots
+            .ranges()
+            .into_iter()
+            .filter_map(|(s, e, o)| self.node_name(o).map(|n| (s, e, n)))
+            .collect()
+    }
+
+    /// Figures for every node, in node order.
+    pub fn node_stats(&self) -> Vec<NodeStats<'_>> {
+        let shares = self.ring.shares();
+        let counts = self.slots.counts(self.ring.nodes().len());
+        self.ring
+            .nodes()
+            .iter()
+            .zip(shares)
+            .zip(counts)
+            .map(|((n, ring_share), slots)| NodeStats {
+                name: &n.name,
+                weight: n.weight,
+                points: n.points,
+                ring_share,
+                slots,
+                slot_share: f64::from(slots) / SLOT_COUNT as f64,
+            })
+            .collect()
+    }
+
+    fn ideal_shares(&self) -> Vec<f64> {
+        let total: f64 = self.ring.nodes().iter().map(|n| f64::from(n.weight)).sum();
+        self.ring
+            .nodes()
+            .iter()
+            .map(|n| f64::from(n.weight) / total)
+            .collect()
+    }
+
+    /// Peak-to-mean load of the ring: the largest ratio of a node's exact share of the hash
+    /// space to its weight share (1.0 is perfect balance; 0.0 for an empty ring).
+    pub fn ring_peak_to_mean(&self) -> f64 {
+        peak_to_mean(&self.ring.shares(), &self.ideal_shares())
+    }
+
+    /// Peak-to-mean load of the slot table: the largest ratio of a node's slot share to its
+    /// weight share (0.0 for an empty ring).
+    pub fn slot_peak_to_mean(&self) -> f64 {
+        let shares: Vec<f64> = self
+            .slots
+            .counts(self.ring.nodes().len())
+            .into_iter()
+            .map(|c| f64::from(c) / SLOT_COUNT as f64)
+            .collect();
+        peak_to_mean(&shares, &self.ideal_shares())
+    }
+
+    /// Approximate heap bytes used by the ring, its nodes and its slot table.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Topology>() + self.ring.memory_bytes() + self.slots.memory_bytes()
+    }
+
+    /// The ring-wide figures of `RING.INFO`.
+    pub fn info(&self) -> Info {
+        Info {
+            flavour: self.ring.flavour(),
+            vnodes: self.ring.vnodes(),
+            hashtag: self.ring.hashtag(),
+            nodes: self.ring.nodes().len(),
+            points: self.ring.point_count(),
+            ring_peak_to_mean: self.ring_peak_to_mean(),
+            slot_peak_to_mean: self.slot_peak_to_mean(),
+            memory_bytes: self.memory_bytes(),
+        }
+    }
+}
+
+/// The largest `share / ideal` over nodes with a non-zero ideal share; 0.0 when there are none.
+pub fn peak_to_mean(shares: &[f64], ideal: &[f64]) -> f64 {
+    shares
+        .iter()
+        .zip(ideal)
+        .filter(|(_, &i)| i > 0.0)
+        .map(|(&s, &i)| s / i)
+        .fold(0.0, f64::max)
+}

@@ -1,0 +1,121 @@
+//! The comparison figures the project exists for, checked against theory: balance of a
+//! 10-node ring, and what an 11th node costs under the ring, the slot table and modulo.
+
+use ringslot::engine::{Change, Flavour, Topology};
+
+fn ten_nodes(flavour: Flavour) -> Topology {
+    let mut t = Topology::new(flavour, None, false).expect("ring");
+    let names: Vec<String> = (1..=10).map(|i| format!("10.0.0.{i}:6379")).collect();
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    t.add(&refs, None, u64::MAX).expect("add");
+    t
+}
+
+fn sample(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| format!("key:{i}").into_bytes()).collect()
+}
+
+#[test]
+fn ten_node_native_ring_balance_is_near_1_1() {
+    let t = ten_nodes(Flavour::Native);
+    let p2m = t.ring_peak_to_mean();
+    println!("native ring, 10 nodes x 160 points: peak-to-mean {p2m:.4}");
+    // With 160 points per node the heaviest node's share is typically 5-15% over the mean.
+    assert!(p2m > 1.0 && p2m < 1.25, "peak-to-mean {p2m}");
+    // The create layout gives each of 10 masters 1638 or 1639 slots: 1639 / 1638.4.
+    let slot_p2m = t.slot_peak_to_mean();
+    assert!((slot_p2m - 1639.0 / 1638.4).abs() < 1e-9, "slot peak-to-mean {slot_p2m}");
+    let shares: f64 = t.node_stats().iter().map(|s| s.ring_share).sum();
+    assert!((shares - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn an_eleventh_node_moves_about_one_eleventh() {
+    let t = ten_nodes(Flavour::Native);
+    let change = Change::Add {
+        node: b"10.0.0.11:6379".to_vec(),
+        weight: 1,
+    };
+    let w = t.what_if(&change, sample(100_000)).expect("what-if");
+    println!("{w:#?}");
+    assert_eq!(w.members, 100_000);
+    assert!((w.ideal - 1.0 / 11.0).abs() < 1e-12);
+    // Ring: the new node's exact share of the space is about 1/11 (160 points give it a
+    // spread of several percent), the sample follows it (FNV-1a clusters sequential members,
+    // so loosely), and nothing moves between the old nodes.
+    assert!((w.ring_space - 1.0 / 11.0).abs() < 0.03, "space {}", w.ring_space);
+    assert!((w.ring.fraction - w.ring_space).abs() < 0.02, "ring {}", w.ring.fraction);
+    assert_eq!(w.ring.between_old, 0);
+    assert!((w.slots.fraction - 1.0 / 11.0).abs() < 0.01, "slots {}", w.slots.fraction);
+    assert_eq!(w.slots.between_old, 0);
+    // redis-cli gives the new node (int)(16384 / 11) = 1489 slots, plus the rounding surplus
+    // of 16384 - 11 * 1489 = 5 at most.
+    assert!((1489..=1494).contains(&w.slots_moved), "slots moved {}", w.slots_moved);
+    // Modulo: h mod 10 == h mod 11 for 1 in 11 hashes, so 10/11 move.
+    assert!((w.modulo.fraction - 10.0 / 11.0).abs() < 0.01, "modulo {}", w.modulo.fraction);
+    assert!(w.modulo.between_old > 80_000);
+    // When a node joins, the space that changes owner is exactly the space it takes.
+    assert!((w.ring_space - t_share_after(&t)).abs() < 1e-12);
+}
+
+/// The share the new node would own: the exact moved space when a node joins a ring.
+fn t_share_after(t: &Topology) -> f64 {
+    let mut after = t.clone();
+    after
+        .add(&[b"10.0.0.11:6379".as_slice()], None, u64::MAX)
+        .expect("add");
+    after.node_stats().last().expect("node").ring_share
+}
+
+#[test]
+fn removing_a_node_moves_only_its_members() {
+    for flavour in Flavour::ALL {
+        let t = ten_nodes(flavour);
+        let change = Change::Del {
+            node: b"10.0.0.4:6379".to_vec(),
+        };
+        let w = t.what_if(&change, sample(20_000)).expect("what-if");
+        assert!((w.ideal - 0.1).abs() < 1e-12);
+        if flavour != Flavour::Ketama {
+            assert_eq!(w.ring.between_old, 0, "{flavour:?}");
+        }
+        assert_eq!(w.slots.between_old, 0);
+        let share = t.node_stats()[3].slots;
+        assert_eq!(w.slots_moved, share, "the drained node's slots move, no others");
+    }
+}
+
+#[test]
+fn ketama_reports_a_starved_server_with_zero_points() {
+    // libmemcached's formula by hand: the light server gets floor(1/1000001 * 160/4 * 2) * 4
+    // = 0 points; the heavy one floor(0.999999 * 160/4 * 2 = 79.99992) * 4 = 316.
+    let mut t = Topology::new(Flavour::Ketama, None, false).expect("ring");
+    t.add(&[b"heavy:11211".as_slice()], Some(1_000_000), u64::MAX)
+        .expect("add");
+    t.add(&[b"light:11211".as_slice()], Some(1), u64::MAX)
+        .expect("add");
+    let stats = t.node_stats();
+    assert_eq!(stats[1].points, 0);
+    assert_eq!(stats[1].ring_share, 0.0);
+    assert_eq!(stats[0].points, 316);
+}
+
+#[test]
+fn errors_leave_the_ring_unchanged() {
+    let mut t = ten_nodes(Flavour::Native);
+    let before = (t.node_stats().len(), t.slot_ranges().len());
+    assert!(t.add(&[b"".as_slice()], None, u64::MAX).is_err());
+    assert!(t.add(&[b"x".as_slice()], Some(0), u64::MAX).is_err());
+    assert!(t.add(&[b"x".as_slice()], None, 1000).is_err());
+    assert!(t.assign(0, 16384, b"10.0.0.1:6379").is_err());
+    assert!(t.assign(5, 4, b"10.0.0.1:6379").is_err());
+    assert!(t.assign(0, 1, b"nope").is_err());
+    let add_existing = Change::Add {
+        node: b"10.0.0.1:6379".to_vec(),
+        weight: 1,
+    };
+    assert!(t.what_if(&add_existing, sample(1)).is_err());
+    assert!(Topology::new(Flavour::Ketama, Some(10), false).is_err());
+    assert_eq!(before, (t.node_stats().len(), t.slot_ranges().len()));
+    assert_eq!(t.ring().point_count(), 1600);
+}

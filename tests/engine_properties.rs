@@ -1,0 +1,156 @@
+//! Property tests of the ring and the slot table (proptest).
+
+use proptest::prelude::*;
+use ringslot::engine::keyslot::SLOT_COUNT;
+use ringslot::engine::{Flavour, Ring, Topology};
+use std::collections::BTreeSet;
+
+fn names(max: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::btree_set(prop::collection::vec(any::<u8>(), 1..12), 1..max)
+        .prop_map(|s| s.into_iter().collect())
+}
+
+fn members() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 1..200)
+}
+
+fn ring_of(flavour: Flavour, vnodes: u32, nodes: &[Vec<u8>]) -> Ring {
+    let mut ring = Ring::new(flavour, vnodes, false);
+    ring.set_nodes(nodes.iter().map(|n| (n.clone(), 1)).collect());
+    ring
+}
+
+fn owner_names(ring: &Ring, members: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+    members
+        .iter()
+        .map(|m| ring.owner(m).map(|i| ring.nodes()[i].name.clone()))
+        .collect()
+}
+
+/// The ring's points as (hash, owner name), which must not depend on node order.
+fn named_points(ring: &Ring) -> Vec<(u64, Vec<u8>)> {
+    let (hashes, owners) = ring.points();
+    hashes
+        .iter()
+        .zip(owners)
+        .map(|(&h, &o)| (h, ring.nodes()[o as usize].name.clone()))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Adding a node never moves a member between two old nodes (native, groupcache).
+    #[test]
+    fn adding_a_node_moves_members_only_to_it(
+        nodes in names(8), extra in prop::collection::vec(any::<u8>(), 1..12),
+        members in members(), vnodes in 1u32..40,
+    ) {
+        prop_assume!(!nodes.contains(&extra));
+        for flavour in [Flavour::Native, Flavour::Groupcache] {
+            let before = ring_of(flavour, vnodes, &nodes);
+            let mut with_extra = nodes.clone();
+            with_extra.push(extra.clone());
+            let after = ring_of(flavour, vnodes, &with_extra);
+            for (b, a) in owner_names(&before, &members).into_iter().zip(owner_names(&after, &members)) {
+                prop_assert!(a == b || a.as_ref() == Some(&extra), "{:?} -> {:?}", b, a);
+            }
+        }
+    }
+
+    /// Adding then removing a node restores every owner and every point (all flavours,
+    /// incrementally through set_nodes).
+    #[test]
+    fn removal_restores_previous_owners(
+        nodes in names(8), extra in prop::collection::vec(any::<u8>(), 1..12),
+        members in members(), weight in 1u32..5,
+    ) {
+        prop_assume!(!nodes.contains(&extra));
+        for flavour in Flavour::ALL {
+            let mut ring = ring_of(flavour, 20, &nodes);
+            let before_points = named_points(&ring);
+            let before = owner_names(&ring, &members);
+            let mut grown: Vec<(Vec<u8>, u32)> = nodes.iter().map(|n| (n.clone(), 1)).collect();
+            grown.push((extra.clone(), weight));
+            ring.set_nodes(grown);
+            ring.set_nodes(nodes.iter().map(|n| (n.clone(), 1)).collect());
+            prop_assert_eq!(named_points(&ring), before_points.clone());
+            prop_assert_eq!(owner_names(&ring, &members), before.clone());
+        }
+    }
+
+    /// Lookups and points do not depend on the order nodes were added (native, groupcache),
+    /// whether added at once or one at a time.
+    #[test]
+    fn lookups_do_not_depend_on_insertion_order(
+        nodes in names(8), members in members(), seed in any::<u64>(),
+    ) {
+        let mut shuffled = nodes.clone();
+        // A deterministic shuffle from the seed.
+        let mut state = seed | 1;
+        for i in (1..shuffled.len()).rev() {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+            shuffled.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        for flavour in [Flavour::Native, Flavour::Groupcache] {
+            let a = ring_of(flavour, 10, &nodes);
+            let mut b = Ring::new(flavour, 10, false);
+            for i in 1..=shuffled.len() {
+                b.set_nodes(shuffled[..i].iter().map(|n| (n.clone(), 1)).collect());
+            }
+            prop_assert_eq!(named_points(&a), named_points(&b));
+            prop_assert_eq!(owner_names(&a, &members), owner_names(&b, &members));
+        }
+    }
+
+    /// Any weight >= 1 gets at least one point (native, groupcache), VNODES x weight exactly.
+    #[test]
+    fn every_weight_gets_points(weights in prop::collection::vec(1u32..50, 1..10), vnodes in 1u32..8) {
+        for flavour in [Flavour::Native, Flavour::Groupcache] {
+            let mut ring = Ring::new(flavour, vnodes, false);
+            ring.set_nodes(weights.iter().enumerate().map(|(i, &w)| (format!("n{i}").into_bytes(), w)).collect());
+            for (node, &w) in ring.nodes().iter().zip(&weights) {
+                prop_assert_eq!(node.points, vnodes * w);
+            }
+            prop_assert_eq!(ring.point_count() as u32, vnodes * weights.iter().sum::<u32>());
+        }
+    }
+
+    /// The slot table always covers 16384 slots with existing nodes, and after any sequence of
+    /// changes each node holds what redis-cli's rebalance targets: its expected count
+    /// `(int)((16384.0f / total_weight) * weight)` plus at most the rounding surplus.
+    #[test]
+    fn slot_table_covers_all_slots_and_matches_weights(
+        ops in prop::collection::vec((0u8..3, 0u8..10, 1i64..6), 1..25),
+    ) {
+        let mut t = Topology::new(Flavour::Native, Some(4), false).unwrap();
+        for (op, node, weight) in ops {
+            let name = format!("10.0.0.{node}:6379");
+            match op {
+                0 => { t.add(&[name.as_bytes()], None, u64::MAX).unwrap(); }
+                1 => { t.add(&[name.as_bytes()], Some(weight), u64::MAX).unwrap(); }
+                _ => { t.del(&[name.as_bytes()]); }
+            }
+            let nodes = t.nodes();
+            let counts = t.slot_table().counts(nodes.len());
+            if nodes.is_empty() {
+                prop_assert!(t.slot_table().is_empty());
+                continue;
+            }
+            prop_assert_eq!(counts.iter().sum::<u32>() as usize, SLOT_COUNT);
+            let total: f32 = nodes.iter().map(|n| n.weight as f32).sum();
+            let expected: Vec<i64> = nodes.iter()
+                .map(|n| ((SLOT_COUNT as f32 / total) * n.weight as f32) as i64)
+                .collect();
+            let surplus = SLOT_COUNT as i64 - expected.iter().sum::<i64>();
+            // Right after the create layout (first nodes, equal weights) the ranges are
+            // floor or ceil of 16384 / N, which satisfies the same bounds.
+            for (&c, &e) in counts.iter().zip(&expected) {
+                let c = i64::from(c);
+                prop_assert!(e <= c && c <= e + surplus, "count {} expected {} surplus {}", c, e, surplus);
+            }
+            let owners: BTreeSet<usize> = t.slot_table().ranges().iter().map(|r| r.2).collect();
+            prop_assert!(owners.iter().all(|&o| o < nodes.len()));
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Known answers from named sources (tests/vectors/, verbatim copies of the project's shared
+//! vectors): Redis Cluster key slots, libmemcached's weighted-ketama test ring, and the FNV-1a
+//! and CRC32 reference values.
+
+mod support;
+
+use ringslot::engine::flavour::{fnv1a64, md5_le_u32};
+use ringslot::engine::{key_slot, Flavour, Topology};
+use support::{from_hex, vectors};
+
+#[test]
+fn keyslot_vectors_match_cluster_keyslot() {
+    let rows = vectors("keyslot.tsv");
+    assert!(rows.len() >= 20, "keyslot.tsv has its rows");
+    for row in rows {
+        let member = from_hex(&row[0]);
+        let slot: u16 = row[1].parse().expect("slot");
+        assert_eq!(key_slot(&member), slot, "member {:?}", row[0]);
+    }
+}
+
+#[test]
+fn hash_vectors_match_fnv_and_crc32_references() {
+    // fnv1a32 is not used by any flavour, so only the 64-bit and CRC32 columns are checked.
+    let rows = vectors("hashes.tsv");
+    assert!(rows.len() >= 7);
+    for row in rows {
+        let input = from_hex(&row[0]);
+        let fnv64 = u64::from_str_radix(&row[2], 16).expect("fnv1a64");
+        let crc = u32::from_str_radix(&row[3], 16).expect("crc32");
+        assert_eq!(fnv1a64(&input), fnv64, "fnv1a64 of {:?}", row[0]);
+        assert_eq!(Flavour::Native.member_hash(&input), fnv64);
+        assert_eq!(crc32fast::hash(&input), crc, "crc32 of {:?}", row[0]);
+        assert_eq!(Flavour::Groupcache.member_hash(&input), u64::from(crc));
+    }
+}
+
+/// The servers, weights and point counts stated in the header of ketama_libmemcached.tsv.
+fn ketama_header() -> (Vec<(String, u32)>, Vec<u32>) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ketama_libmemcached.tsv");
+    let text = std::fs::read_to_string(path).expect("read ketama vectors");
+    let mut servers = Vec::new();
+    let mut counts = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('#')) {
+        let body = line.trim_start_matches('#').trim();
+        if let Some(list) = body.strip_prefix("Points per server on that ring:") {
+            let list = list.split('(').next().unwrap_or("");
+            counts = list
+                .split(',')
+                .map(|c| c.trim().parse().expect("count"))
+                .collect();
+        } else if body.contains(":11211 ") {
+            for item in body.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                let mut parts = item.split_whitespace();
+                let name = parts.next().expect("server").to_string();
+                let weight = parts.next().expect("weight").parse().expect("weight");
+                servers.push((name, weight));
+            }
+        }
+    }
+    (servers, counts)
+}
+
+#[test]
+fn ketama_ring_matches_libmemcached() {
+    let (servers, counts) = ketama_header();
+    assert_eq!(servers.len(), 8);
+    let mut topology = Topology::new(Flavour::Ketama, None, false).expect("ketama ring");
+    for (name, weight) in &servers {
+        topology
+            .add(&[name.as_bytes()], Some(i64::from(*weight)), u64::MAX)
+            .expect("add server");
+    }
+    let points: Vec<u32> = topology.nodes().iter().map(|n| n.points).collect();
+    assert_eq!(points, counts, "points per server");
+    assert_eq!(topology.ring().point_count() as u32, counts.iter().sum::<u32>());
+
+    let rows = vectors("ketama_libmemcached.tsv");
+    assert!(rows.len() >= 40);
+    let (hashes, _) = topology.ring().points();
+    for row in rows {
+        let member = from_hex(&row[0]);
+        let key_hash: u64 = row[1].parse().expect("key_hash");
+        let point: u64 = row[2].parse().expect("point");
+        assert_eq!(u64::from(md5_le_u32(&member, 0)), key_hash);
+        assert_eq!(topology.ring().member_hash(&member), key_hash);
+        let i = hashes.partition_point(|&p| p < key_hash) % hashes.len();
+        assert_eq!(hashes[i], point, "point for {:?}", row[0]);
+        let owner = topology.owner(&member).expect("owner");
+        assert_eq!(owner, format!("{}:11211", row[3]).as_bytes(), "owner of {:?}", row[0]);
+    }
+}
