@@ -44,3 +44,17 @@ bench: deps
 
 clean:
 	$(CARGO) clean
+
+## bench-migration: members moved per scheme as a ring grows 4 -> 8 nodes over 100000 real
+## keys, on a temporary redis-server; table on stdout, CSV and SVG in bench/out/.
+## Extra flags: make bench-migration BENCH_ARGS="--scenario bench/scenario-example.txt"
+BENCH_ARGS ?=
+bench-migration: release
+	$(CARGO) run --release --bin ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  migration --grow 4..8 --keys 100000 $(BENCH_ARGS)
+
+## bench-balance: peak-to-mean share per scheme as virtual nodes grow 1 -> 1000, for 10 and
+## 100 nodes; table on stdout, CSV and SVG in bench/out/.
+bench-balance: release
+	$(CARGO) run --release --bin ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  balance --nodes 10,100 $(BENCH_ARGS)

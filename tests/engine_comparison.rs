@@ -24,7 +24,10 @@ fn ten_node_native_ring_balance_is_near_1_1() {
     assert!(p2m > 1.0 && p2m < 1.25, "peak-to-mean {p2m}");
     // The create layout gives each of 10 masters 1638 or 1639 slots: 1639 / 1638.4.
     let slot_p2m = t.slot_peak_to_mean();
-    assert!((slot_p2m - 1639.0 / 1638.4).abs() < 1e-9, "slot peak-to-mean {slot_p2m}");
+    assert!(
+        (slot_p2m - 1639.0 / 1638.4).abs() < 1e-9,
+        "slot peak-to-mean {slot_p2m}"
+    );
     let shares: f64 = t.node_stats().iter().map(|s| s.ring_share).sum();
     assert!((shares - 1.0).abs() < 1e-12);
 }
@@ -43,16 +46,36 @@ fn an_eleventh_node_moves_about_one_eleventh() {
     // Ring: the new node's exact share of the space is about 1/11 (160 points give it a
     // spread of several percent), the sample follows it (FNV-1a clusters sequential members,
     // so loosely), and nothing moves between the old nodes.
-    assert!((w.ring_space - 1.0 / 11.0).abs() < 0.03, "space {}", w.ring_space);
-    assert!((w.ring.fraction - w.ring_space).abs() < 0.02, "ring {}", w.ring.fraction);
+    assert!(
+        (w.ring_space - 1.0 / 11.0).abs() < 0.03,
+        "space {}",
+        w.ring_space
+    );
+    assert!(
+        (w.ring.fraction - w.ring_space).abs() < 0.02,
+        "ring {}",
+        w.ring.fraction
+    );
     assert_eq!(w.ring.between_old, 0);
-    assert!((w.slots.fraction - 1.0 / 11.0).abs() < 0.01, "slots {}", w.slots.fraction);
+    assert!(
+        (w.slots.fraction - 1.0 / 11.0).abs() < 0.01,
+        "slots {}",
+        w.slots.fraction
+    );
     assert_eq!(w.slots.between_old, 0);
     // redis-cli gives the new node (int)(16384 / 11) = 1489 slots, plus the rounding surplus
     // of 16384 - 11 * 1489 = 5 at most.
-    assert!((1489..=1494).contains(&w.slots_moved), "slots moved {}", w.slots_moved);
+    assert!(
+        (1489..=1494).contains(&w.slots_moved),
+        "slots moved {}",
+        w.slots_moved
+    );
     // Modulo: h mod 10 == h mod 11 for 1 in 11 hashes, so 10/11 move.
-    assert!((w.modulo.fraction - 10.0 / 11.0).abs() < 0.01, "modulo {}", w.modulo.fraction);
+    assert!(
+        (w.modulo.fraction - 10.0 / 11.0).abs() < 0.01,
+        "modulo {}",
+        w.modulo.fraction
+    );
     assert!(w.modulo.between_old > 80_000);
     // When a node joins, the space that changes owner is exactly the space it takes.
     assert!((w.ring_space - t_share_after(&t)).abs() < 1e-12);
@@ -81,7 +104,10 @@ fn removing_a_node_moves_only_its_members() {
         }
         assert_eq!(w.slots.between_old, 0);
         let share = t.node_stats()[3].slots;
-        assert_eq!(w.slots_moved, share, "the drained node's slots move, no others");
+        assert_eq!(
+            w.slots_moved, share,
+            "the drained node's slots move, no others"
+        );
     }
 }
 

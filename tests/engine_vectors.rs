@@ -37,7 +37,10 @@ fn hash_vectors_match_fnv_and_crc32_references() {
 
 /// The servers, weights and point counts stated in the header of ketama_libmemcached.tsv.
 fn ketama_header() -> (Vec<(String, u32)>, Vec<u32>) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/ketama_libmemcached.tsv");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/ketama_libmemcached.tsv"
+    );
     let text = std::fs::read_to_string(path).expect("read ketama vectors");
     let mut servers = Vec::new();
     let mut counts = Vec::new();
@@ -73,7 +76,10 @@ fn ketama_ring_matches_libmemcached() {
     }
     let points: Vec<u32> = topology.nodes().iter().map(|n| n.points).collect();
     assert_eq!(points, counts, "points per server");
-    assert_eq!(topology.ring().point_count() as u32, counts.iter().sum::<u32>());
+    assert_eq!(
+        topology.ring().point_count() as u32,
+        counts.iter().sum::<u32>()
+    );
 
     let rows = vectors("ketama_libmemcached.tsv");
     assert!(rows.len() >= 40);
@@ -87,6 +93,11 @@ fn ketama_ring_matches_libmemcached() {
         let i = hashes.partition_point(|&p| p < key_hash) % hashes.len();
         assert_eq!(hashes[i], point, "point for {:?}", row[0]);
         let owner = topology.owner(&member).expect("owner");
-        assert_eq!(owner, format!("{}:11211", row[3]).as_bytes(), "owner of {:?}", row[0]);
+        assert_eq!(
+            owner,
+            format!("{}:11211", row[3]).as_bytes(),
+            "owner of {:?}",
+            row[0]
+        );
     }
 }

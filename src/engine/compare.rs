@@ -117,7 +117,11 @@ impl Topology {
                 }
                 after.add(&[node.as_slice()], Some(i64::from(weight)), u64::MAX)?;
                 let ideal = f64::from(weight) / (total_weight + f64::from(weight));
-                ((0..nodes.len()).map(Some).collect(), Some(nodes.len()), ideal)
+                (
+                    (0..nodes.len()).map(Some).collect(),
+                    Some(nodes.len()),
+                    ideal,
+                )
             }
             Change::Del { node } => {
                 let gone = self
@@ -140,9 +144,18 @@ impl Topology {
         };
 
         let (n_before, n_after) = (nodes.len() as u64, after.nodes().len() as u64);
-        let mut ring = Counter { moved: 0, between_old: 0 };
-        let mut slots = Counter { moved: 0, between_old: 0 };
-        let mut modulo = Counter { moved: 0, between_old: 0 };
+        let mut ring = Counter {
+            moved: 0,
+            between_old: 0,
+        };
+        let mut slots = Counter {
+            moved: 0,
+            between_old: 0,
+        };
+        let mut modulo = Counter {
+            moved: 0,
+            between_old: 0,
+        };
         let mut members_seen = 0u64;
         for member in members {
             let member = member.as_ref();

@@ -32,6 +32,12 @@ pub struct Ring {
     nodes: Vec<Node>,
     hashes: Vec<u64>,
     owners: Vec<u32>,
+    /// Bucket index over the top `index_bits` bits of the hash space: `index[b]` is the first
+    /// point whose bucket is >= b, `index[2^bits]` the point count. About one bucket per two
+    /// points, so a lookup reads one bucket and searches a handful of points instead of a
+    /// binary search over every point (2 bytes per point).
+    index: Vec<u32>,
+    index_bits: u32,
 }
 
 impl Ring {
@@ -45,6 +51,8 @@ impl Ring {
             nodes: Vec::new(),
             hashes: Vec::new(),
             owners: Vec::new(),
+            index: Vec::new(),
+            index_bits: 0,
         }
     }
 
@@ -114,8 +122,53 @@ impl Ring {
         if self.hashes.is_empty() {
             return None;
         }
-        let i = self.hashes.partition_point(|&p| p < hash);
-        Some(if i == self.hashes.len() { 0 } else { i })
+        let bucket = self.bucket_of(hash);
+        let i = match (self.index.get(bucket), self.index.get(bucket + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                let within = self.hashes.get(lo..hi).unwrap_or(&[]);
+                lo + within.partition_point(|&p| p < hash)
+            }
+            // Only a hash outside the flavour's space gets here; search everything.
+            _ => self.hashes.partition_point(|&p| p < hash),
+        };
+        Some(if i >= self.hashes.len() { 0 } else { i })
+    }
+
+    /// The bucket of `hash` in the index: its top `index_bits` bits (0 without an index).
+    fn bucket_of(&self, hash: u64) -> usize {
+        let shift = self.flavour.hash_bits().saturating_sub(self.index_bits);
+        hash.checked_shr(shift).unwrap_or(0) as usize
+    }
+
+    /// Rebuilds the bucket index after the points changed: one pass over the points.
+    fn rebuild_index(&mut self) {
+        let points = self.hashes.len();
+        // About one bucket per two points, at most 2^24 buckets.
+        let mut bits = 0;
+        while bits < 24 && (2usize << bits) < points {
+            bits += 1;
+        }
+        self.index_bits = bits.min(self.flavour.hash_bits());
+        let buckets = 1usize << self.index_bits;
+        // Count the points of each bucket into index[bucket + 1], then prefix-sum: index[b]
+        // becomes the number of points in buckets before b, i.e. the first point of b.
+        let mut index = std::mem::take(&mut self.index);
+        index.clear();
+        index.resize(buckets + 1, 0);
+        let shift = self.flavour.hash_bits() - self.index_bits;
+        for &h in &self.hashes {
+            let bucket = h.checked_shr(shift).unwrap_or(0) as usize;
+            if let Some(c) = index.get_mut(bucket + 1) {
+                *c += 1;
+            }
+        }
+        let mut sum = 0u32;
+        for c in index.iter_mut() {
+            sum += *c;
+            *c = sum;
+        }
+        self.index = index;
     }
 
     /// The owner (index into [`Ring::nodes`]) of a hash on the circle; `None` without points.
@@ -177,9 +230,7 @@ impl Ring {
         for (new_i, ((name, _), &count)) in nodes.iter().zip(&counts).enumerate() {
             let new_i = new_i as u32;
             let old = old_index.get(name.as_slice()).copied();
-            let old_count = old
-                .and_then(|o| self.nodes.get(o))
-                .map_or(0, |n| n.points);
+            let old_count = old.and_then(|o| self.nodes.get(o)).map_or(0, |n| n.points);
             if let Some(o) = old {
                 if let Some(slot) = old_to_new.get_mut(o) {
                     *slot = new_i;
@@ -187,10 +238,12 @@ impl Ring {
             }
             scratch.clear();
             if count > old_count {
-                self.flavour.push_points(name, old_count, count, &mut scratch);
+                self.flavour
+                    .push_points(name, old_count, count, &mut scratch);
                 added.extend(scratch.iter().map(|&h| (h, new_i)));
             } else if count < old_count {
-                self.flavour.push_points(name, count, old_count, &mut scratch);
+                self.flavour
+                    .push_points(name, count, old_count, &mut scratch);
                 if let Some(o) = old {
                     for &h in &scratch {
                         *removed.entry((h, o as u32)).or_insert(0) += 1;
@@ -231,11 +284,21 @@ impl Ring {
             }
         });
 
-        let total: usize = counts.iter().map(|&c| c as usize).sum();
-        let mut hashes = Vec::with_capacity(total);
-        let mut owners = Vec::with_capacity(total);
-        let mut next_added = added.into_iter().peekable();
-        for (&h, &o) in self.hashes.iter().zip(&self.owners) {
+        // In place, so that the big point arrays are neither reallocated nor copied:
+        // first drop the points of removed nodes and renumber owners, then merge the added
+        // points in from the back.
+        let unchanged_owners =
+            removed.is_empty() && old_to_new.iter().enumerate().all(|(i, &n)| n as usize == i);
+        let first_read = if unchanged_owners {
+            self.hashes.len()
+        } else {
+            0
+        };
+        let mut kept = first_read;
+        for read in first_read..self.hashes.len() {
+            let (Some(&h), Some(&o)) = (self.hashes.get(read), self.owners.get(read)) else {
+                break;
+            };
             let new_o = old_to_new.get(o as usize).copied().unwrap_or(u32::MAX);
             if new_o == u32::MAX {
                 continue;
@@ -248,24 +311,48 @@ impl Ring {
                     }
                 }
             }
-            while let Some(&a) = next_added.peek() {
-                if !before(a, (h, new_o)) {
-                    break;
-                }
-                hashes.push(a.0);
-                owners.push(a.1);
-                next_added.next();
+            if let (Some(hw), Some(ow)) = (self.hashes.get_mut(kept), self.owners.get_mut(kept)) {
+                *hw = h;
+                *ow = new_o;
             }
-            hashes.push(h);
-            owners.push(new_o);
+            kept += 1;
         }
-        for (h, o) in next_added {
-            hashes.push(h);
-            owners.push(o);
+        self.hashes.truncate(kept);
+        self.owners.truncate(kept);
+        let total = kept + added.len();
+        self.hashes.reserve_exact(added.len());
+        self.owners.reserve_exact(added.len());
+        self.hashes.resize(total, 0);
+        self.owners.resize(total, 0);
+        let (mut old_left, mut added_left) = (kept, added.len());
+        for dst in (0..total).rev() {
+            let Some(&a) = added_left.checked_sub(1).and_then(|j| added.get(j)) else {
+                break; // every added point is placed; the rest are old points in place
+            };
+            let old = old_left
+                .checked_sub(1)
+                .and_then(|i| Some((*self.hashes.get(i)?, *self.owners.get(i)?)));
+            let point = match old {
+                Some(o) if before(a, o) => {
+                    old_left -= 1;
+                    o
+                }
+                _ => {
+                    added_left -= 1;
+                    a
+                }
+            };
+            if let (Some(hw), Some(ow)) = (self.hashes.get_mut(dst), self.owners.get_mut(dst)) {
+                *hw = point.0;
+                *ow = point.1;
+            }
+        }
+        if self.hashes.capacity() > total + total / 8 + 16 {
+            self.hashes.shrink_to_fit();
+            self.owners.shrink_to_fit();
         }
         self.nodes = new_nodes;
-        self.hashes = hashes;
-        self.owners = owners;
+        self.rebuild_index();
     }
 
     /// The exact number of hash values each node owns (`u128`, summing to `2^bits` when the
@@ -298,10 +385,12 @@ impl Ring {
             .collect()
     }
 
-    /// Approximate heap bytes used by the ring: points (12 bytes each) and node names.
+    /// Approximate heap bytes used by the ring: points (12 bytes each, plus about 2 for the
+    /// bucket index) and node names.
     pub fn memory_bytes(&self) -> usize {
         self.hashes.capacity() * 8
             + self.owners.capacity() * 4
+            + self.index.capacity() * 4
             + self
                 .nodes
                 .iter()
@@ -346,6 +435,27 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), 4);
+    }
+
+    #[test]
+    fn bucket_index_agrees_with_binary_search() {
+        for f in Flavour::ALL {
+            let r = ring(f, &["a", "b", "c", "d", "e"]);
+            let (hashes, owners) = r.points();
+            let probes = hashes
+                .iter()
+                .flat_map(|&h| [h.wrapping_sub(1), h, h.wrapping_add(1)])
+                .chain([0, u64::from(u32::MAX), u64::MAX]);
+            for h in probes {
+                let h = if f.hash_bits() == 32 {
+                    h & 0xFFFF_FFFF
+                } else {
+                    h
+                };
+                let i = hashes.partition_point(|&p| p < h) % hashes.len();
+                assert_eq!(r.owner_of_hash(h), Some(owners[i] as usize), "{f:?} {h}");
+            }
+        }
     }
 
     #[test]

@@ -261,7 +261,10 @@ mod tests {
         // "Master[2] -> Slots 10923 - 16383".
         let mut t = SlotTable::new();
         t.create_layout(&[0, 1, 2]);
-        assert_eq!(t.ranges(), vec![(0, 5460, 0), (5461, 10922, 1), (10923, 16383, 2)]);
+        assert_eq!(
+            t.ranges(),
+            vec![(0, 5460, 0), (5461, 10922, 1), (10923, 16383, 2)]
+        );
     }
 
     #[test]

@@ -70,7 +70,11 @@ pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
 impl Topology {
     /// An empty ring of `flavour`. `vnodes` (points per unit of weight, `1..=MAX_VNODES`)
     /// defaults to the flavour's; it is refused with ketama, whose counts are fixed.
-    pub fn new(flavour: Flavour, vnodes: Option<i64>, hashtag: bool) -> Result<Topology, EngineError> {
+    pub fn new(
+        flavour: Flavour,
+        vnodes: Option<i64>,
+        hashtag: bool,
+    ) -> Result<Topology, EngineError> {
         let vnodes = match vnodes {
             None => flavour.default_vnodes(),
             Some(_) if flavour.fixes_vnodes() => {

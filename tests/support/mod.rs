@@ -104,7 +104,11 @@ impl Server {
                     return;
                 }
             }
-            assert!(Instant::now() < deadline, "redis-server did not start:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(25));
         }
     }
@@ -185,8 +189,8 @@ pub fn vectors(name: &str) -> Vec<Vec<String>> {
         .join("tests")
         .join("vectors")
         .join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .skip(1)

@@ -1,0 +1,160 @@
+//! Criterion benchmarks of the engine, each against its peers in the same run:
+//! - owner lookup on rings of 10, 100 and 1000 nodes x 160 points, against the `hashring`
+//!   crate on the same nodes and members, and jump consistent hash (Lamping & Veach, 2014) as
+//!   the floor a lookup can reach;
+//! - adding and removing one node on a 1000-node ring, against rebuilding it from scratch;
+//! - the hash slot of a member, and a `RING.MOVES`-sized what-if over 100000 members.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ringslot::engine::{key_slot, Change, Flavour, Ring, Topology};
+
+fn node_names(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| format!("10.0.{}.{}:6379", i / 250, i % 250).into_bytes())
+        .collect()
+}
+
+fn members(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| format!("user:{i}:profile").into_bytes())
+        .collect()
+}
+
+fn native_ring(nodes: &[Vec<u8>]) -> Ring {
+    let mut ring = Ring::new(Flavour::Native, 160, false);
+    ring.set_nodes(nodes.iter().map(|n| (n.clone(), 1)).collect());
+    ring
+}
+
+/// Jump consistent hash, "A Fast, Minimal Memory, Consistent Hash Algorithm" (Lamping and
+/// Veach, 2014), fed the same FNV-1a-64 member hash as the ring.
+fn jump_hash(mut key: u64, buckets: i64) -> i64 {
+    let (mut b, mut j) = (-1i64, 0i64);
+    while j < buckets {
+        b = j;
+        key = key.wrapping_mul(2862933555777941757).wrapping_add(1);
+        j = ((b.wrapping_add(1) as f64) * ((1u64 << 31) as f64 / ((key >> 33) + 1) as f64)) as i64;
+    }
+    b
+}
+
+#[derive(Hash, PartialEq, Eq, Clone)]
+struct Vnode {
+    name: Vec<u8>,
+    i: u32,
+}
+
+fn lookup(c: &mut Criterion) {
+    let keys = members(1024);
+    let mut group = c.benchmark_group("lookup");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    for n in [10usize, 100, 1000] {
+        let names = node_names(n);
+        let ring = native_ring(&names);
+        group.bench_with_input(BenchmarkId::new("ringslot", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(ring.owner(k));
+                }
+            })
+        });
+        let mut peer = hashring::HashRing::new();
+        for name in &names {
+            for i in 0..160 {
+                peer.add(Vnode {
+                    name: name.clone(),
+                    i,
+                });
+            }
+        }
+        group.bench_with_input(BenchmarkId::new("hashring", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(peer.get(k));
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("jump", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(jump_hash(Flavour::Native.member_hash(k), n as i64));
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+fn change_one_node(c: &mut Criterion) {
+    let names = node_names(1001);
+    let (base, extra) = names.split_at(1000);
+    let ring = native_ring(base);
+    let mut grown: Vec<(Vec<u8>, u32)> = base.iter().map(|n| (n.clone(), 1)).collect();
+    grown.push((extra[0].clone(), 1));
+    let mut shrunk: Vec<(Vec<u8>, u32)> = base.iter().map(|n| (n.clone(), 1)).collect();
+    shrunk.remove(500);
+
+    let mut group = c.benchmark_group("change_1000_nodes");
+    group.sample_size(20);
+    group.bench_function("add_one_incremental", |b| {
+        b.iter_batched(
+            || ring.clone(),
+            |mut r| {
+                r.set_nodes(grown.clone());
+                r
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("remove_one_incremental", |b| {
+        b.iter_batched(
+            || ring.clone(),
+            |mut r| {
+                r.set_nodes(shrunk.clone());
+                r
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("rebuild_from_scratch", |b| {
+        b.iter(|| {
+            let mut r = Ring::new(Flavour::Native, 160, false);
+            r.set_nodes(grown.clone());
+            r
+        })
+    });
+    group.finish();
+}
+
+fn slots_and_moves(c: &mut Criterion) {
+    let keys = members(1024);
+    let mut group = c.benchmark_group("key_slot");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    group.bench_function("key_slot", |b| {
+        b.iter(|| {
+            for k in &keys {
+                black_box(key_slot(k));
+            }
+        })
+    });
+    group.finish();
+
+    let names = node_names(10);
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
+    let mut t = Topology::new(Flavour::Native, None, false).expect("ring");
+    t.add(&refs, None, u64::MAX).expect("add");
+    let sample = members(100_000);
+    let change = Change::Add {
+        node: b"10.0.9.9:6379".to_vec(),
+        weight: 1,
+    };
+    let mut group = c.benchmark_group("what_if");
+    group.sample_size(10);
+    group.bench_function("add_node_100000_members", |b| {
+        b.iter(|| t.what_if(&change, &sample).expect("what-if"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, lookup, change_one_node, slots_and_moves);
+criterion_main!(benches);

@@ -1,0 +1,235 @@
+//! `balance`: how evenly each scheme spreads the hash space over N equal nodes, as the number
+//! of virtual nodes grows, measured on the server with `RING.CREATE`, `RING.ADD`, `RING.INFO`
+//! (peak-to-mean) and `RING.NODES` (every node's exact share).
+
+use crate::report::{self, fixed, Chart, Series, Table};
+use crate::scenario::node_name;
+use crate::server::{field, float, int, items, run, text};
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use redis::Connection;
+use std::path::Path;
+
+/// The ring key the balance runs use (re-created for every configuration).
+pub const BALANCE_KEY: &str = "ringslot-bench:balance";
+
+/// One configuration's balance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub nodes: usize,
+    /// `native`, `ketama`, `groupcache` or `slot table`.
+    pub scheme: String,
+    /// Virtual nodes per node (ketama: its fixed 160; the slot table: none).
+    pub vnodes: Option<u32>,
+    pub points: u64,
+    /// Largest share / mean share, as `RING.INFO` reports it.
+    pub peak_to_mean: f64,
+    /// Smallest, largest share and their standard deviation, each divided by the mean share
+    /// `1/N` (so 1.0 is a perfectly fair node).
+    pub min: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+/// Min, max and population standard deviation of `shares`, each divided by their mean.
+pub fn spread(shares: &[f64]) -> (f64, f64, f64) {
+    let n = shares.len() as f64;
+    let mean = shares.iter().sum::<f64>() / n;
+    let var = shares.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
+    let min = shares.iter().copied().fold(f64::MAX, f64::min);
+    let max = shares.iter().copied().fold(f64::MIN, f64::max);
+    (min / mean, max / mean, var.sqrt() / mean)
+}
+
+/// Measures every `flavour` at every `vnodes` (ketama: once, its counts are fixed) for every
+/// node count, plus the slot table once per node count. Node names come from `template`.
+pub fn run_balance(
+    con: &mut Connection,
+    node_counts: &[usize],
+    vnodes: &[u32],
+    flavours: &[String],
+    template: &str,
+) -> Result<Vec<Row>> {
+    let per_count: usize = flavours
+        .iter()
+        .map(|f| if f == "ketama" { 1 } else { vnodes.len() })
+        .sum();
+    let progress = ProgressBar::new((per_count * node_counts.len()) as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    progress.set_message("measuring rings");
+    let mut rows = Vec::new();
+    for &n in node_counts {
+        let names: Vec<String> = (1..=n).map(|i| node_name(template, i)).collect();
+        let mut slot_row = None;
+        for flavour in flavours {
+            let configs: Vec<Option<u32>> = if flavour == "ketama" {
+                vec![None]
+            } else {
+                vnodes.iter().map(|&v| Some(v)).collect()
+            };
+            for v in configs {
+                let mut create = vec!["RING.CREATE".to_string(), BALANCE_KEY.to_string()];
+                if flavour != "native" {
+                    create.extend(["COMPAT".to_string(), flavour.clone()]);
+                }
+                if let Some(v) = v {
+                    create.extend(["VNODES".to_string(), v.to_string()]);
+                }
+                run(con, &["DEL", BALANCE_KEY])?;
+                run(con, &create)?;
+                let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
+                add.extend(names.iter().cloned());
+                run(con, &add)?;
+                let info = run(con, &["RING.INFO", BALANCE_KEY])?;
+                let nodes = run(con, &["RING.NODES", BALANCE_KEY])?;
+                let nodes = items(&nodes)?;
+                if nodes.len() != n {
+                    bail!("RING.NODES listed {} nodes, {n} were added", nodes.len());
+                }
+                let shares = nodes
+                    .iter()
+                    .map(|m| float(field(m, "ring_share")?))
+                    .collect::<Result<Vec<f64>>>()?;
+                let (min, max, stddev) = spread(&shares);
+                let points = int(field(&info, "points")?)? as u64;
+                rows.push(Row {
+                    nodes: n,
+                    scheme: text(field(&info, "compat")?).unwrap_or_else(|| flavour.clone()),
+                    vnodes: Some(v.unwrap_or(int(field(&info, "vnodes")?)? as u32)),
+                    points,
+                    peak_to_mean: float(field(&info, "ring_peak_to_mean")?)?,
+                    min,
+                    max,
+                    stddev,
+                });
+                if slot_row.is_none() {
+                    let slot_shares = nodes
+                        .iter()
+                        .map(|m| float(field(m, "slot_share")?))
+                        .collect::<Result<Vec<f64>>>()?;
+                    let (min, max, stddev) = spread(&slot_shares);
+                    slot_row = Some(Row {
+                        nodes: n,
+                        scheme: "slot table".into(),
+                        vnodes: None,
+                        points: 16384,
+                        peak_to_mean: float(field(&info, "slot_peak_to_mean")?)?,
+                        min,
+                        max,
+                        stddev,
+                    });
+                }
+                progress.inc(1);
+            }
+        }
+        rows.extend(slot_row);
+    }
+    run(con, &["DEL", BALANCE_KEY])?;
+    progress.finish_and_clear();
+    Ok(rows)
+}
+
+/// The balance table: one row per node count, scheme and VNODES.
+pub fn table(rows: &[Row]) -> Table {
+    let mut t = Table::new(&[
+        "nodes",
+        "scheme",
+        "vnodes",
+        "points",
+        "peak_to_mean",
+        "min_share/mean",
+        "max_share/mean",
+        "stddev/mean",
+    ]);
+    for r in rows {
+        t.push(vec![
+            r.nodes.to_string(),
+            r.scheme.clone(),
+            r.vnodes.map_or("-".into(), |v| v.to_string()),
+            r.points.to_string(),
+            fixed(r.peak_to_mean, 4),
+            fixed(r.min, 4),
+            fixed(r.max, 4),
+            fixed(r.stddev, 4),
+        ]);
+    }
+    t
+}
+
+/// Writes `name.md`, `name.csv` and `name.svg` (peak-to-mean against VNODES, log-log) into
+/// `dir`; returns the Markdown printed on stdout.
+pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Result<String> {
+    let t = table(rows);
+    let md = format!("### {title}\n\n{}", t.markdown());
+    report::write(dir, &format!("{name}.md"), &md)?;
+    report::write(dir, &format!("{name}.csv"), &t.csv())?;
+    let vmin = rows.iter().filter_map(|r| r.vnodes).min().unwrap_or(1) as f64;
+    let vmax = rows.iter().filter_map(|r| r.vnodes).max().unwrap_or(1000) as f64;
+    let mut series = Vec::new();
+    let mut keys: Vec<(usize, String)> = Vec::new();
+    for r in rows {
+        let k = (r.nodes, r.scheme.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (i, (n, scheme)) in keys.iter().enumerate() {
+        let mine: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.nodes == *n && r.scheme == *scheme)
+            .collect();
+        let (points, markers_only) = if scheme == "slot table" {
+            // Independent of VNODES: a flat line across the chart.
+            let y = mine[0].peak_to_mean;
+            (vec![(vmin, y), (vmax, y)], false)
+        } else {
+            let pts: Vec<(f64, f64)> = mine
+                .iter()
+                .map(|r| (f64::from(r.vnodes.unwrap_or(1)), r.peak_to_mean))
+                .collect();
+            let single = pts.len() == 1;
+            (pts, single)
+        };
+        let label = match scheme.as_str() {
+            "native" => format!("ring (native), {n} nodes"),
+            "ketama" => format!("ketama (fixed 160 points), {n} nodes"),
+            "slot table" => format!("slot table, {n} nodes"),
+            other => format!("{other}, {n} nodes"),
+        };
+        series.push(Series {
+            label,
+            points,
+            colour: Some(i),
+            markers_only,
+        });
+    }
+    let chart = Chart {
+        title,
+        x_label: "virtual nodes per node (log)",
+        y_label: "peak-to-mean share (log; 1.0 = perfect)",
+        x_log: true,
+        y_log: true,
+        x_names: Vec::new(),
+        legend: plotters::prelude::SeriesLabelPosition::UpperRight,
+    };
+    report::svg(&dir.join(format!("{name}.svg")), &chart, &series)?;
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_of_known_shares() {
+        // Shares 0.1, 0.2, 0.3, 0.4: mean 0.25, population variance 0.0125.
+        let (min, max, sd) = spread(&[0.1, 0.2, 0.3, 0.4]);
+        assert!((min - 0.4).abs() < 1e-12);
+        assert!((max - 1.6).abs() < 1e-12);
+        assert!((sd - 0.0125f64.sqrt() / 0.25).abs() < 1e-12);
+    }
+}

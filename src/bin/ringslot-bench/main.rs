@@ -1,0 +1,268 @@
+//! `ringslot-bench`: migration-cost and balance benchmarks of the ringslot module, measured on
+//! a live redis-server (its own temporary one by default, or `--url`), printed as Markdown
+//! tables and written as CSV and SVG charts. See BENCHMARKS.md for results and how to run it.
+
+mod balance;
+mod migration;
+mod report;
+mod scenario;
+mod server;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use migration::{Members, RingConf};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "ringslot-bench",
+    about = "Migration-cost and balance benchmarks of the ringslot Redis module, on a live server"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct Global {
+    /// Use this running server (with the module loaded) instead of starting one.
+    #[arg(long, global = true)]
+    url: Option<String>,
+    /// The module to load into the temporary server [default: target/release/libringslot.so,
+    /// else target/debug/libringslot.so].
+    #[arg(long, global = true)]
+    module: Option<PathBuf>,
+    /// The redis-server binary for the temporary server.
+    #[arg(long, global = true, default_value = "redis-server")]
+    redis_server: String,
+    /// Where to write the .md, .csv and .svg files.
+    #[arg(long, global = true, default_value = "bench/out")]
+    out: PathBuf,
+    /// Node names: `{}` is replaced by the node's number.
+    #[arg(long, global = true, default_value = "10.0.0.{}:6379")]
+    names: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Members moved by each change of a scenario, per scheme, against the ideal.
+    Migration(MigrationArgs),
+    /// Peak-to-mean and spread of per-node shares as virtual nodes grow.
+    Balance(BalanceArgs),
+}
+
+#[derive(Args)]
+struct MigrationArgs {
+    /// Start with FROM nodes and add one at a time up to TO (default 4..8 when no other
+    /// scenario flag is given).
+    #[arg(long, value_name = "FROM..TO")]
+    grow: Option<String>,
+    /// Remove the most recently added nodes one at a time from FROM down to TO (after --grow,
+    /// --reweight and --lose when combined).
+    #[arg(long, value_name = "FROM..TO")]
+    shrink: Option<String>,
+    /// Change a node's weight (NODE is a name or a node number), e.g. `--reweight 1=3`.
+    #[arg(long, value_name = "NODE=W")]
+    reweight: Vec<String>,
+    /// Lose a node (NODE is a name or a node number), e.g. `--lose 2`.
+    #[arg(long, value_name = "NODE")]
+    lose: Vec<String>,
+    /// Nodes to start with when neither --grow nor --shrink is given.
+    #[arg(long, default_value_t = 4)]
+    start: usize,
+    /// A scenario file (see bench/scenario-example.txt); replaces the flags above.
+    #[arg(long, conflicts_with_all = ["grow", "shrink", "reweight", "lose"])]
+    scenario: Option<PathBuf>,
+    /// Real keys written into the server and evaluated with RING.MOVES ... KEYS.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Write nothing; evaluate with RING.MOVES ... SAMPLE N instead.
+    #[arg(long, value_name = "N")]
+    sample: Option<u64>,
+    /// Prefix of the member keys (`key:` gives key:0, key:1, ...).
+    #[arg(long, default_value = "key:")]
+    key_prefix: String,
+    /// VNODES of the native rings, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,160,1000")]
+    vnodes: Vec<u32>,
+    /// Also measure these compatible flavours (comma-separated; `none` for neither).
+    #[arg(long, value_delimiter = ',', default_value = "ketama,groupcache")]
+    compat: Vec<String>,
+    /// VNODES of the groupcache ring [default: the module's, 50].
+    #[arg(long)]
+    groupcache_vnodes: Option<u32>,
+    /// Commands per pipeline (SET, RING.MGET of this many members, RING.SLOT).
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Leave the member keys and the rings on the server (--url).
+    #[arg(long)]
+    keep: bool,
+    /// Accept existing keys that match the member prefix (--url); they are overwritten.
+    #[arg(long)]
+    reuse_keys: bool,
+    /// Stem of the output files.
+    #[arg(long, default_value = "migration")]
+    name: String,
+}
+
+#[derive(Args)]
+struct BalanceArgs {
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    nodes: Vec<usize>,
+    /// Virtual nodes per node, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,5,10,20,50,100,160,200,500,1000"
+    )]
+    vnodes: Vec<u32>,
+    /// Flavours, comma-separated (ketama has fixed points: one row per node count).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,groupcache,ketama"
+    )]
+    flavours: Vec<String>,
+    /// Stem of the output files.
+    #[arg(long, default_value = "balance")]
+    name: String,
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("ringslot-bench: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let g = &cli.global;
+    // The server: ours (stopped when `_own` drops) or the one at --url.
+    let (_own, url) = match &g.url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let module = server::module_path(g.module.as_deref())?;
+            eprintln!("starting redis-server with {}", module.display());
+            let own = server::OwnServer::start(&g.redis_server, &module)?;
+            let url = own.url();
+            (Some(own), url)
+        }
+    };
+    let mut con = server::connect(&url)?;
+    let started = Instant::now();
+    let md = match &cli.command {
+        Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
+        Command::Balance(a) => balance_cmd(&mut con, g, a)?,
+    };
+    println!("{md}");
+    eprintln!(
+        "measured in {:.1} s; wrote {}/*.{{md,csv,svg}}",
+        started.elapsed().as_secs_f64(),
+        g.out.display()
+    );
+    Ok(())
+}
+
+fn check_flavour(f: &str) -> Result<()> {
+    if !["native", "ketama", "groupcache"].contains(&f) {
+        bail!("unknown flavour `{f}` (native, ketama or groupcache)");
+    }
+    Ok(())
+}
+
+fn migration_cmd(
+    con: &mut redis::Connection,
+    g: &Global,
+    a: &MigrationArgs,
+    own_server: bool,
+) -> Result<String> {
+    let scenario = match &a.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read {}", path.display()))?;
+            scenario::parse(&text, &g.names).with_context(|| path.display().to_string())?
+        }
+        None => {
+            let grow = a.grow.as_deref().map(scenario::parse_range).transpose()?;
+            let shrink = a.shrink.as_deref().map(scenario::parse_range).transpose()?;
+            let reweight = a
+                .reweight
+                .iter()
+                .map(|s| scenario::parse_reweight(s))
+                .collect::<Result<Vec<_>>>()?;
+            let nothing =
+                grow.is_none() && shrink.is_none() && reweight.is_empty() && a.lose.is_empty();
+            let grow = if nothing { Some((4, 8)) } else { grow };
+            scenario::from_flags(&g.names, a.start, grow, shrink, &reweight, &a.lose)?
+        }
+    };
+    let mut rings: Vec<RingConf> = a
+        .vnodes
+        .iter()
+        .map(|&v| RingConf {
+            flavour: "native".into(),
+            vnodes: Some(v),
+        })
+        .collect();
+    for f in a.compat.iter().filter(|f| f.as_str() != "none") {
+        check_flavour(f)?;
+        rings.push(RingConf {
+            flavour: f.clone(),
+            vnodes: if f == "groupcache" {
+                a.groupcache_vnodes
+            } else {
+                None
+            },
+        });
+    }
+    let members = match a.sample {
+        Some(n) => Members::Sample {
+            prefix: a.key_prefix.clone(),
+            count: n,
+        },
+        None => Members::Keys {
+            prefix: a.key_prefix.clone(),
+            count: a.keys,
+        },
+    };
+    let count = match &members {
+        Members::Keys { count, .. } => format!("{count} real keys"),
+        Members::Sample { count, .. } => format!("SAMPLE {count}"),
+    };
+    let opts = migration::Options {
+        rings,
+        members,
+        batch: a.batch.max(1),
+        // Our own server is thrown away at the end: no need to clean it.
+        keep: a.keep || own_server,
+        reuse_keys: a.reuse_keys,
+    };
+    let rows = migration::run_scenario(con, &scenario, &opts)?;
+    let title = format!(
+        "Migration cost: {} nodes, {} changes, {count}",
+        scenario.start.len(),
+        scenario.steps.len()
+    );
+    migration::write_outputs(&g.out, &a.name, &rows, &title)
+}
+
+fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Result<String> {
+    for f in &a.flavours {
+        check_flavour(f)?;
+    }
+    if a.nodes.is_empty() || a.nodes.contains(&0) {
+        bail!("--nodes needs node counts >= 1");
+    }
+    let rows = balance::run_balance(con, &a.nodes, &a.vnodes, &a.flavours, &g.names)?;
+    let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
+    let title = format!(
+        "Balance: peak-to-mean share, {} equal nodes",
+        counts.join(" and ")
+    );
+    balance::write_outputs(&g.out, &a.name, &rows, &title)
+}

@@ -1,0 +1,225 @@
+//! Output: Markdown tables on stdout and in `.md` files, CSV files, and SVG line charts.
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// A table of text cells, printed as Markdown and written as CSV.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// A GitHub-flavoured Markdown table; cells that look numeric are right-aligned.
+    pub fn markdown(&self) -> String {
+        let numeric: Vec<bool> = (0..self.headers.len())
+            .map(|c| {
+                !self.rows.is_empty()
+                    && self.rows.iter().all(|r| {
+                        r.get(c)
+                            .is_some_and(|v| v.parse::<f64>().is_ok() || v == "-")
+                    })
+            })
+            .collect();
+        let mut out = format!("| {} |\n|", self.headers.join(" | "));
+        for n in &numeric {
+            out.push_str(if *n { "---:|" } else { "---|" });
+        }
+        out.push('\n');
+        for r in &self.rows {
+            let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        out
+    }
+
+    /// RFC 4180 CSV: a header line, then one line per row; fields with `,`, `"` or a line
+    /// break are quoted.
+    pub fn csv(&self) -> String {
+        let line = |cells: &[String]| {
+            cells
+                .iter()
+                .map(|c| {
+                    if c.contains([',', '"', '\n', '\r']) {
+                        format!("\"{}\"", c.replace('"', "\"\""))
+                    } else {
+                        c.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut out = line(&self.headers);
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Writes `text` to `dir/name`, creating `dir`; returns the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    Ok(path)
+}
+
+/// A fixed number with `digits` decimals.
+pub fn fixed(x: f64, digits: usize) -> String {
+    format!("{x:.digits$}")
+}
+
+/// One line of a chart.
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    /// Index into the palette; `None` draws it black and thicker (a reference line).
+    pub colour: Option<usize>,
+    /// Draw markers only, no line (a scheme with a single configuration).
+    pub markers_only: bool,
+}
+
+/// What a chart shows.
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    /// Logarithmic x axis (virtual-node counts).
+    pub x_log: bool,
+    /// Logarithmic y axis.
+    pub y_log: bool,
+    /// Labels of integer x positions (steps); empty for a numeric axis.
+    pub x_names: Vec<String>,
+    /// Where the legend goes (where the lines are not).
+    pub legend: SeriesLabelPosition,
+}
+
+fn colour(i: usize) -> RGBColor {
+    const PALETTE: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Draws `series` into an SVG file at `path` (960 x 600): title, axis labels, a legend.
+pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1) = all().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (mut y0, mut y1) = all().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if chart.x_log {
+        x0 = x0.max(1e-9) / 1.3;
+        x1 *= 1.3;
+    } else {
+        let pad = ((x1 - x0) * 0.05).max(0.25);
+        x0 -= pad;
+        x1 += pad;
+    }
+    if chart.y_log {
+        y0 = y0.max(1e-9) / 1.1;
+        y1 *= 1.15;
+    } else {
+        y0 = y0.min(0.0);
+        y1 = if y1 <= y0 { y0 + 1.0 } else { y1 * 1.08 };
+    }
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64);
+    // The four axis combinations have four coordinate types, hence the macro.
+    macro_rules! draw {
+        ($ctx:expr) => {{
+            let mut ctx = $ctx;
+            let names = chart.x_names.clone();
+            let step_name = |x: &f64| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            };
+            let mut mesh = ctx.configure_mesh();
+            mesh.x_desc(chart.x_label)
+                .y_desc(chart.y_label)
+                .axis_desc_style(("sans-serif", 16));
+            let whole = |x: &f64| format!("{x:.0}");
+            if !names.is_empty() {
+                mesh.x_labels(names.len() + 2)
+                    .x_label_formatter(&step_name)
+                    .x_label_style(("sans-serif", if names.len() > 6 { 10 } else { 12 }));
+            } else if chart.x_log {
+                mesh.x_label_formatter(&whole);
+            }
+            mesh.draw()?;
+            for s in series {
+                let (c, width) = match s.colour {
+                    Some(i) => (colour(i), 2),
+                    None => (BLACK, 3),
+                };
+                let style = ShapeStyle::from(&c).stroke_width(width);
+                let legend_style = style;
+                if s.markers_only {
+                    ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 5, c.filled())))?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
+                } else {
+                    ctx.draw_series(LineSeries::new(s.points.iter().copied(), style))?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], legend_style)
+                        });
+                    ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+                }
+            }
+            ctx.configure_series_labels()
+                .position(chart.legend.clone())
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .draw()?;
+        }};
+    }
+    match (chart.x_log, chart.y_log) {
+        (false, false) => draw!(builder.build_cartesian_2d(x0..x1, y0..y1)?),
+        (true, false) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
+        (false, true) => draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
+        (true, true) => {
+            draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?)
+        }
+    }
+    root.present()
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! The `ringslot-bench` program against a live server: its migration figures must be the
+//! module's own `RING.MOVES` replies for an identical ring, and must agree with theory (one
+//! equal-weight node joining N nodes: ideal 1/(N+1); the native ring and the slot table never
+//! move a member between two old nodes). Its errors must name the problem.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+use support::Server;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
+        .args(args)
+        .output()
+        .expect("run ringslot-bench")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "ringslot-bench {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+}
+
+/// The rows of a CSV the program wrote (its fields hold no commas or quotes), keyed by
+/// `(step, scheme)`, each a map from column name to field.
+fn csv_rows(path: &Path) -> HashMap<(usize, String), HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).expect("read the CSV");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            let row: HashMap<String, String> = header
+                .iter()
+                .zip(l.split(','))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect();
+            ((row["step"].parse().unwrap(), row["scheme"].clone()), row)
+        })
+        .collect()
+}
+
+fn num(row: &HashMap<String, String>, col: &str) -> f64 {
+    row[col]
+        .parse()
+        .unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
+}
+
+fn field<'a>(map: &'a redis::Value, name: &str) -> &'a redis::Value {
+    let redis::Value::Array(items) = map else {
+        panic!("expected a flat RESP2 map, got {map:?}")
+    };
+    items
+        .chunks(2)
+        .find(|p| matches!(&p[0], redis::Value::BulkString(b) if b == name.as_bytes()))
+        .map(|p| &p[1])
+        .unwrap_or_else(|| panic!("no {name} in {map:?}"))
+}
+
+fn int(v: &redis::Value) -> i64 {
+    match v {
+        redis::Value::Int(i) => *i,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn node(i: usize) -> String {
+    format!("10.0.0.{i}:6379")
+}
+
+#[test]
+fn migration_figures_are_the_modules_and_match_theory() {
+    let server = Server::start();
+    let url = server.url();
+    let out = tempfile::tempdir().unwrap();
+    let stdout = ok(&[
+        "--url",
+        &url,
+        "--out",
+        out.path().to_str().unwrap(),
+        "migration",
+        "--grow",
+        "3..5",
+        "--keys",
+        "5000",
+        "--vnodes",
+        "10,160",
+        "--compat",
+        "ketama",
+        "--keep",
+    ]);
+    assert!(stdout.contains("| step | change |"), "{stdout}");
+    for file in ["migration.md", "migration.csv", "migration.svg"] {
+        assert!(out.path().join(file).exists(), "{file} missing");
+    }
+    let svg = std::fs::read_to_string(out.path().join("migration.svg")).unwrap();
+    assert!(svg.contains("fraction of members moved") && svg.contains("ideal"));
+    let rows = csv_rows(&out.path().join("migration.csv"));
+    // 2 steps x (2 native rings + ketama + slot table + modulo).
+    assert_eq!(rows.len(), 10);
+
+    // The same rings, built by hand, asked the same questions.
+    let mut con = server.client();
+    for vnodes in [10, 160] {
+        let key = format!("check:{vnodes}");
+        redis::cmd("RING.CREATE")
+            .arg(&key)
+            .arg("VNODES")
+            .arg(vnodes)
+            .query::<()>(&mut con)
+            .unwrap();
+        redis::cmd("RING.ADD")
+            .arg(&key)
+            .arg(node(1))
+            .arg(node(2))
+            .arg(node(3))
+            .query::<i64>(&mut con)
+            .unwrap();
+        for (step, joining) in [(1usize, 4usize), (2, 5)] {
+            let reply: redis::Value = redis::cmd("RING.MOVES")
+                .arg(&key)
+                .arg("ADD")
+                .arg(node(joining))
+                .arg("KEYS")
+                .arg("key:*")
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(int(field(&reply, "members")), 5000);
+            let ring = &rows[&(step, format!("ring vnodes={vnodes}"))];
+            let mine = field(&reply, "ring");
+            assert_eq!(
+                num(ring, "moved") as i64,
+                int(field(mine, "moved")),
+                "step {step}"
+            );
+            assert_eq!(
+                num(ring, "between_old"),
+                0.0,
+                "the native ring never moves between old nodes"
+            );
+            assert_eq!(num(ring, "members"), 5000.0);
+            // Ideal: one equal-weight node joining `joining - 1` nodes.
+            let ideal = 1.0 / joining as f64;
+            assert!((num(ring, "ideal") - ideal).abs() < 5e-5, "{ring:?}");
+            if vnodes == 10 {
+                let slots = &rows[&(step, "slot table".to_string())];
+                let mine = field(&reply, "slots");
+                assert_eq!(num(slots, "moved") as i64, int(field(mine, "moved")));
+                assert_eq!(
+                    num(slots, "between_old"),
+                    0.0,
+                    "rebalance only feeds the new node"
+                );
+                // redis-cli rebalance gives the new node floor/round(16384/N) slots.
+                let slots_moved = int(field(mine, "slots_moved")) as f64;
+                assert!((num(slots, "hash_space_fraction") - slots_moved / 16384.0).abs() < 5e-5);
+                assert!(
+                    (slots_moved / 16384.0 - ideal).abs() < 0.001,
+                    "{slots_moved}"
+                );
+                let modulo = &rows[&(step, "modulo".to_string())];
+                let mine = field(&reply, "modulo");
+                assert_eq!(num(modulo, "moved") as i64, int(field(mine, "moved")));
+                assert_eq!(
+                    num(modulo, "between_old") as i64,
+                    int(field(mine, "between_old"))
+                );
+                // hash mod N -> hash mod N+1 keeps a member only when both agree: ~1/(N+1).
+                let f = num(modulo, "fraction");
+                assert!((f - (1.0 - ideal)).abs() < 0.05, "modulo fraction {f}");
+            }
+            redis::cmd("RING.ADD")
+                .arg(&key)
+                .arg(node(joining))
+                .query::<i64>(&mut con)
+                .unwrap();
+        }
+    }
+    // Ketama with equal weights: adding a server leaves the others' points alone.
+    for step in [1, 2] {
+        let ketama = &rows[&(step, "ketama".to_string())];
+        assert_eq!(num(ketama, "between_old"), 0.0, "{ketama:?}");
+        assert!(num(ketama, "moved") > 0.0);
+    }
+}
+
+#[test]
+fn reweight_is_measured_with_owners_before_and_after() {
+    let server = Server::start();
+    let out = tempfile::tempdir().unwrap();
+    ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "migration",
+        "--start",
+        "4",
+        "--reweight",
+        "1=3",
+        "--keys",
+        "3000",
+        "--vnodes",
+        "160",
+        "--compat",
+        "none",
+    ]);
+    let rows = csv_rows(&out.path().join("migration.csv"));
+    assert_eq!(rows.len(), 3);
+    // Node 1 goes from 1/4 to 3/6 of the weight: a perfect scheme moves 1/4 of the members.
+    for scheme in ["ring vnodes=160", "slot table", "modulo"] {
+        assert_eq!(
+            num(&rows[&(1, scheme.to_string())], "ideal"),
+            0.25,
+            "{scheme}"
+        );
+    }
+    let ring = &rows[&(1, "ring vnodes=160".to_string())];
+    // Native points depend only on (node, index): the extra points all belong to node 1.
+    assert_eq!(num(ring, "between_old"), 0.0);
+    assert!(
+        num(ring, "fraction") > 0.1 && num(ring, "fraction") < 0.4,
+        "{ring:?}"
+    );
+    let slots = &rows[&(1, "slot table".to_string())];
+    assert_eq!(
+        num(slots, "between_old"),
+        0.0,
+        "rebalance only feeds node 1"
+    );
+    // 16384 * 3/6 = 8192 slots for node 1, which had 4096: about 4096 slots move (redis-cli's
+    // rounding of the donors' 1365.33 slots each may add one).
+    let moved = num(slots, "hash_space_fraction");
+    assert!((moved - 0.25).abs() < 0.0002, "{moved}");
+    let modulo = &rows[&(1, "modulo".to_string())];
+    assert_eq!(num(modulo, "moved"), 0.0, "modulo ignores weights");
+    // The program cleaned up after itself on a --url server.
+    let mut con = server.client();
+    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn sample_mode_writes_nothing() {
+    let server = Server::start();
+    let out = tempfile::tempdir().unwrap();
+    ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "migration",
+        "--grow",
+        "2..3",
+        "--sample",
+        "2000",
+        "--vnodes",
+        "100",
+        "--compat",
+        "groupcache",
+        "--keep",
+    ]);
+    let rows = csv_rows(&out.path().join("migration.csv"));
+    assert_eq!(
+        num(&rows[&(1, "ring vnodes=100".to_string())], "members"),
+        2000.0
+    );
+    let ideal = num(&rows[&(1, "groupcache vnodes=50".to_string())], "ideal");
+    assert!((ideal - 1.0 / 3.0).abs() < 5e-5, "{ideal}");
+    let mut con = server.client();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("key:*").query(&mut con).unwrap();
+    assert!(keys.is_empty(), "sample mode wrote {keys:?}");
+}
+
+#[test]
+fn balance_reports_every_configuration() {
+    let server = Server::start();
+    let out = tempfile::tempdir().unwrap();
+    let stdout = ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "balance",
+        "--nodes",
+        "10",
+        "--vnodes",
+        "1,160",
+    ]);
+    assert!(stdout.contains("peak_to_mean"), "{stdout}");
+    let text = std::fs::read_to_string(out.path().join("balance.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Header, native x2, groupcache x2, ketama, slot table.
+    assert_eq!(lines.len(), 7, "{text}");
+    // redis-cli --cluster create over 10 masters: 1639 or 1638 slots each, so the largest
+    // share is 1639/1638.4 of the mean.
+    let slots = lines.iter().find(|l| l.contains("slot table")).unwrap();
+    assert!(
+        slots.starts_with("10,slot table,-,16384,1.0004,"),
+        "{slots}"
+    );
+    let ketama = lines.iter().find(|l| l.contains("ketama")).unwrap();
+    assert!(ketama.starts_with("10,ketama,160,1600,"), "{ketama}");
+}
+
+#[test]
+fn errors_name_the_problem() {
+    // Nobody listens on this port.
+    let port = support::free_port();
+    let out = bench(&["--url", &format!("redis://127.0.0.1:{port}/"), "balance"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach redis-server"), "{err}");
+
+    // A server without the module.
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let mut plain = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let url = format!("redis://127.0.0.1:{port}/");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "plain redis-server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let out = bench(&["--url", &url, "migration", "--keys", "10"]);
+    let _ = plain.kill();
+    let _ = plain.wait();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("the ringslot module is not loaded on {url}")),
+        "{err}"
+    );
+
+    // A bad scenario line is named.
+    let server = Server::start();
+    let file = dir.path().join("bad.txt");
+    std::fs::write(&file, "start 3\ndel 9\n").unwrap();
+    let out = bench(&[
+        "--url",
+        &server.url(),
+        "migration",
+        "--scenario",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("scenario line 2") && err.contains("not in the ring"),
+        "{err}"
+    );
+}

@@ -1,0 +1,158 @@
+//! What Redis knows about the commands (COMMAND INFO / DOCS / GETKEYS, arity, flags, key
+//! specs), ACL key permissions built on those key specs, and keyspace notifications.
+
+mod module_helpers;
+mod support;
+
+use module_helpers::*;
+use redis::Value;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// (command, arity, flags besides `module`)
+const COMMANDS: [(&str, i64, &[&str]); 11] = [
+    ("ring.create", -2, &["write", "denyoom"]),
+    ("ring.add", -3, &["write", "denyoom"]),
+    ("ring.del", -3, &["write", "denyoom"]),
+    ("ring.assign", 5, &["write", "denyoom"]),
+    ("ring.get", -3, &["readonly", "fast"]),
+    ("ring.mget", -3, &["readonly"]),
+    ("ring.slot", 3, &["readonly", "fast"]),
+    ("ring.slots", 2, &["readonly"]),
+    ("ring.nodes", 2, &["readonly"]),
+    ("ring.info", 2, &["readonly"]),
+    ("ring.moves", -4, &["readonly"]),
+];
+
+#[test]
+fn command_info_getkeys_and_docs() {
+    let server = shared_server();
+    let mut con = server.client();
+    for (name, arity, flags) in COMMANDS {
+        let info = array(&q(&mut con, &format!("COMMAND INFO {name}")));
+        let info = array(&info[0]);
+        assert_eq!(text(&info[0]), name);
+        assert_eq!(int(&info[1]), arity, "{name} arity");
+        let got: BTreeSet<String> = array(&info[2]).iter().map(text).collect();
+        let mut want: BTreeSet<String> = flags.iter().map(|f| f.to_string()).collect();
+        want.insert("module".into());
+        assert_eq!(got, want, "{name} flags");
+        assert_eq!(
+            (int(&info[3]), int(&info[4]), int(&info[5])),
+            (1, 1, 1),
+            "{name} keys"
+        );
+        // One key spec: the key at index 1, RW for writers and RO for readers.
+        let specs = array(&info[8]);
+        assert_eq!(specs.len(), 1, "{name} key specs");
+        let spec = map(&specs[0]);
+        let spec_flags: BTreeSet<String> = array(&spec["flags"]).iter().map(text).collect();
+        let access = if flags.contains(&"write") { "RW" } else { "RO" };
+        assert!(spec_flags.contains(access), "{name}: {spec_flags:?}");
+        let begin = map(&spec["begin_search"]);
+        assert_eq!(text(&begin["type"]), "index");
+        assert_eq!(int(&map(&begin["spec"])["index"]), 1);
+
+        let docs = array(&q(&mut con, &format!("COMMAND DOCS {name}")));
+        assert_eq!(text(&docs[0]), name);
+        let doc = map(&docs[1]);
+        assert!(!text(&doc["summary"]).is_empty(), "{name} summary");
+        assert_eq!(text(&doc["module"]), "ringslot");
+        let first_arg = map(&array(&doc["arguments"])[0]);
+        assert_eq!(text(&first_arg["type"]), "key");
+    }
+    let docs = array(&q(&mut con, "COMMAND DOCS ring.create"));
+    let args: Vec<String> = array(&map(&docs[1])["arguments"])
+        .iter()
+        .map(|a| text(&map(a)["name"]))
+        .collect();
+    assert_eq!(args, ["key", "compat", "vnodes", "hashtag"]);
+
+    for line in [
+        "COMMAND GETKEYS RING.ADD info:ring a b",
+        "COMMAND GETKEYS RING.ADD info:ring WEIGHT 2 a",
+        "COMMAND GETKEYS RING.GET info:ring m COUNT 3",
+        "COMMAND GETKEYS RING.MOVES info:ring ADD n KEYS user:*",
+        "COMMAND GETKEYS RING.ASSIGN info:ring 0 10 a",
+        "COMMAND GETKEYS RING.SLOTS info:ring",
+    ] {
+        assert_eq!(
+            q(&mut con, line),
+            Value::Array(vec![Value::BulkString(b"info:ring".to_vec())]),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn acl_key_patterns_apply_to_ring_keys() {
+    let server = shared_server();
+    let mut admin = server.client();
+    q(&mut admin, "ACL SETUSER limited on >secret ~other:* +@all");
+    q(&mut admin, "RING.ADD ring:acl a b");
+    let mut con = server.client();
+    q(&mut con, "AUTH limited secret");
+    for line in [
+        "RING.GET ring:acl m",
+        "RING.ADD ring:acl c",
+        "RING.CREATE ring:acl:new",
+        "RING.NODES ring:acl",
+        "RING.MOVES ring:acl ADD c SAMPLE 10",
+    ] {
+        let err = e(&mut con, line);
+        assert!(err.starts_with("NOPERM"), "{line}: {err}");
+        assert_pong(&mut con);
+    }
+    assert_eq!(int(&q(&mut con, "RING.ADD other:acl a b")), 2);
+    assert_eq!(slot_ranges(&mut con, b"other:acl").len(), 2);
+    assert_eq!(
+        node_rows(&mut admin, b"ring:acl").len(),
+        2,
+        "the refused ADD changed nothing"
+    );
+    assert_eq!(int(&q(&mut admin, "EXISTS ring:acl:new")), 0);
+}
+
+#[test]
+fn writes_fire_keyspace_notifications() {
+    // Its own server: keyevent channels would also carry the other tests' writes.
+    let server = support::Server::start();
+    let mut admin = server.client();
+    q(&mut admin, "CONFIG SET notify-keyspace-events KEA");
+    let mut sub_con = server.client();
+    let mut sub = sub_con.as_pubsub();
+    sub.psubscribe("__keyspace@0__:ntf:*").unwrap();
+    sub.psubscribe("__keyevent@0__:ring.*").unwrap();
+    sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+    let mut con = server.client();
+    let mut expected = Vec::new();
+    let mut write = |line: &str, key: &str, event: Option<&str>| {
+        let _ = call(&mut con, &words(line));
+        if let Some(event) = event {
+            expected.push((format!("__keyspace@0__:{key}"), event.to_string()));
+            expected.push((format!("__keyevent@0__:{event}"), key.to_string()));
+        }
+    };
+    write("RING.CREATE ntf:a", "ntf:a", Some("ring.create"));
+    write("RING.ADD ntf:a x y", "ntf:a", Some("ring.add"));
+    write("RING.ADD ntf:a x", "ntf:a", None); // nothing changed
+    write("RING.GET ntf:a m", "ntf:a", None); // a read
+    write("RING.MOVES ntf:a ADD z SAMPLE 5", "ntf:a", None);
+    write("RING.ASSIGN ntf:a 0 0 y", "ntf:a", Some("ring.assign"));
+    write("RING.ASSIGN ntf:a 0 0 nobody", "ntf:a", None); // refused
+    write("RING.ADD ntf:a WEIGHT 0 q", "ntf:a", None); // refused
+    write("RING.DEL ntf:a x", "ntf:a", Some("ring.del"));
+    write("RING.DEL ntf:a x", "ntf:a", None); // nothing removed
+    write("RING.ADD ntf:b n", "ntf:b", Some("ring.add")); // creates the ring
+    for (channel, payload) in expected {
+        let msg = sub.get_message().expect("a notification");
+        assert_eq!(
+            (msg.get_channel_name(), msg.get_payload_bytes()),
+            (channel.as_str(), payload.as_bytes())
+        );
+    }
+    sub.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(sub.get_message().is_err(), "no further notification");
+}

@@ -1,0 +1,429 @@
+//! Bad input: every error of the command contract, WRONGTYPE, and a loop of random and
+//! malformed calls. After each failing call the server still answers PING and the ring is
+//! exactly as it was (RING.NODES and RING.SLOTS compared before/after).
+
+mod module_helpers;
+mod support;
+
+use module_helpers::*;
+use redis::{Connection, Value};
+
+/// Sends `line` (which must fail with `expected`), then checks PING and that `ring` is
+/// unchanged.
+fn refused(con: &mut Connection, ring: &str, line: &str, expected: &str) {
+    let before = snapshot(con, ring.as_bytes());
+    assert_eq!(e(con, line), expected, "{line}");
+    assert_pong(con);
+    assert_eq!(
+        snapshot(con, ring.as_bytes()),
+        before,
+        "{line} changed {ring}"
+    );
+}
+
+fn arity(command: &str) -> String {
+    format!(
+        "ERR wrong number of arguments for '{}' command",
+        command.to_lowercase()
+    )
+}
+
+#[test]
+fn wrong_argument_counts() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:arity a b");
+    for line in [
+        "RING.CREATE",
+        "RING.ADD",
+        "RING.ADD err:arity",
+        "RING.DEL err:arity",
+        "RING.GET err:arity",
+        "RING.MGET err:arity",
+        "RING.SLOT err:arity",
+        "RING.SLOT err:arity a b",
+        "RING.SLOTS",
+        "RING.SLOTS err:arity x",
+        "RING.ASSIGN err:arity 0 1",
+        "RING.ASSIGN err:arity 0 1 a b",
+        "RING.NODES",
+        "RING.NODES err:arity x",
+        "RING.INFO",
+        "RING.INFO err:arity x",
+        "RING.MOVES err:arity ADD",
+    ] {
+        let command = line.split(' ').next().unwrap();
+        refused(&mut con, "err:arity", line, &arity(command));
+    }
+}
+
+#[test]
+fn syntax_errors() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:syntax a b");
+    let syntax = "ERR syntax error";
+    for line in [
+        "RING.CREATE err:syntax:new FOO",
+        "RING.CREATE err:syntax:new VNODES",
+        "RING.CREATE err:syntax:new COMPAT",
+        "RING.CREATE err:syntax:new HASHTAG 1",
+        "RING.ADD err:syntax WEIGHT 2",
+        "RING.GET err:syntax m COUNT",
+        "RING.GET err:syntax m LIMIT 1",
+        "RING.GET err:syntax m COUNT 1 x",
+        "RING.MOVES err:syntax MOVE c",
+        "RING.MOVES err:syntax DEL a WEIGHT 2",
+        "RING.MOVES err:syntax ADD c WEIGHT",
+        "RING.MOVES err:syntax ADD c SAMPLE 1 KEYS *",
+        "RING.MOVES err:syntax ADD c KEYS * SAMPLE 1",
+        "RING.MOVES err:syntax ADD c KEYS",
+        "RING.MOVES err:syntax ADD c SAMPLE",
+        "RING.MOVES err:syntax ADD c FOO 1",
+    ] {
+        refused(&mut con, "err:syntax", line, syntax);
+    }
+    assert_eq!(int(&q(&mut con, "EXISTS err:syntax:new")), 0);
+}
+
+#[test]
+fn numbers_that_do_not_parse() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:int a b");
+    let not_int = "ERR value is not an integer or out of range";
+    for line in [
+        "RING.CREATE err:int:new VNODES x",
+        "RING.CREATE err:int:new VNODES 1.5",
+        "RING.CREATE err:int:new VNODES +5",
+        "RING.CREATE err:int:new VNODES 99999999999999999999",
+        "RING.ADD err:int WEIGHT 1.0 c",
+        "RING.ADD err:int WEIGHT ten c",
+        "RING.GET err:int m COUNT abc",
+        "RING.GET err:int m COUNT 01",
+        "RING.ASSIGN err:int x 10 a",
+        "RING.ASSIGN err:int 0 1e3 a",
+        "RING.MOVES err:int ADD c WEIGHT -",
+        "RING.MOVES err:int ADD c SAMPLE 1k",
+    ] {
+        refused(&mut con, "err:int", line, not_int);
+    }
+}
+
+#[test]
+fn numbers_out_of_range_name_the_option() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:range a b");
+    for (line, expected) in [
+        (
+            "RING.CREATE err:range:new VNODES 0",
+            "ERR VNODES must be between 1 and 100000",
+        ),
+        (
+            "RING.CREATE err:range:new VNODES 100001",
+            "ERR VNODES must be between 1 and 100000",
+        ),
+        (
+            "RING.ADD err:range WEIGHT 0 c",
+            "ERR WEIGHT must be between 1 and 1000000",
+        ),
+        (
+            "RING.ADD err:range WEIGHT -3 a",
+            "ERR WEIGHT must be between 1 and 1000000",
+        ),
+        (
+            "RING.ADD err:range WEIGHT 1000001 c",
+            "ERR WEIGHT must be between 1 and 1000000",
+        ),
+        (
+            "RING.GET err:range m COUNT 0",
+            "ERR COUNT must be 1 or more",
+        ),
+        (
+            "RING.GET err:range m COUNT -1",
+            "ERR COUNT must be 1 or more",
+        ),
+        (
+            "RING.MOVES err:range ADD c WEIGHT 0",
+            "ERR WEIGHT must be between 1 and 1000000",
+        ),
+        (
+            "RING.MOVES err:range ADD c SAMPLE 0",
+            "ERR SAMPLE must be between 1 and 1000000",
+        ),
+        (
+            "RING.MOVES err:range ADD c SAMPLE 1000001",
+            "ERR 1000001 members to evaluate, more than ringslot.max-sample (1000000)",
+        ),
+        (
+            "RING.ASSIGN err:range 0 16384 a",
+            "ERR invalid slot range 0..16384: slots are 0..16383 and start <= end",
+        ),
+        (
+            "RING.ASSIGN err:range -1 5 a",
+            "ERR invalid slot range -1..5: slots are 0..16383 and start <= end",
+        ),
+        (
+            "RING.ASSIGN err:range 10 9 a",
+            "ERR invalid slot range 10..9: slots are 0..16383 and start <= end",
+        ),
+    ] {
+        refused(&mut con, "err:range", line, expected);
+    }
+    assert_eq!(int(&q(&mut con, "EXISTS err:range:new")), 0);
+}
+
+#[test]
+fn refusals_that_say_why() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:why a b");
+    let unknown = "ERR no such node in the ring";
+    refused(&mut con, "err:why", "RING.ASSIGN err:why 0 10 zz", unknown);
+    refused(&mut con, "err:why", "RING.MOVES err:why DEL zz", unknown);
+    refused(
+        &mut con,
+        "err:why",
+        "RING.ASSIGN err:why:none 0 10 a",
+        unknown,
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.MOVES err:why ADD a",
+        "ERR node is already in the ring",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.CREATE err:why",
+        "ERR key already exists",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.CREATE err:why:k COMPAT ketama VNODES 10",
+        "ERR VNODES cannot be set with COMPAT ketama: it fixes the points per node",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.CREATE err:why:k COMPAT memcached",
+        "ERR COMPAT must be one of native, ketama, groupcache",
+    );
+    assert_eq!(int(&q(&mut con, "EXISTS err:why:k err:why:none")), 0);
+}
+
+#[test]
+fn max_points_and_max_sample() {
+    // Its own server: it changes configurations.
+    let server = support::Server::start();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD err:max a b");
+    q(&mut con, "CONFIG SET ringslot.max-points 500");
+    refused(
+        &mut con,
+        "err:max",
+        "RING.ADD err:max c d",
+        "ERR the ring would have 640 points, more than ringslot.max-points (500)",
+    );
+    refused(
+        &mut con,
+        "err:max",
+        "RING.ADD err:max WEIGHT 3 a",
+        "ERR the ring would have 640 points, more than ringslot.max-points (500)",
+    );
+    assert!(e(&mut con, "RING.ADD err:max:new a b c d").contains("ringslot.max-points"));
+    assert_eq!(
+        int(&q(&mut con, "EXISTS err:max:new")),
+        0,
+        "no ring left behind"
+    );
+    q(&mut con, "RING.ADD err:max c");
+
+    q(&mut con, "CONFIG SET ringslot.max-sample 10");
+    for i in 0..11 {
+        q(&mut con, &format!("SET err:max:key:{i} v"));
+    }
+    refused(
+        &mut con,
+        "err:max",
+        "RING.MOVES err:max ADD d KEYS err:max:key:*",
+        "ERR 11 members to evaluate, more than ringslot.max-sample (10)",
+    );
+    refused(
+        &mut con,
+        "err:max",
+        "RING.MOVES err:max ADD d SAMPLE 11",
+        "ERR 11 members to evaluate, more than ringslot.max-sample (10)",
+    );
+    q(&mut con, "DEL err:max:key:10");
+    let m = map(&q(&mut con, "RING.MOVES err:max ADD d KEYS err:max:key:*"));
+    assert_eq!(int(&m["members"]), 10);
+}
+
+#[test]
+fn wrong_type_for_every_command() {
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "SET err:str value");
+    q(&mut con, "LPUSH err:list value");
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    for key in ["err:str", "err:list"] {
+        for line in [
+            format!("RING.CREATE {key}"),
+            format!("RING.ADD {key} a"),
+            format!("RING.DEL {key} a"),
+            format!("RING.ASSIGN {key} 0 1 a"),
+            format!("RING.GET {key} m"),
+            format!("RING.GET {key} m COUNT 2"),
+            format!("RING.MGET {key} m n"),
+            format!("RING.SLOT {key} m"),
+            format!("RING.SLOTS {key}"),
+            format!("RING.NODES {key}"),
+            format!("RING.INFO {key}"),
+            format!("RING.MOVES {key} ADD a SAMPLE 5"),
+        ] {
+            assert_eq!(e(&mut con, &line), wrongtype, "{line}");
+            assert_pong(&mut con);
+        }
+    }
+    assert_eq!(text(&q(&mut con, "GET err:str")), "value");
+    q(&mut con, "RING.ADD err:ring a");
+    assert!(e(&mut con, "GET err:ring").starts_with("WRONGTYPE"));
+    assert!(e(&mut con, "LPUSH err:ring x").starts_with("WRONGTYPE"));
+    assert_eq!(
+        q(&mut con, "TYPE err:ring"),
+        Value::SimpleString("ringslot1".into())
+    );
+}
+
+/// Arguments a fuzzer draws from: keywords, junk numbers, huge counts, empty, binary.
+const POOL: &[&[u8]] = &[
+    b"a",
+    b"b",
+    b"c",
+    b"new",
+    b"",
+    b"\x00",
+    b"\xff\xfe",
+    b"{tag}",
+    b"0",
+    b"1",
+    b"-1",
+    b"2",
+    b"16383",
+    b"16384",
+    b"100000",
+    b"100001",
+    b"1000000",
+    b"9223372036854775807",
+    b"-9223372036854775808",
+    b"99999999999999999999",
+    b"1.5",
+    b"+1",
+    b" 1",
+    b"nan",
+    b"WEIGHT",
+    b"weight",
+    b"COUNT",
+    b"VNODES",
+    b"COMPAT",
+    b"ketama",
+    b"groupcache",
+    b"native",
+    b"HASHTAG",
+    b"SAMPLE",
+    b"KEYS",
+    b"*",
+    b"ADD",
+    b"DEL",
+    b"fuzz:*",
+];
+
+const COMMANDS: &[&[u8]] = &[
+    b"RING.CREATE",
+    b"RING.ADD",
+    b"RING.DEL",
+    b"RING.GET",
+    b"RING.MGET",
+    b"RING.SLOT",
+    b"RING.SLOTS",
+    b"RING.ASSIGN",
+    b"RING.NODES",
+    b"RING.INFO",
+    b"RING.MOVES",
+];
+
+const KEYS: &[&[u8]] = &[
+    b"fuzz:ring",
+    b"fuzz:ketama",
+    b"fuzz:str",
+    b"fuzz:missing",
+    b"",
+];
+
+#[test]
+fn random_and_malformed_calls_never_hurt() {
+    // Its own server: small limits keep random rings small.
+    let mut server = support::Server::start();
+    let mut con = server.client();
+    q(&mut con, "CONFIG SET ringslot.max-points 20000");
+    q(&mut con, "CONFIG SET ringslot.max-sample 200");
+    q(&mut con, "RING.ADD fuzz:ring a b c");
+    q(&mut con, "RING.CREATE fuzz:ketama COMPAT ketama");
+    q(&mut con, "RING.ADD fuzz:ketama a:11211 b:11211");
+    q(&mut con, "SET fuzz:str v");
+    let mut rng = Rng::new(0x5eed_1234_abcd_0001);
+    let (mut failed, mut succeeded) = (0, 0);
+    for round in 0..1500 {
+        let command = *rng.pick(COMMANDS);
+        let key = *rng.pick(KEYS);
+        let extra = rng.below(7);
+        let mut args: Vec<&[u8]> = vec![command];
+        if rng.below(20) != 0 {
+            args.push(key);
+        }
+        for _ in 0..extra {
+            args.push(*rng.pick(POOL));
+        }
+        // Only the named key can change; a ring under another name is checked every 50 rounds.
+        let rings: Vec<&[u8]> = [&b"fuzz:ring"[..], b"fuzz:ketama"]
+            .into_iter()
+            .filter(|r| args.get(1) == Some(r) || round % 50 == 0)
+            .collect();
+        let before: Vec<_> = rings.iter().map(|r| snapshot(&mut con, r)).collect();
+        match call(&mut con, &args) {
+            Ok(_) => succeeded += 1,
+            Err(text) => {
+                failed += 1;
+                assert!(
+                    text.starts_with("ERR ") || text.starts_with("WRONGTYPE "),
+                    "round {round} {args:?}: unexpected error {text}"
+                );
+                assert_ne!(text, "ERR internal error", "round {round} {args:?}");
+                let after: Vec<_> = rings.iter().map(|r| snapshot(&mut con, r)).collect();
+                assert_eq!(
+                    after, before,
+                    "round {round}: failing {args:?} changed a ring"
+                );
+            }
+        }
+        if round % 50 == 0 {
+            assert_pong(&mut con);
+        }
+    }
+    assert!(
+        failed > 300 && succeeded > 100,
+        "failed {failed}, succeeded {succeeded}"
+    );
+    assert_pong(&mut con);
+    assert!(server.is_alive());
+    assert!(
+        !server.log().contains("panicked"),
+        "a handler panicked:\n{}",
+        server.log()
+    );
+    assert_eq!(text(&q(&mut con, "GET fuzz:str")), "v");
+}

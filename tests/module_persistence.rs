@@ -1,0 +1,244 @@
+//! Rings survive everything Redis does with values: SAVE + restart, DEBUG RELOAD, DUMP /
+//! RESTORE, COPY, MEMORY USAGE, DEBUG DIGEST-VALUE, and AOF (plain and rewritten without the
+//! RDB preamble) + restart.
+
+mod module_helpers;
+mod support;
+
+use module_helpers::*;
+use redis::{Connection, Value};
+use support::Server;
+
+const RINGS: [&str; 5] = [
+    "p:native",
+    "p:ketama",
+    "p:groupcache",
+    "p:emptied",
+    "p:binary\x01",
+];
+
+/// Builds rings of every flavour with a history-dependent slot table (adds, a removal, a
+/// re-weight and assignments), an emptied ring, and binary node names.
+fn build(con: &mut Connection) {
+    for line in [
+        "RING.CREATE p:native VNODES 40 HASHTAG",
+        "RING.ADD p:native a b c",
+        "RING.ADD p:native WEIGHT 2 d",
+        "RING.DEL p:native b",
+        "RING.ADD p:native WEIGHT 3 a",
+        "RING.ASSIGN p:native 100 200 c",
+        "RING.ASSIGN p:native 16000 16383 d",
+        "RING.CREATE p:ketama COMPAT ketama",
+        "RING.ADD p:ketama WEIGHT 5 10.0.0.1:11211 10.0.0.2:6379",
+        "RING.ADD p:ketama 10.0.0.3",
+        "RING.CREATE p:groupcache COMPAT groupcache VNODES 7 HASHTAG",
+        "RING.ADD p:groupcache x y z",
+        "RING.ASSIGN p:groupcache 0 0 z",
+        "RING.CREATE p:emptied COMPAT groupcache VNODES 9",
+        "RING.ADD p:emptied x",
+        "RING.DEL p:emptied x",
+    ] {
+        q(con, line);
+    }
+    let add: [&[u8]; 5] = [
+        b"RING.ADD",
+        b"p:binary\x01",
+        b"\x00n\xff",
+        b"sp ace",
+        b"crlf\r\n",
+    ];
+    call(con, &add).unwrap();
+    call(
+        con,
+        &[b"RING.ASSIGN", b"p:binary\x01", b"7", b"9", b"crlf\r\n"],
+    )
+    .unwrap();
+}
+
+/// Everything observable about the rings: NODES, SLOTS, INFO and some owners.
+fn observe(con: &mut Connection) -> Vec<Value> {
+    let mut seen = Vec::new();
+    for ring in RINGS {
+        let key = ring.as_bytes();
+        seen.push(call(con, &[b"TYPE", key]).unwrap());
+        let (nodes, slots) = snapshot(con, key);
+        seen.push(nodes);
+        seen.push(slots);
+        seen.push(Value::Array(
+            info_state(con, key)
+                .into_iter()
+                .flat_map(|(k, v)| [Value::BulkString(k.into_bytes()), v])
+                .collect(),
+        ));
+        let members: Vec<Vec<u8>> = (0..50).map(|i| format!("m{i}").into_bytes()).collect();
+        let mut mget: Vec<&[u8]> = vec![b"RING.MGET", key];
+        mget.extend(members.iter().map(Vec::as_slice));
+        seen.push(call(con, &mget).unwrap());
+        for m in &members[..10] {
+            seen.push(call(con, &[b"RING.SLOT", key, m]).unwrap());
+        }
+    }
+    seen
+}
+
+#[test]
+fn save_and_restart() {
+    let server = Server::start();
+    let mut con = server.client();
+    build(&mut con);
+    let before = observe(&mut con);
+    assert_eq!(q(&mut con, "SAVE"), Value::Okay);
+    let dir = server.stop();
+    assert!(dir.path().join("dump.rdb").exists());
+    let server = Server::start_in(dir, &[], &[]);
+    let mut con = server.client();
+    assert_eq!(int(&q(&mut con, "DBSIZE")), RINGS.len() as i64);
+    assert_eq!(observe(&mut con), before);
+    // The restored rings keep working and keep their history.
+    assert_eq!(int(&q(&mut con, "RING.ADD p:native e")), 1);
+    assert_eq!(
+        slot_ranges(&mut con, b"p:native")
+            .iter()
+            .map(|r| r.1 - r.0 + 1)
+            .sum::<i64>(),
+        16384
+    );
+}
+
+#[test]
+fn debug_reload_dump_restore_copy_digest_memory() {
+    let server = shared_server();
+    let mut con = server.client();
+    build(&mut con);
+    let before = observe(&mut con);
+    assert_eq!(q(&mut con, "DEBUG RELOAD"), Value::Okay);
+    assert_eq!(observe(&mut con), before);
+
+    for ring in RINGS {
+        let key = ring.as_bytes();
+        let digest = call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", key]).unwrap();
+        assert_ne!(
+            array(&digest)[0],
+            Value::BulkString(vec![b'0'; 40]),
+            "{ring}"
+        );
+
+        // DUMP / RESTORE under another name.
+        let payload = bytes(&call(&mut con, &[b"DUMP", key]).unwrap());
+        let restored = [key, b":restored"].concat();
+        call(&mut con, &[b"RESTORE", &restored, b"0", &payload]).unwrap();
+        assert_eq!(
+            snapshot(&mut con, &restored),
+            snapshot(&mut con, key),
+            "{ring}"
+        );
+        assert_eq!(
+            call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", &restored]).unwrap(),
+            digest,
+            "{ring}"
+        );
+        // A damaged payload is refused and the server carries on.
+        let mut damaged = payload.clone();
+        let mid = damaged.len() / 2;
+        damaged[mid] ^= 0x55;
+        assert!(call(&mut con, &[b"RESTORE", b"p:damaged", b"0", &damaged]).is_err());
+        assert_pong(&mut con);
+
+        // COPY gives an independent ring.
+        let copied = [key, b":copy"].concat();
+        assert_eq!(
+            call(&mut con, &[b"COPY", key, &copied]).unwrap(),
+            Value::Int(1)
+        );
+        assert_eq!(
+            snapshot(&mut con, &copied),
+            snapshot(&mut con, key),
+            "{ring}"
+        );
+        assert_eq!(
+            call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", &copied]).unwrap(),
+            digest
+        );
+        call(
+            &mut con,
+            &[b"RING.ADD", &copied, b"WEIGHT", b"2", b"copy-only"],
+        )
+        .unwrap();
+        assert_ne!(snapshot(&mut con, &copied), snapshot(&mut con, key));
+        assert_ne!(
+            call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", &copied]).unwrap(),
+            digest
+        );
+
+        // MEMORY USAGE reports the ring (at least what RING.INFO counts).
+        let usage = int(&call(&mut con, &[b"MEMORY", b"USAGE", key]).unwrap());
+        let info = map(&call(&mut con, &[b"RING.INFO", key]).unwrap());
+        assert!(usage >= int(&info["memory_bytes"]), "{ring}: {usage}");
+    }
+    let small = int(&q(&mut con, "MEMORY USAGE p:emptied"));
+    let big = int(&q(&mut con, "MEMORY USAGE p:native"));
+    assert!(big > small, "{big} > {small}");
+    assert_eq!(observe(&mut con), before, "the originals are untouched");
+}
+
+fn aof_args() -> [&'static str; 6] {
+    [
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--appendfsync",
+        "always",
+    ]
+}
+
+#[test]
+fn aof_rewrite_without_preamble_and_restart() {
+    let server = Server::start_with(&[], &aof_args());
+    let mut con = server.client();
+    wait_aof_rewrite(&mut con);
+    build(&mut con);
+    let before = observe(&mut con);
+    q(&mut con, "BGREWRITEAOF");
+    wait_aof_rewrite(&mut con);
+    // The rewritten base is commands, not an RDB.
+    let aof_dir = server.dir.path().join("appendonlydir");
+    let base = std::fs::read_dir(&aof_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
+        .expect("a base AOF");
+    let text = std::fs::read(base.path()).unwrap();
+    assert!(!text.starts_with(b"REDIS"), "no RDB preamble");
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("RING.CREATE") && text.contains("RING.ADD") && text.contains("RING.ASSIGN")
+    );
+    // Writes after the rewrite go to the incremental file.
+    q(&mut con, "RING.ADD p:ketama 10.0.0.9:11211");
+    let before_after_write = observe(&mut con);
+    assert_ne!(before_after_write, before);
+
+    let dir = server.stop();
+    // A lower ringslot.max-points does not stop the replay of rings accepted before.
+    let server = Server::start_in(dir, &["max-points", "10"], &aof_args());
+    let mut con = server.client();
+    assert_eq!(observe(&mut con), before_after_write);
+    assert!(e(&mut con, "RING.ADD p:ketama 10.0.0.10").contains("ringslot.max-points"));
+}
+
+#[test]
+fn aof_replay_of_the_commands_as_called() {
+    let server = Server::start_with(&[], &aof_args());
+    let mut con = server.client();
+    wait_aof_rewrite(&mut con);
+    build(&mut con);
+    // A refused write and a no-op write leave no trace that could break the replay.
+    assert!(e(&mut con, "RING.ASSIGN p:native 0 1 nobody").starts_with("ERR"));
+    assert_eq!(int(&q(&mut con, "RING.ADD p:native a")), 0);
+    let before = observe(&mut con);
+    let dir = server.stop();
+    let server = Server::start_in(dir, &["max-points", "10"], &aof_args());
+    let mut con = server.client();
+    assert_eq!(observe(&mut con), before);
+}
