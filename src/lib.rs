@@ -40,7 +40,7 @@ redis_module! {
     configurations: [
         i64: [
             ["default-vnodes", &DEFAULT_VNODES, 160, 1, engine::topology::MAX_VNODES as i64, ConfigurationFlags::DEFAULT, None],
-            ["max-points", &MAX_POINTS, 10_000_000, 1, 1_000_000_000_000, ConfigurationFlags::DEFAULT, None],
+            ["max-points", &MAX_POINTS, 10_000_000, 1, 100_000_000, ConfigurationFlags::DEFAULT, None],
             ["max-sample", &MAX_SAMPLE, 1_000_000, 1, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
