@@ -58,3 +58,10 @@ bench-migration: release
 bench-balance: release
 	$(CARGO) run --release --bin ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  balance --nodes 10,100 $(BENCH_ARGS)
+
+## bench-throughput: requests/s of RING.GET, RING.SLOT and RING.MGET against GET and PING
+## (redis-benchmark, with and without pipelining), MEMORY USAGE per ring point and the time of
+## DEBUG RELOAD with 100 rings, on a temporary redis-server; report on stdout and in
+## bench/out/throughput.md.
+bench-throughput: release
+	./bench/throughput.sh

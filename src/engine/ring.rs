@@ -33,9 +33,9 @@ pub struct Ring {
     hashes: Vec<u64>,
     owners: Vec<u32>,
     /// Bucket index over the top `index_bits` bits of the hash space: `index[b]` is the first
-    /// point whose bucket is >= b, `index[2^bits]` the point count. About one bucket per two
-    /// points, so a lookup reads one bucket and searches a handful of points instead of a
-    /// binary search over every point (2 bytes per point).
+    /// point whose bucket is >= b (the last bucket ends at the point count). About one bucket
+    /// per four points, so a lookup reads one bucket and searches a handful of points instead
+    /// of a binary search over every point (about 1 byte per point).
     index: Vec<u32>,
     index_bits: u32,
 }
@@ -123,14 +123,18 @@ impl Ring {
             return None;
         }
         let bucket = self.bucket_of(hash);
-        let i = match (self.index.get(bucket), self.index.get(bucket + 1)) {
-            (Some(&lo), Some(&hi)) => {
-                let (lo, hi) = (lo as usize, hi as usize);
+        let i = match self.index.get(bucket) {
+            Some(&lo) => {
+                let lo = lo as usize;
+                let hi = self
+                    .index
+                    .get(bucket + 1)
+                    .map_or(self.hashes.len(), |&hi| hi as usize);
                 let within = self.hashes.get(lo..hi).unwrap_or(&[]);
                 lo + within.partition_point(|&p| p < hash)
             }
             // Only a hash outside the flavour's space gets here; search everything.
-            _ => self.hashes.partition_point(|&p| p < hash),
+            None => self.hashes.partition_point(|&p| p < hash),
         };
         Some(if i >= self.hashes.len() { 0 } else { i })
     }
@@ -144,18 +148,20 @@ impl Ring {
     /// Rebuilds the bucket index after the points changed: one pass over the points.
     fn rebuild_index(&mut self) {
         let points = self.hashes.len();
-        // About one bucket per two points, at most 2^24 buckets.
+        // About one bucket per four points (the index stays small enough to sit in cache),
+        // at most 2^24 buckets.
         let mut bits = 0;
-        while bits < 24 && (2usize << bits) < points {
+        while bits < 24 && (4usize << bits) < points {
             bits += 1;
         }
         self.index_bits = bits.min(self.flavour.hash_bits());
         let buckets = 1usize << self.index_bits;
-        // Count the points of each bucket into index[bucket + 1], then prefix-sum: index[b]
-        // becomes the number of points in buckets before b, i.e. the first point of b.
+        // Count the points of each bucket into index[bucket + 1] (the last bucket's count is
+        // not needed), then prefix-sum: index[b] becomes the number of points in buckets
+        // before b, i.e. the first point of b.
         let mut index = std::mem::take(&mut self.index);
         index.clear();
-        index.resize(buckets + 1, 0);
+        index.resize(buckets, 0);
         let shift = self.flavour.hash_bits() - self.index_bits;
         for &h in &self.hashes {
             let bucket = h.checked_shr(shift).unwrap_or(0) as usize;
@@ -274,15 +280,27 @@ impl Ring {
                 a.1 < b.1
             }
         };
-        added.sort_unstable_by(|&a, &b| {
-            if before(a, b) {
-                std::cmp::Ordering::Less
-            } else if before(b, a) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
+        // (hash, node index) is ketama's order; for the name tie rule, re-sort the rare runs
+        // of equal hashes by name.
+        added.sort_unstable();
+        if by_name {
+            let mut start = 0;
+            while start < added.len() {
+                let hash = added.get(start).map_or(0, |a| a.0);
+                let run = added
+                    .get(start..)
+                    .map_or(0, |rest| rest.iter().take_while(|a| a.0 == hash).count());
+                if run > 1 {
+                    if let Some(ties) = added.get_mut(start..start + run) {
+                        ties.sort_by(|&a, &b| {
+                            let name = |x: (u64, u32)| new_nodes.get(x.1 as usize).map(|n| &n.name);
+                            name(a).cmp(&name(b))
+                        });
+                    }
+                }
+                start += run.max(1);
             }
-        });
+        }
 
         // In place, so that the big point arrays are neither reallocated nor copied:
         // first drop the points of removed nodes and renumber owners, then merge the added
@@ -385,7 +403,7 @@ impl Ring {
             .collect()
     }
 
-    /// Approximate heap bytes used by the ring: points (12 bytes each, plus about 2 for the
+    /// Approximate heap bytes used by the ring: points (12 bytes each, plus about 1 for the
     /// bucket index) and node names.
     pub fn memory_bytes(&self) -> usize {
         self.hashes.capacity() * 8
@@ -455,6 +473,33 @@ mod tests {
                 let i = hashes.partition_point(|&p| p < h) % hashes.len();
                 assert_eq!(r.owner_of_hash(h), Some(owners[i] as usize), "{f:?} {h}");
             }
+        }
+    }
+
+    #[test]
+    fn collided_points_go_to_the_lower_name_in_any_order() {
+        // Find two groupcache nodes whose only point (label "0" + name) collides in CRC32;
+        // the birthday bound makes one turn up within a few hundred thousand names.
+        let mut seen = HashMap::new();
+        let (a, b) = (0u32..2_000_000)
+            .find_map(|i| {
+                let name =
+                    format!("n{:x}", u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)).into_bytes();
+                let mut label = b"0".to_vec();
+                label.extend_from_slice(&name);
+                let h = crc32fast::hash(&label);
+                seen.insert(h, name.clone()).map(|other| (other, name))
+            })
+            .expect("a CRC32 collision");
+        let lower = a.clone().min(b.clone());
+        for order in [[a.clone(), b.clone()], [b.clone(), a.clone()]] {
+            let mut r = Ring::new(Flavour::Groupcache, 1, false);
+            r.set_nodes(vec![(order[0].clone(), 1)]);
+            r.set_nodes(vec![(order[0].clone(), 1), (order[1].clone(), 1)]);
+            let (hashes, _) = r.points();
+            assert_eq!(hashes[0], hashes[1], "the two points collide");
+            let owner = r.owner_of_hash(hashes[0]).expect("owner");
+            assert_eq!(r.nodes()[owner].name, lower);
         }
     }
 

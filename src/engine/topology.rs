@@ -59,6 +59,17 @@ pub struct Info {
     pub memory_bytes: usize,
 }
 
+/// A ring's configuration: what `RING.CREATE` set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The flavour.
+    pub flavour: Flavour,
+    /// Points per unit of weight.
+    pub vnodes: u32,
+    /// Whether members hash by their hash tag on the ring.
+    pub hashtag: bool,
+}
+
 /// Checks a `WEIGHT` value: `1..=MAX_WEIGHT`.
 pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
     u32::try_from(weight)
@@ -348,6 +359,15 @@ impl Topology {
     /// Approximate heap bytes used by the ring, its nodes and its slot table.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Topology>() + self.ring.memory_bytes() + self.slots.memory_bytes()
+    }
+
+    /// The ring's configuration (O(1), unlike [`Topology::info`], which walks the points).
+    pub fn config(&self) -> Config {
+        Config {
+            flavour: self.ring.flavour(),
+            vnodes: self.ring.vnodes(),
+            hashtag: self.ring.hashtag(),
+        }
     }
 
     /// The ring-wide figures of `RING.INFO`.

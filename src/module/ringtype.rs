@@ -79,7 +79,7 @@ fn into_value(topology: Topology) -> *mut c_void {
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     let topo = topology(value);
     let saved = catch_unwind(AssertUnwindSafe(|| {
-        let info = topo.info();
+        let info = topo.config();
         raw::save_unsigned(rdb, flavour_code(info.flavour));
         raw::save_unsigned(rdb, u64::from(info.vnodes));
         raw::save_unsigned(rdb, u64::from(info.hashtag));
@@ -172,7 +172,7 @@ unsafe fn emit_commands(
     let Some(emit) = raw::RedisModule_EmitAOF else {
         return;
     };
-    let info = topo.info();
+    let info = topo.config();
     let compat = match info.flavour {
         Flavour::Native => c"native",
         Flavour::Ketama => c"ketama",
@@ -244,10 +244,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         return;
     };
     let topo = topology(value);
-    let info = match catch_unwind(AssertUnwindSafe(|| topo.info())) {
-        Ok(info) => info,
-        Err(_) => return,
-    };
+    let info = topo.config();
     add_number(md, flavour_code(info.flavour) as c_longlong);
     add_number(md, c_longlong::from(info.vnodes));
     add_number(md, c_longlong::from(info.hashtag));

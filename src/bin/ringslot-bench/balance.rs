@@ -177,7 +177,29 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             keys.push(k);
         }
     }
-    for (i, (n, scheme)) in keys.iter().enumerate() {
+    // One colour per scheme; the first node count solid with dots, the others dashed with
+    // triangles, so that 10 and 100 nodes of one scheme read as a pair.
+    let mut schemes: Vec<&str> = Vec::new();
+    let mut counts: Vec<usize> = Vec::new();
+    for (n, scheme) in &keys {
+        if !schemes.contains(&scheme.as_str()) {
+            schemes.push(scheme);
+        }
+        if !counts.contains(n) {
+            counts.push(*n);
+        }
+    }
+    // Legend grouped by scheme.
+    let by_scheme = |k: &(usize, String)| schemes.iter().position(|s| *s == k.1);
+    let mut ordered = keys.clone();
+    ordered.sort_by_key(|k| by_scheme(k));
+    for (n, scheme) in &ordered {
+        // The same colour for a scheme in every chart, whichever schemes it shows.
+        let colour = ["native", "groupcache", "ketama", "slot table"]
+            .iter()
+            .position(|s| s == scheme)
+            .unwrap_or(4 + schemes.iter().position(|s| s == scheme).unwrap_or(0));
+        let dashed = counts.first() != Some(n);
         let mine: Vec<&Row> = rows
             .iter()
             .filter(|r| r.nodes == *n && r.scheme == *scheme)
@@ -203,14 +225,15 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
         series.push(Series {
             label,
             points,
-            colour: Some(i),
+            colour: Some(colour),
             markers_only,
+            dashed,
         });
     }
     let chart = Chart {
         title,
         x_label: "virtual nodes per node (log)",
-        y_label: "peak-to-mean share (log; 1.0 = perfect)",
+        y_label: "peak-to-mean share (log; lower is better, 1.0 = perfect)",
         x_log: true,
         y_log: true,
         x_names: Vec::new(),

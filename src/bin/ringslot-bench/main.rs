@@ -260,9 +260,11 @@ fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Resu
     }
     let rows = balance::run_balance(con, &a.nodes, &a.vnodes, &a.flavours, &g.names)?;
     let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
+    // The node names change the native ring's points: say which ones were used.
     let title = format!(
-        "Balance: peak-to-mean share, {} equal nodes",
-        counts.join(" and ")
+        "Balance: peak-to-mean share, {} equal nodes named {}",
+        counts.join(" and "),
+        g.names.replace("{}", "N")
     );
     balance::write_outputs(&g.out, &a.name, &rows, &title)
 }

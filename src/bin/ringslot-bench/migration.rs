@@ -652,40 +652,63 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             }
         })
         .collect();
-    let mut series = Vec::new();
     let mut schemes: Vec<&str> = Vec::new();
     for r in rows {
         if !schemes.contains(&r.scheme.as_str()) {
             schemes.push(&r.scheme);
         }
     }
+    // The ideal first, so that a scheme on it (the slot table) is drawn over it, visibly.
+    let mut series = vec![Series {
+        label: "ideal (a perfect scheme)".into(),
+        points: rows
+            .iter()
+            .filter(|r| r.scheme == schemes[0])
+            .map(|r| ((r.step - 1) as f64, r.ideal))
+            .collect(),
+        colour: None,
+        markers_only: false,
+        dashed: false,
+    }];
     for (i, s) in schemes.iter().enumerate() {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.scheme == *s).collect();
+        // The legend carries the whole-scenario figures, so the chart alone says which scheme
+        // moves fewer members, how far its worst step strays, and which moves members between
+        // surviving nodes.
+        let moved: u64 = mine.iter().map(|r| r.moved).sum();
+        let ideal: f64 = mine.iter().map(|r| r.ideal * r.members as f64).sum();
+        let between: u64 = mine.iter().map(|r| r.between_old).sum();
+        let worst = mine
+            .iter()
+            .filter(|r| r.ideal > 0.0)
+            .map(|r| r.fraction / r.ideal)
+            .fold(0.0, f64::max);
+        let mut label = if ideal > 0.0 {
+            format!(
+                "{s}: total {:.2}x ideal, worst step {worst:.2}x",
+                moved as f64 / ideal
+            )
+        } else {
+            s.to_string()
+        };
+        if between > 0 {
+            label.push_str(&format!(", {between} between old nodes"));
+        }
         series.push(report::Series {
-            label: s.to_string(),
-            points: rows
+            label,
+            points: mine
                 .iter()
-                .filter(|r| r.scheme == *s)
                 .map(|r| ((r.step - 1) as f64, r.fraction))
                 .collect(),
             colour: Some(i),
             markers_only: false,
+            dashed: false,
         });
     }
-    let ideal: Vec<(f64, f64)> = rows
-        .iter()
-        .filter(|r| r.scheme == schemes[0])
-        .map(|r| ((r.step - 1) as f64, r.ideal))
-        .collect();
-    series.push(Series {
-        label: "ideal".into(),
-        points: ideal,
-        colour: None,
-        markers_only: false,
-    });
     let chart = Chart {
         title,
         x_label: "step",
-        y_label: "fraction of members moved",
+        y_label: "fraction of members moved (black: ideal)",
         x_log: false,
         y_log: false,
         // Step i is plotted at x = i - 1, where its label sits.

@@ -1,6 +1,7 @@
 //! Output: Markdown tables on stdout and in `.md` files, CSV files, and SVG line charts.
 
 use anyhow::{Context, Result};
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -93,6 +94,8 @@ pub struct Series {
     pub colour: Option<usize>,
     /// Draw markers only, no line (a scheme with a single configuration).
     pub markers_only: bool,
+    /// Draw the line dashed (a second node count of the same scheme, in the same colour).
+    pub dashed: bool,
 }
 
 /// What a chart shows.
@@ -190,10 +193,29 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
                 };
                 let style = ShapeStyle::from(&c).stroke_width(width);
                 let legend_style = style;
-                if s.markers_only {
+                if s.markers_only && s.dashed {
+                    ctx.draw_series(
+                        s.points
+                            .iter()
+                            .map(|&p| TriangleMarker::new(p, 7, c.filled())),
+                    )?
+                    .label(s.label.as_str())
+                    .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 7, c.filled()));
+                } else if s.markers_only {
                     ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 5, c.filled())))?
                         .label(s.label.as_str())
                         .legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
+                } else if s.dashed {
+                    ctx.draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 5, style))?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| {
+                            DashedPathElement::new(vec![(x, y), (x + 20, y)], 5, 3, legend_style)
+                        });
+                    ctx.draw_series(
+                        s.points
+                            .iter()
+                            .map(|&p| TriangleMarker::new(p, 4, c.filled())),
+                    )?;
                 } else {
                     ctx.draw_series(LineSeries::new(s.points.iter().copied(), style))?
                         .label(s.label.as_str())
