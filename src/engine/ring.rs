@@ -342,27 +342,57 @@ impl Ring {
         self.owners.reserve_exact(added.len());
         self.hashes.resize(total, 0);
         self.owners.resize(total, 0);
-        let (mut old_left, mut added_left) = (kept, added.len());
-        for dst in (0..total).rev() {
-            let Some(&a) = added_left.checked_sub(1).and_then(|j| added.get(j)) else {
-                break; // every added point is placed; the rest are old points in place
-            };
-            let old = old_left
-                .checked_sub(1)
-                .and_then(|i| Some((*self.hashes.get(i)?, *self.owners.get(i)?)));
-            let point = match old {
-                Some(o) if before(a, o) => {
-                    old_left -= 1;
-                    o
+        if added.len().saturating_mul(64) <= kept {
+            // From the back: each added point (largest first) finds its place among the old points
+            // still unmoved by binary search, the old points after it shift up by the number of
+            // added points still to place (one memmove per added point), and it drops in.
+            let mut old_left = kept;
+            for (j, &a) in added.iter().enumerate().rev() {
+                let mut pos = self
+                    .hashes
+                    .get(..old_left)
+                    .map_or(0, |old| old.partition_point(|&h| h < a.0));
+                // Among equal hashes, old points that sort before `a` stay before it.
+                while pos < old_left {
+                    match (self.hashes.get(pos), self.owners.get(pos)) {
+                        (Some(&h), Some(&o)) if h == a.0 && !before(a, (h, o)) => pos += 1,
+                        _ => break,
+                    }
                 }
-                _ => {
-                    added_left -= 1;
-                    a
+                self.hashes.copy_within(pos..old_left, pos + j + 1);
+                self.owners.copy_within(pos..old_left, pos + j + 1);
+                if let (Some(hw), Some(ow)) =
+                    (self.hashes.get_mut(pos + j), self.owners.get_mut(pos + j))
+                {
+                    *hw = a.0;
+                    *ow = a.1;
                 }
-            };
-            if let (Some(hw), Some(ow)) = (self.hashes.get_mut(dst), self.owners.get_mut(dst)) {
-                *hw = point.0;
-                *ow = point.1;
+                old_left = pos;
+            }
+        } else {
+            // Many added points: one linear merge from the back instead of a memmove each.
+            let (mut old_left, mut added_left) = (kept, added.len());
+            for dst in (0..total).rev() {
+                let Some(&a) = added_left.checked_sub(1).and_then(|j| added.get(j)) else {
+                    break; // every added point is placed; the rest are old points in place
+                };
+                let old = old_left
+                    .checked_sub(1)
+                    .and_then(|i| Some((*self.hashes.get(i)?, *self.owners.get(i)?)));
+                let point = match old {
+                    Some(o) if before(a, o) => {
+                        old_left -= 1;
+                        o
+                    }
+                    _ => {
+                        added_left -= 1;
+                        a
+                    }
+                };
+                if let (Some(hw), Some(ow)) = (self.hashes.get_mut(dst), self.owners.get_mut(dst)) {
+                    *hw = point.0;
+                    *ow = point.1;
+                }
             }
         }
         if self.hashes.capacity() > total + total / 8 + 16 {
@@ -500,6 +530,20 @@ mod tests {
             assert_eq!(hashes[0], hashes[1], "the two points collide");
             let owner = r.owner_of_hash(hashes[0]).expect("owner");
             assert_eq!(r.nodes()[owner].name, lower);
+        }
+    }
+
+    #[test]
+    fn adding_few_points_to_a_big_ring_equals_a_rebuild() {
+        // 100 nodes x 160 points, then one more: few added points, so the memmove path runs.
+        for f in [Flavour::Native, Flavour::Groupcache] {
+            let names: Vec<Vec<u8>> = (0..101).map(|i| format!("node-{i}").into_bytes()).collect();
+            let mut grown = Ring::new(f, 160, false);
+            grown.set_nodes(names[..100].iter().map(|n| (n.clone(), 1)).collect());
+            grown.set_nodes(names.iter().map(|n| (n.clone(), 1)).collect());
+            let mut scratch = Ring::new(f, 160, false);
+            scratch.set_nodes(names.iter().map(|n| (n.clone(), 1)).collect());
+            assert_eq!(grown.points(), scratch.points(), "{f:?}");
         }
     }
 
