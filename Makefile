@@ -31,7 +31,8 @@ run: release
 
 ## test: every test: unit, property, vectors and integration against real redis-servers
 test: build
-	$(CARGO) test --all-targets
+	$(CARGO) test --lib --bins --tests
+	$(CARGO) test --benches --no-run
 
 ## lint: formatting and clippy, as CI would want them
 lint:
