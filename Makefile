@@ -31,8 +31,8 @@ run: release
 
 ## test: every test: unit, property, vectors and integration against real redis-servers
 test: build
-	$(CARGO) test --lib --bins --tests
 	$(CARGO) test --benches --no-run
+	$(CARGO) test --lib --bins --tests
 
 ## lint: formatting and clippy, as CI would want them
 lint:
