@@ -103,6 +103,37 @@ proptest! {
         }
     }
 
+    /// Any sequence of node changes on a big ring (joins, leaves, weight rises and falls)
+    /// leaves the same points and owners as building the final ring from scratch (all
+    /// flavours). Big enough that the incremental paths for few points run.
+    #[test]
+    fn changed_ring_equals_a_rebuild(
+        ops in prop::collection::vec((0u8..3, 0u16..120, 1u32..4), 1..8),
+        members in members(), vnodes in 8u32..20,
+    ) {
+        for flavour in Flavour::ALL {
+            let mut nodes: Vec<(Vec<u8>, u32)> =
+                (0..100).map(|i| (format!("cache-{i}").into_bytes(), 1)).collect();
+            let mut ring = Ring::new(flavour, vnodes, false);
+            ring.set_nodes(nodes.clone());
+            for &(op, node, weight) in &ops {
+                let name = format!("cache-{node}").into_bytes();
+                let at = nodes.iter().position(|(n, _)| *n == name);
+                match (op, at) {
+                    (0, None) => nodes.push((name, weight)),
+                    (0 | 1, Some(i)) => nodes[i].1 = weight,
+                    (_, Some(i)) => { nodes.remove(i); }
+                    _ => {}
+                }
+                ring.set_nodes(nodes.clone());
+            }
+            let mut scratch = Ring::new(flavour, vnodes, false);
+            scratch.set_nodes(nodes.clone());
+            prop_assert_eq!(ring.points(), scratch.points());
+            prop_assert_eq!(owner_names(&ring, &members), owner_names(&scratch, &members));
+        }
+    }
+
     /// Any weight >= 1 gets at least one point (native, groupcache), VNODES x weight exactly.
     #[test]
     fn every_weight_gets_points(weights in prop::collection::vec(1u32..50, 1..10), vnodes in 1u32..8) {

@@ -7,7 +7,10 @@
 
 use super::flavour::Flavour;
 use super::keyslot::hashed_part;
-use std::collections::HashMap;
+use fnv::FnvHashMap;
+
+/// Owner mapping of a node that leaves the ring.
+const GONE: u32 = u32::MAX;
 
 /// A node of the ring: its name (any non-empty byte string), its weight (>= 1) and the number of
 /// points it has on the ring.
@@ -145,16 +148,25 @@ impl Ring {
         hash.checked_shr(shift).unwrap_or(0) as usize
     }
 
-    /// Rebuilds the bucket index after the points changed: one pass over the points.
-    fn rebuild_index(&mut self) {
-        let points = self.hashes.len();
-        // About one bucket per four points (the index stays small enough to sit in cache),
-        // at most 2^24 buckets.
+    /// Index bits for `points` points: about one bucket per four points (the index stays small
+    /// enough to sit in cache), at most 2^24 buckets.
+    fn index_bits_for(flavour: Flavour, points: usize) -> u32 {
         let mut bits = 0;
         while bits < 24 && (4usize << bits) < points {
             bits += 1;
         }
-        self.index_bits = bits.min(self.flavour.hash_bits());
+        bits.min(flavour.hash_bits())
+    }
+
+    /// Rebuilds the bucket index from the points at the size that suits their count.
+    fn rebuild_index(&mut self) {
+        self.rebuild_index_with(Ring::index_bits_for(self.flavour, self.hashes.len()));
+    }
+
+    /// Rebuilds the bucket index from the points with `2^bits` buckets: one pass over the
+    /// points and one over the buckets.
+    fn rebuild_index_with(&mut self, bits: u32) {
+        self.index_bits = bits;
         let buckets = 1usize << self.index_bits;
         // Count the points of each bucket into index[bucket + 1] (the last bucket's count is
         // not needed), then prefix-sum: index[b] becomes the number of points in buckets
@@ -162,10 +174,8 @@ impl Ring {
         let mut index = std::mem::take(&mut self.index);
         index.clear();
         index.resize(buckets, 0);
-        let shift = self.flavour.hash_bits() - self.index_bits;
         for &h in &self.hashes {
-            let bucket = h.checked_shr(shift).unwrap_or(0) as usize;
-            if let Some(c) = index.get_mut(bucket + 1) {
+            if let Some(c) = index.get_mut(self.bucket_of(h) + 1) {
                 *c += 1;
             }
         }
@@ -175,6 +185,37 @@ impl Ring {
             *c = sum;
         }
         self.index = index;
+    }
+
+    /// Brings the bucket index up to date after `added` points came in and points of the
+    /// buckets `dropped` (both as bucket numbers under the current index) went: `index[b]`
+    /// moves by the number of points gained minus lost in buckets before `b`, one pass over
+    /// the buckets after the first change instead of one over every point. The index is
+    /// rebuilt instead when its size is off by more than a factor of two for the new count.
+    fn update_index(&mut self, added: &[usize], dropped: &[usize]) {
+        let ideal = Ring::index_bits_for(self.flavour, self.hashes.len());
+        if self.index.is_empty() || ideal.abs_diff(self.index_bits) > 1 {
+            self.rebuild_index();
+            return;
+        }
+        // Each change shifts index[b] for every bucket b after its own; as (from, +1 or -1
+        // in two's complement), sorted, then applied as a running sum over bucket ranges.
+        let mut steps: Vec<(usize, u32)> = added
+            .iter()
+            .map(|&b| (b + 1, 1))
+            .chain(dropped.iter().map(|&b| (b + 1, u32::MAX)))
+            .collect();
+        steps.sort_unstable_by_key(|s| s.0);
+        let mut shift = 0u32;
+        for (i, &(from, step)) in steps.iter().enumerate() {
+            shift = shift.wrapping_add(step);
+            let to = steps.get(i + 1).map_or(self.index.len(), |s| s.0);
+            if let Some(run) = self.index.get_mut(from..to) {
+                for first in run {
+                    *first = first.wrapping_add(shift);
+                }
+            }
+        }
     }
 
     /// The owner (index into [`Ring::nodes`]) of a hash on the circle; `None` without points.
@@ -214,151 +255,227 @@ impl Ring {
 
     /// Replaces the node list by `nodes` (names unique and non-empty, weights >= 1, in the new
     /// order: survivors keep their relative order), hashing only the points that appear and
-    /// dropping only those that disappear, then merging them with the kept points in one pass.
-    /// Cost: O(P + k log k) for P points and k changed points; no full rebuild.
+    /// dropping only those that disappear. The point arrays change in place: one compaction
+    /// pass when points go or owners are renumbered, one merge of the new points, and the
+    /// bucket index is adjusted rather than rebuilt. Cost: O(P + k log k) for P points and k
+    /// changed points, dominated by moving the points once (a memmove); no rehash, no sort of
+    /// the whole ring.
     pub fn set_nodes(&mut self, nodes: Vec<(Vec<u8>, u32)>) {
+        let change = self.plan_change(nodes);
+        let dropped = self.drop_points(&change);
+        let added_buckets: Vec<usize> = change.added.iter().map(|a| self.bucket_of(a.0)).collect();
+        self.insert_points(&change.added, &change.nodes);
+        self.nodes = change.nodes;
+        if self.hashes.capacity() > self.hashes.len() + self.hashes.len() / 8 + 16 {
+            self.hashes.shrink_to_fit();
+            self.owners.shrink_to_fit();
+        }
+        self.update_index(&added_buckets, &dropped);
+    }
+
+    /// Works out what [`Ring::set_nodes`] must do: the new nodes with their point counts, how
+    /// old node indices map to new ones, the points to insert (sorted in ring order) and the
+    /// points that nodes staying on the ring lose.
+    fn plan_change(&self, nodes: Vec<(Vec<u8>, u32)>) -> PlannedChange {
         let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
-        let counts: Vec<u32> = Ring::planned_points(self.flavour, self.vnodes, &weights)
-            .into_iter()
-            .map(|c| u32::try_from(c).unwrap_or(u32::MAX))
-            .collect();
-        let old_index: HashMap<&[u8], usize> = self
+        let counts = Ring::planned_points(self.flavour, self.vnodes, &weights);
+        let old_index: FnvHashMap<&[u8], usize> = self
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| (n.name.as_slice(), i))
             .collect();
 
-        let mut old_to_new = vec![u32::MAX; self.nodes.len()];
+        let mut old_to_new = vec![GONE; self.nodes.len()];
+        let mut shrunk = vec![false; self.nodes.len()];
         let mut added: Vec<(u64, u32)> = Vec::new();
-        let mut removed: HashMap<(u64, u32), u32> = HashMap::new();
+        let mut lost: FnvHashMap<(u64, u32), u32> = FnvHashMap::default();
+        let mut new_nodes = Vec::with_capacity(nodes.len());
         let mut scratch = Vec::new();
-        for (new_i, ((name, _), &count)) in nodes.iter().zip(&counts).enumerate() {
+        for (new_i, ((name, weight), count)) in nodes.into_iter().zip(counts).enumerate() {
             let new_i = new_i as u32;
+            let points = u32::try_from(count).unwrap_or(u32::MAX);
             let old = old_index.get(name.as_slice()).copied();
-            let old_count = old.and_then(|o| self.nodes.get(o)).map_or(0, |n| n.points);
+            let old_points = old.and_then(|o| self.nodes.get(o)).map_or(0, |n| n.points);
+            scratch.clear();
+            if points > old_points {
+                self.flavour
+                    .push_points(&name, old_points, points, &mut scratch);
+                added.extend(scratch.iter().map(|&h| (h, new_i)));
+            }
             if let Some(o) = old {
                 if let Some(slot) = old_to_new.get_mut(o) {
                     *slot = new_i;
                 }
-            }
-            scratch.clear();
-            if count > old_count {
-                self.flavour
-                    .push_points(name, old_count, count, &mut scratch);
-                added.extend(scratch.iter().map(|&h| (h, new_i)));
-            } else if count < old_count {
-                self.flavour
-                    .push_points(name, count, old_count, &mut scratch);
-                if let Some(o) = old {
+                if points < old_points {
+                    self.flavour
+                        .push_points(&name, points, old_points, &mut scratch);
                     for &h in &scratch {
-                        *removed.entry((h, o as u32)).or_insert(0) += 1;
+                        *lost.entry((h, o as u32)).or_insert(0) += 1;
+                    }
+                    if let Some(s) = shrunk.get_mut(o) {
+                        *s = true;
                     }
                 }
             }
-        }
-
-        let new_nodes: Vec<Node> = nodes
-            .into_iter()
-            .zip(&counts)
-            .map(|((name, weight), &points)| Node {
+            new_nodes.push(Node {
                 name,
                 weight,
                 points,
-            })
-            .collect();
-        let by_name = self.flavour.ties_by_name();
-        let before = |a: (u64, u32), b: (u64, u32)| -> bool {
-            if a.0 != b.0 {
-                return a.0 < b.0;
-            }
-            if by_name {
-                let na = new_nodes.get(a.1 as usize).map(|n| n.name.as_slice());
-                let nb = new_nodes.get(b.1 as usize).map(|n| n.name.as_slice());
-                na < nb
-            } else {
-                a.1 < b.1
-            }
-        };
+            });
+        }
+
         // (hash, node index) is ketama's order; for the name tie rule, re-sort the rare runs
         // of equal hashes by name.
         added.sort_unstable();
-        if by_name {
-            let mut start = 0;
-            while start < added.len() {
-                let hash = added.get(start).map_or(0, |a| a.0);
-                let run = added
-                    .get(start..)
-                    .map_or(0, |rest| rest.iter().take_while(|a| a.0 == hash).count());
-                if run > 1 {
-                    if let Some(ties) = added.get_mut(start..start + run) {
-                        ties.sort_by(|&a, &b| {
-                            let name = |x: (u64, u32)| new_nodes.get(x.1 as usize).map(|n| &n.name);
-                            name(a).cmp(&name(b))
-                        });
-                    }
+        if self.flavour.ties_by_name() {
+            for run in added.chunk_by_mut(|a, b| a.0 == b.0) {
+                if run.len() > 1 {
+                    run.sort_by(|a, b| node_name(&new_nodes, a.1).cmp(node_name(&new_nodes, b.1)));
                 }
-                start += run.max(1);
             }
         }
+        PlannedChange {
+            nodes: new_nodes,
+            old_to_new,
+            added,
+            lost,
+            shrunk,
+        }
+    }
 
-        // In place, so that the big point arrays are neither reallocated nor copied:
-        // first drop the points of removed nodes and renumber owners, then merge the added
-        // points in from the back.
-        let unchanged_owners =
-            removed.is_empty() && old_to_new.iter().enumerate().all(|(i, &n)| n as usize == i);
-        let first_read = if unchanged_owners {
-            self.hashes.len()
-        } else {
-            0
-        };
-        let mut kept = first_read;
-        for read in first_read..self.hashes.len() {
-            let (Some(&h), Some(&o)) = (self.hashes.get(read), self.owners.get(read)) else {
-                break;
-            };
-            let new_o = old_to_new.get(o as usize).copied().unwrap_or(u32::MAX);
-            if new_o == u32::MAX {
-                continue;
-            }
-            if !removed.is_empty() {
-                if let Some(left) = removed.get_mut(&(h, o)) {
-                    if *left > 0 {
-                        *left -= 1;
-                        continue;
-                    }
+    /// Drops, in place, the points of nodes that leave and those that staying nodes lose, and
+    /// renumbers the owners of the rest; returns the index buckets of the dropped points, in
+    /// ascending order. Skipped when nothing goes and no owner is renumbered.
+    fn drop_points(&mut self, change: &PlannedChange) -> Vec<usize> {
+        let renumbered = change
+            .old_to_new
+            .iter()
+            .enumerate()
+            .any(|(i, &n)| n as usize != i);
+        if !renumbered && change.lost.is_empty() {
+            return Vec::new();
+        }
+        // Two passes: the first renumbers owners in place and finds the points to drop; the
+        // second closes the gaps, one memmove per run of kept points.
+        let mut gone_at = Vec::new();
+        if change.lost.is_empty() {
+            // Nodes only leave or move: a tight pass over the owners alone.
+            for (at, owner) in self.owners.iter_mut().enumerate() {
+                let new_o = change
+                    .old_to_new
+                    .get(*owner as usize)
+                    .copied()
+                    .unwrap_or(GONE);
+                if new_o == GONE {
+                    gone_at.push(at);
+                } else {
+                    *owner = new_o;
                 }
             }
-            if let (Some(hw), Some(ow)) = (self.hashes.get_mut(kept), self.owners.get_mut(kept)) {
-                *hw = h;
-                *ow = new_o;
+        } else {
+            let mut lost = change.lost.clone();
+            for (at, (&h, owner)) in self.hashes.iter().zip(self.owners.iter_mut()).enumerate() {
+                let old = *owner as usize;
+                let new_o = change.old_to_new.get(old).copied().unwrap_or(GONE);
+                let loses = change.shrunk.get(old) == Some(&true)
+                    && lost.get_mut(&(h, *owner)).is_some_and(|left| {
+                        let take = *left > 0;
+                        *left = left.saturating_sub(1);
+                        take
+                    });
+                if new_o == GONE || loses {
+                    gone_at.push(at);
+                } else {
+                    *owner = new_o;
+                }
             }
-            kept += 1;
+        }
+        let dropped = gone_at
+            .iter()
+            .filter_map(|&at| self.hashes.get(at))
+            .map(|&h| self.bucket_of(h))
+            .collect();
+        let Some(&first_gone) = gone_at.first() else {
+            return dropped;
+        };
+        let mut kept = first_gone;
+        for (i, &at) in gone_at.iter().enumerate() {
+            let run = at + 1..gone_at.get(i + 1).copied().unwrap_or(self.hashes.len());
+            let len = run.len();
+            self.hashes.copy_within(run.clone(), kept);
+            self.owners.copy_within(run, kept);
+            kept += len;
         }
         self.hashes.truncate(kept);
         self.owners.truncate(kept);
+        dropped
+    }
+
+    /// Merges `added` (sorted in ring order, owners already new indices into `nodes`) into
+    /// the sorted points: in place when the arrays have room, else into new arrays.
+    fn insert_points(&mut self, added: &[(u64, u32)], nodes: &[Node]) {
+        if added.is_empty() {
+            return;
+        }
+        let kept = self.hashes.len();
         let total = kept + added.len();
-        self.hashes.reserve_exact(added.len());
-        self.owners.reserve_exact(added.len());
+        let few = added.len().saturating_mul(64) <= kept;
+        let by_name = self.flavour.ties_by_name();
+        let before = |a: (u64, u32), b: (u64, u32)| point_before(by_name, nodes, a, b);
+        // Where `a` goes among the old points `lo..hi`: after those with a smaller hash, and
+        // after equal-hash points that sort before it.
+        let place = |hashes: &[u64], owners: &[u32], lo: usize, hi: usize, a: (u64, u32)| {
+            let mut pos = lo
+                + hashes
+                    .get(lo..hi)
+                    .map_or(0, |old| old.partition_point(|&h| h < a.0));
+            while pos < hi {
+                match (hashes.get(pos), owners.get(pos)) {
+                    (Some(&h), Some(&o)) if h == a.0 && !before(a, (h, o)) => pos += 1,
+                    _ => break,
+                }
+            }
+            pos
+        };
+        if self.hashes.capacity() < total || self.owners.capacity() < total {
+            // No room: merge into new arrays (each old point copied once, in runs), keeping
+            // about 3% of room to grow so that a run of small additions does not reallocate
+            // each time. A first build gets no room.
+            let room = if kept == 0 { 0 } else { total / 32 };
+            let mut hashes = Vec::with_capacity(total + room);
+            let mut owners = Vec::with_capacity(total + room);
+            if few {
+                let mut from = 0;
+                for &a in added {
+                    let to = place(&self.hashes, &self.owners, from, kept, a);
+                    hashes.extend_from_slice(self.hashes.get(from..to).unwrap_or(&[]));
+                    owners.extend_from_slice(self.owners.get(from..to).unwrap_or(&[]));
+                    hashes.push(a.0);
+                    owners.push(a.1);
+                    from = to;
+                }
+                hashes.extend_from_slice(self.hashes.get(from..).unwrap_or(&[]));
+                owners.extend_from_slice(self.owners.get(from..).unwrap_or(&[]));
+                self.hashes = hashes;
+                self.owners = owners;
+                return;
+            }
+            hashes.extend_from_slice(&self.hashes);
+            owners.extend_from_slice(&self.owners);
+            self.hashes = hashes;
+            self.owners = owners;
+        }
         self.hashes.resize(total, 0);
         self.owners.resize(total, 0);
-        if added.len().saturating_mul(64) <= kept {
-            // From the back: each added point (largest first) finds its place among the old points
-            // still unmoved by binary search, the old points after it shift up by the number of
-            // added points still to place (one memmove per added point), and it drops in.
+        if few {
+            // From the back: each added point (largest first) finds its place among the old
+            // points still unmoved, the old points after it shift up by the number of added
+            // points still to place (one memmove per added point, each old point moved once),
+            // and it drops in.
             let mut old_left = kept;
             for (j, &a) in added.iter().enumerate().rev() {
-                let mut pos = self
-                    .hashes
-                    .get(..old_left)
-                    .map_or(0, |old| old.partition_point(|&h| h < a.0));
-                // Among equal hashes, old points that sort before `a` stay before it.
-                while pos < old_left {
-                    match (self.hashes.get(pos), self.owners.get(pos)) {
-                        (Some(&h), Some(&o)) if h == a.0 && !before(a, (h, o)) => pos += 1,
-                        _ => break,
-                    }
-                }
+                let pos = place(&self.hashes, &self.owners, 0, old_left, a);
                 self.hashes.copy_within(pos..old_left, pos + j + 1);
                 self.owners.copy_within(pos..old_left, pos + j + 1);
                 if let (Some(hw), Some(ow)) =
@@ -395,12 +512,6 @@ impl Ring {
                 }
             }
         }
-        if self.hashes.capacity() > total + total / 8 + 16 {
-            self.hashes.shrink_to_fit();
-            self.owners.shrink_to_fit();
-        }
-        self.nodes = new_nodes;
-        self.rebuild_index();
     }
 
     /// The exact number of hash values each node owns (`u128`, summing to `2^bits` when the
@@ -447,9 +558,43 @@ impl Ring {
     }
 }
 
+/// What [`Ring::set_nodes`] must do, as worked out by [`Ring::plan_change`].
+struct PlannedChange {
+    /// The new node list with each node's point count.
+    nodes: Vec<Node>,
+    /// Old node index -> new node index; [`GONE`] for a node that leaves.
+    old_to_new: Vec<u32>,
+    /// Points to insert as (hash, new owner), sorted in ring order.
+    added: Vec<(u64, u32)>,
+    /// Points that staying nodes lose, as (hash, old owner) -> how many such points.
+    lost: FnvHashMap<(u64, u32), u32>,
+    /// Old node index -> whether the node loses points listed in `lost`.
+    shrunk: Vec<bool>,
+}
+
+/// The name of node `index` of `nodes` (empty when out of range).
+fn node_name(nodes: &[Node], index: u32) -> &[u8] {
+    nodes.get(index as usize).map_or(&[], |n| n.name.as_slice())
+}
+
+/// Whether point `a` sorts before point `b` (both `(hash, owner index into nodes)`): by hash,
+/// then by node name (`by_name`) or by owner index (ketama's rule).
+fn point_before(by_name: bool, nodes: &[Node], a: (u64, u32), b: (u64, u32)) -> bool {
+    if a.0 != b.0 {
+        a.0 < b.0
+    } else if by_name {
+        node_name(nodes, a.1) < node_name(nodes, b.1)
+    } else {
+        a.1 < b.1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    type NodeList = Vec<(Vec<u8>, u32)>;
 
     fn ring(flavour: Flavour, names: &[&str]) -> Ring {
         let mut r = Ring::new(flavour, flavour.default_vnodes(), false);
@@ -544,6 +689,38 @@ mod tests {
             let mut scratch = Ring::new(f, 160, false);
             scratch.set_nodes(names.iter().map(|n| (n.clone(), 1)).collect());
             assert_eq!(grown.points(), scratch.points(), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn changes_keep_the_points_and_index_of_a_rebuild() {
+        // A 200-node ring through additions, removals, weight rises and falls; after each
+        // change the points equal a from-scratch ring's and the adjusted bucket index equals
+        // one rebuilt at the same size.
+        for f in Flavour::ALL {
+            let mut nodes: Vec<(Vec<u8>, u32)> = (0..200)
+                .map(|i| (format!("10.1.0.{i}:11211").into_bytes(), 1))
+                .collect();
+            let mut r = Ring::new(f, 40, false);
+            r.set_nodes(nodes.clone());
+            let steps: [&dyn Fn(&mut NodeList); 6] = [
+                &|n| n.push((b"joiner-a".to_vec(), 1)),
+                &|n| n.push((b"joiner-b".to_vec(), 3)),
+                &|n| n[7].1 = 4,
+                &|n| n[7].1 = 2,
+                &|n| drop(n.remove(100)),
+                &|n| n.retain(|(name, _)| !name.starts_with(b"joiner")),
+            ];
+            for step in steps {
+                step(&mut nodes);
+                r.set_nodes(nodes.clone());
+                let mut scratch = Ring::new(f, 40, false);
+                scratch.set_nodes(nodes.clone());
+                assert_eq!(r.points(), scratch.points(), "{f:?}");
+                let mut rebuilt = r.clone();
+                rebuilt.rebuild_index_with(r.index_bits);
+                assert_eq!(r.index, rebuilt.index, "{f:?}");
+            }
         }
     }
 
