@@ -114,6 +114,7 @@ for ((i = 0; i < NODES; i++)); do
 done
 [[ $(cli RING.ADD ring "${nodes[@]}") == "$NODES" ]] || { echo "throughput: RING.ADD failed" >&2; exit 1; }
 cli SET plain value >/dev/null
+[[ $(cli RING.ADD one 10.0.0.1:6379) == 1 ]] || { echo "throughput: RING.ADD failed" >&2; exit 1; }
 
 # RING.INFO under RESP2: a flat array of field/value pairs, one per line from redis-cli.
 info_field() { cli RING.INFO "$1" | awk -v f="$2" 'NR % 2 == 1 && $0 == f { getline; print; exit }'; }
@@ -123,10 +124,15 @@ VNODES=$(info_field ring vnodes)
 mget_args=(RING.MGET ring)
 for ((i = 0; i < MGET_MEMBERS; i++)); do mget_args+=("member:__rand_int__"); done
 
-NAMES=(PING GET RING.GET RING.SLOT RING.MGET)
+# RING.GET-missing (no such key) and RING.GET-one (a one-node ring, 160 points, which stays in
+# the CPU cache) split what a RING.GET costs: the module call, then the member's hash and the
+# lookup, then the cache misses of a big ring.
+NAMES=(PING GET RING.GET-missing RING.GET-one RING.GET RING.SLOT RING.MGET)
 declare -A CMD=(
   [PING]="PING"
   [GET]="GET plain"
+  [RING.GET-missing]="RING.GET missing member:__rand_int__"
+  [RING.GET-one]="RING.GET one member:__rand_int__"
   [RING.GET]="RING.GET ring member:__rand_int__"
   [RING.SLOT]="RING.SLOT ring member:__rand_int__"
   [RING.MGET]="${mget_args[*]}"
@@ -138,6 +144,7 @@ declare -A RESULTS=() CPU=()
 for name in "${NAMES[@]}"; do
   read -r -a words <<<"${CMD[$name]//__rand_int__/000000000042}"
   reply=$(cli "${words[@]}" 2>&1 | head -n 1)
+  [[ $name == RING.GET-missing && -z $reply ]] && continue # nil: no ring at that key
   if [[ -z $reply || $reply == ERR* || $reply == WRONGTYPE* || $reply == "(error)"* ]]; then
     echo "throughput: $name replied '$reply'" >&2
     exit 1
@@ -236,7 +243,7 @@ RELOAD_MS=$(median "${reload_runs[@]}")
 LOAD_MS=$(awk -v a="$RELOAD_MS" -v b="$SAVE_MS" 'BEGIN { printf "%.1f", a - b }')
 probe_after=$(cli RING.MGET ring:$RINGS member:1 member:2 member:3 | tr '\n' ' ')
 DBSIZE=$(cli DBSIZE)
-[[ $probe_before == "$probe_after" && $DBSIZE == $((RINGS + 1)) ]] \
+[[ $probe_before == "$probe_after" && $DBSIZE == $((RINGS + 2)) ]] \
   || { echo "throughput: rings differ after DEBUG RELOAD" >&2; exit 1; }
 
 verdict() { if awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; then echo met; else echo "**missed**"; fi; }
@@ -286,6 +293,17 @@ report() {
   echo
   echo "Server CPU per RING.GET over GET (medians): not pipelined" \
     "$(ratio "${MCPU[RING.GET,1]}" "${MCPU[GET,1]}")x, -P $PIPELINE $(ratio "${MCPU[RING.GET,$PIPELINE]}" "${MCPU[GET,$PIPELINE]}")x."
+  echo
+  local p=$PIPELINE
+  diff_ns() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.0f", (a - b) * 1000 }'; }
+  echo "Where a pipelined RING.GET's server time goes, over GET's (-P $p, medians, ns per request):"
+  echo
+  echo "- module call with one more argument, key missing (RING.GET-missing - GET):" \
+    "$(diff_ns "${MCPU[RING.GET-missing,$p]}" "${MCPU[GET,$p]}")"
+  echo "- member hash, lookup and reply on a ring in cache (RING.GET-one - RING.GET-missing):" \
+    "$(diff_ns "${MCPU[RING.GET-one,$p]}" "${MCPU[RING.GET-missing,$p]}")"
+  echo "- cache misses of a $POINTS-point ring (RING.GET - RING.GET-one):" \
+    "$(diff_ns "${MCPU[RING.GET,$p]}" "${MCPU[RING.GET-one,$p]}")"
   echo
   echo "## Memory"
   echo

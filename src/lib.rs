@@ -2,8 +2,8 @@
 //! module. The engine (`engine`) is plain Rust; the module layer (`module`) adapts it to Redis.
 //!
 //! This file only registers the module: its data type, its commands (flags and legacy key
-//! positions; arity, key specs and docs are set in `init` by [`module::cmdinfo`]) and its
-//! configurations.
+//! positions; the hot read commands are created in `init` by [`module::hotpath`], and arity,
+//! key specs and docs are set there by [`module::cmdinfo`]) and its configurations.
 
 pub mod engine;
 pub mod module;
@@ -15,6 +15,9 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisString, Status};
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    if module::hotpath::register(ctx) == Status::Err {
+        return Status::Err;
+    }
     module::cmdinfo::set_command_infos(ctx)
 }
 
@@ -29,9 +32,6 @@ redis_module! {
         ["ring.add", commands::ring_add, "write deny-oom", 1, 1, 1, ""],
         ["ring.del", commands::ring_del, "write deny-oom", 1, 1, 1, ""],
         ["ring.assign", commands::ring_assign, "write deny-oom", 1, 1, 1, ""],
-        ["ring.get", commands::ring_get, "readonly fast", 1, 1, 1, ""],
-        ["ring.mget", commands::ring_mget, "readonly", 1, 1, 1, ""],
-        ["ring.slot", commands::ring_slot, "readonly fast", 1, 1, 1, ""],
         ["ring.slots", commands::ring_slots, "readonly", 1, 1, 1, ""],
         ["ring.nodes", commands::ring_nodes, "readonly", 1, 1, 1, ""],
         ["ring.info", commands::ring_info, "readonly", 1, 1, 1, ""],

@@ -159,3 +159,30 @@ fn the_replica_applies_what_its_master_accepted() {
     );
     assert_eq!(int(&map(&q(&mut r, "RING.INFO big:ring"))["points"]), 300);
 }
+
+#[test]
+fn a_ring_created_by_ring_add_keeps_its_vnodes_on_the_replica() {
+    // The master creates rings with 20 points per node, the replica would use 160: the
+    // replica must still build the master's ring (RING.CREATE with VNODES goes first).
+    let master = Server::start_with(&["default-vnodes", "20"], &[]);
+    let replica = Server::start_with(&["default-vnodes", "160"], &[]);
+    let mut m = master.client();
+    let mut r = connect_replica(&master, &replica);
+    q(&mut m, "RING.ADD implicit:ring a b c");
+    assert_same(
+        &mut m,
+        &mut r,
+        &[b"implicit:ring"],
+        "RING.ADD on a missing key",
+    );
+    assert_eq!(
+        int(&map(&q(&mut r, "RING.INFO implicit:ring"))["points"]),
+        60
+    );
+    q(&mut m, "RING.ADD implicit:ring d");
+    assert_same(&mut m, &mut r, &[b"implicit:ring"], "RING.ADD on the ring");
+    assert_eq!(
+        int(&map(&q(&mut r, "RING.INFO implicit:ring"))["vnodes"]),
+        20
+    );
+}

@@ -3,12 +3,15 @@
 //! Every handler runs inside [`guarded`], so a panic becomes `ERR internal error` (and a
 //! log line) instead of aborting redis-server. Writes that change a ring are replicated
 //! verbatim (which also counts them as dirty for `SAVE`) and fire a keyspace notification of
-//! class `d` (module) named `ring.create`, `ring.add`, `ring.del` or `ring.assign`.
+//! class `d` (module) named `ring.create`, `ring.add`, `ring.del` or `ring.assign`. A
+//! `RING.ADD` that creates its ring is replicated after a `RING.CREATE key VNODES n` naming
+//! the VNODES it used, so that a replica or an AOF replay with another
+//! `ringslot.default-vnodes` builds the same ring (Redis wraps the two in MULTI/EXEC).
 
 use super::args::{self, ArgError, Members};
 use super::ringtype::RING_TYPE;
 use super::{config_u64, DEFAULT_VNODES, MAX_POINTS, MAX_SAMPLE};
-use crate::engine::{key_slot, EngineError, Flavour, Topology};
+use crate::engine::{EngineError, Flavour, Topology};
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{
@@ -20,7 +23,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 type Handler = fn(&Context, &[RedisString]) -> RedisResult;
 
 /// Runs `f`, returning the message of a panic instead of unwinding into Redis.
-fn run_caught<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+pub(crate) fn run_caught<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
         panic
             .downcast_ref::<&str>()
@@ -43,7 +46,7 @@ fn guarded(ctx: &Context, name: &str, args: Vec<RedisString>, handler: Handler) 
 /// The reply to a command that panicked.
 pub const INTERNAL_ERROR: &str = "ERR internal error";
 
-fn arg_error(e: ArgError) -> RedisError {
+pub(crate) fn arg_error(e: ArgError) -> RedisError {
     RedisError::String(e.to_string())
 }
 
@@ -98,10 +101,6 @@ fn bulk(bytes: &[u8]) -> RedisValue {
     RedisValue::StringBuffer(bytes.to_vec())
 }
 
-fn bulk_or_nil(bytes: Option<&[u8]>) -> RedisValue {
-    bytes.map_or(RedisValue::Null, bulk)
-}
-
 fn count(n: impl TryInto<i64>) -> RedisValue {
     RedisValue::Integer(n.try_into().unwrap_or(i64::MAX))
 }
@@ -145,21 +144,30 @@ fn add(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let parsed = args::parse_add(&rest).map_err(arg_error)?;
     let limit = max_points(ctx);
     let key = ctx.open_key_writable(key_name);
-    let (added, changed) = match write(&key)? {
-        Some(topo) => topo
-            .add(&parsed.nodes, parsed.weight, limit)
-            .map_err(engine_error)?,
+    let (added, changed, created_vnodes) = match write(&key)? {
+        Some(topo) => {
+            let (added, changed) = topo
+                .add(&parsed.nodes, parsed.weight, limit)
+                .map_err(engine_error)?;
+            (added, changed, None)
+        }
         None => {
             let vnodes = DEFAULT_VNODES.load(std::sync::atomic::Ordering::Relaxed);
             let mut topo =
                 Topology::new(Flavour::Native, Some(vnodes), false).map_err(engine_error)?;
-            let result = topo
+            let (added, changed) = topo
                 .add(&parsed.nodes, parsed.weight, limit)
                 .map_err(engine_error)?;
             key.set_value(&RING_TYPE, topo)?;
-            result
+            (added, changed, Some(vnodes))
         }
     };
+    if let Some(vnodes) = created_vnodes {
+        // The replica's or the AOF's own default-vnodes may differ: say what this one used.
+        let vnodes = vnodes.to_string();
+        let create: [&[u8]; 3] = [key_name.as_slice(), b"VNODES", vnodes.as_bytes()];
+        ctx.replicate("RING.CREATE", &create[..]);
+    }
     if changed {
         propagate(ctx, "ring.add", key_name);
     }
@@ -212,64 +220,6 @@ fn assign(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
     }
     Ok(RedisValue::SimpleStringStatic("OK"))
-}
-
-/// `RING.GET key member [COUNT n]` -> the owner (nil on an empty or missing ring), or with
-/// `COUNT` an array of up to n distinct nodes clockwise.
-pub fn ring_get(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RING.GET", args, get)
-}
-
-fn get(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split(args, 3)?;
-    let [member, opts @ ..] = rest.as_slice() else {
-        return Err(RedisError::WrongArity);
-    };
-    let wanted = args::parse_get(opts).map_err(arg_error)?;
-    let key = ctx.open_key(key_name);
-    let topo = read(&key)?;
-    Ok(match (wanted, topo) {
-        (None, topo) => bulk_or_nil(topo.and_then(|t| t.owner(member))),
-        (Some(_), None) => RedisValue::Array(vec![]),
-        (Some(n), Some(t)) => {
-            RedisValue::Array(t.preference_list(member, n).into_iter().map(bulk).collect())
-        }
-    })
-}
-
-/// `RING.MGET key member [member ...]` -> one owner (or nil) per member.
-pub fn ring_mget(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RING.MGET", args, mget)
-}
-
-fn mget(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, members) = split(args, 3)?;
-    let key = ctx.open_key(key_name);
-    let topo = read(&key)?;
-    Ok(RedisValue::Array(
-        members
-            .iter()
-            .map(|m| bulk_or_nil(topo.and_then(|t| t.owner(m))))
-            .collect(),
-    ))
-}
-
-/// `RING.SLOT key member` -> `[slot, node-or-nil]`.
-pub fn ring_slot(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, "RING.SLOT", args, slot)
-}
-
-fn slot(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split(args, 3)?;
-    let [member] = rest.as_slice() else {
-        return Err(RedisError::WrongArity);
-    };
-    let key = ctx.open_key(key_name);
-    let (slot, owner) = match read(&key)? {
-        Some(topo) => topo.slot(member),
-        None => (key_slot(member), None),
-    };
-    Ok(RedisValue::Array(vec![count(slot), bulk_or_nil(owner)]))
 }
 
 /// `RING.SLOTS key` -> `[[start, end, node], ...]` in slot order.
