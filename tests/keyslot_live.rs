@@ -2,83 +2,12 @@
 //! the reply of `CLUSTER KEYSLOT <member>` from a plain `redis-server --cluster-enabled yes`
 //! (Debian redis-server 7.0.15), with the member sent as a binary-safe bulk string.
 //!
-//! The server is started on a free loopback port in its own temporary directory and killed
-//! when the test ends (also on panic, through `Drop`).
+//! The server (tests/support) is started on a free loopback port in its own temporary
+//! directory and stopped when the test ends (also on panic, through `Drop`).
 
 mod support;
 
 use ringslot::engine::key_slot;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A plain (module-less) cluster-enabled redis-server, killed on drop.
-struct ClusterServer {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl ClusterServer {
-    fn start() -> ClusterServer {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = support::free_port();
-        // The cluster bus port defaults to port + 10000, which may not exist for a high
-        // ephemeral port: give it its own free port.
-        let bus_port = support::free_port();
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .args(["--dir", &dir.path().display().to_string()])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-config-file", "nodes.conf"])
-            .args(["--cluster-port", &bus_port.to_string()])
-            .args(["--appendonly", "no"])
-            .args(["--save", ""])
-            .stdout(Stdio::from(log.try_clone().expect("log clone")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("redis-server not found");
-        let mut server = ClusterServer { child, port, dir };
-        server.wait_ready();
-        server
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("redis-server exited ({status}); log:\n{}", self.log());
-            }
-            if let Ok(mut c) = self.try_client() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    fn try_client(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()
-    }
-}
-
-impl Drop for ClusterServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A small deterministic PRNG (xorshift64*), so a failure reproduces exactly.
 struct XorShift(u64);
@@ -234,8 +163,8 @@ fn vectors_match_engine_offline() {
 
 #[test]
 fn key_slot_matches_cluster_keyslot() {
-    let server = ClusterServer::start();
-    let mut con = server.try_client().expect("connect");
+    let server = support::Server::start_cluster_node(&[]);
+    let mut con = server.client();
 
     let rows = vector_rows();
     let mut members: Vec<Vec<u8>> = rows.iter().map(|(k, _)| k.clone()).collect();

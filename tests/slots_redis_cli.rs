@@ -29,71 +29,26 @@ mod support;
 use ringslot::engine::{Flavour, Topology, SLOT_COUNT};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::Server;
 
 const HOST: &str = "127.0.0.1";
 
-/// A plain (module-less) cluster-enabled redis-server, killed on drop.
-struct ClusterServer {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
+/// A plain (module-less) cluster-enabled redis-server from tests/support, with the views of
+/// the cluster this test reads.
+struct ClusterServer(Server);
 
 impl ClusterServer {
     fn start() -> ClusterServer {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = support::free_port();
-        // The cluster bus port defaults to port + 10000, which does not exist for a high
-        // ephemeral port: give it its own free port.
-        let bus_port = support::free_port();
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--bind", HOST])
-            .args(["--dir", &dir.path().display().to_string()])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-config-file", "nodes.conf"])
-            .args(["--cluster-node-timeout", "5000"])
-            .args(["--cluster-port", &bus_port.to_string()])
-            .args(["--appendonly", "no"])
-            .args(["--save", ""])
-            .stdout(Stdio::from(log.try_clone().expect("log clone")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("redis-server not found");
-        let mut server = ClusterServer { child, port, dir };
-        server.wait_ready();
-        server
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("redis-server exited ({status}); log:\n{}", self.log());
-            }
-            if let Ok(mut c) = self.try_client() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        ClusterServer(Server::start_cluster_node(&[
+            "--cluster-node-timeout",
+            "5000",
+        ]))
     }
 
     fn try_client(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(format!("redis://{HOST}:{}/", self.port))?;
+        let client = redis::Client::open(self.0.url())?;
         client.get_connection_with_timeout(Duration::from_secs(5))
     }
 
@@ -103,7 +58,7 @@ impl ClusterServer {
 
     /// `host:port`, the name the engine's topology uses for this node.
     fn addr(&self) -> String {
-        format!("{HOST}:{}", self.port)
+        format!("{HOST}:{}", self.0.port)
     }
 
     /// `CLUSTER MYID`.
@@ -118,13 +73,6 @@ impl ClusterServer {
         redis::cmd("CLUSTER")
             .arg("NODES")
             .query(&mut self.try_client()?)
-    }
-}
-
-impl Drop for ClusterServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -412,6 +360,31 @@ fn rename(text: &str, names: &[String]) -> String {
 /// The order in which redis-cli loads the masters through `entry`
 /// (`clusterManagerLoadInfoFromNode`: the entry node, then the other nodes in the order of the
 /// entry node's `CLUSTER NODES`), as `p1`.. names; replicas are left out, as rebalance does.
+/// `redis-cli --cluster rebalance <entry> --cluster-use-empty-masters --cluster-weight
+/// <weights>...`; logs redis-cli's master order before it (the order its ties follow) and the
+/// moves it made, and returns both.
+fn run_rebalance(
+    scratch: &Path,
+    entry: &ClusterServer,
+    names: &[String],
+    step: &str,
+    weights: &[String],
+) -> (Vec<String>, CliRun) {
+    let order = redis_cli_master_order(entry, names);
+    eprintln!("{step} redis-cli master order: {order:?}");
+    let mut args = strings(&[
+        "--cluster",
+        "rebalance",
+        &entry.addr(),
+        "--cluster-use-empty-masters",
+        "--cluster-weight",
+    ]);
+    args.extend_from_slice(weights);
+    let run = redis_cli_ok(scratch, &args);
+    eprintln!("{step} redis-cli moves: {:?}", moves(&run, names));
+    (order, run)
+}
+
 fn redis_cli_master_order(entry: &ClusterServer, names: &[String]) -> Vec<String> {
     let text = entry.cluster_nodes().expect("CLUSTER NODES");
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -475,20 +448,7 @@ fn topology_matches_redis_cli_cluster() {
     // Balances (16384/5 = 3276.8 per unit of weight): p1 5461-3276 = 2185, p2 5462-3276 = 2186,
     // p3 2185, p4 0-6553 = -6553, minus the rounding surplus 3 => -6556. The p1/p3 tie does not
     // change the result (both give their lowest 2185 slots to p4).
-    let order = redis_cli_master_order(p1, &names);
-    eprintln!("step 2 redis-cli master order: {order:?} (engine: p1 p2 p3 p4)");
-    let rebalance = redis_cli_ok(
-        &scratch,
-        &strings(&[
-            "--cluster",
-            "rebalance",
-            &p1.addr(),
-            "--cluster-use-empty-masters",
-            "--cluster-weight",
-            &format!("{p4_id}=2"),
-        ]),
-    );
-    eprintln!("step 2 redis-cli moves: {:?}", moves(&rebalance, &names));
+    let (_, rebalance) = run_rebalance(&scratch, p1, &names, "step 2", &[format!("{p4_id}=2")]);
     assert!(
         !moves(&rebalance, &names).is_empty(),
         "redis-cli did not rebalance:\n{}",
@@ -504,22 +464,9 @@ fn topology_matches_redis_cli_cluster() {
     // that comes first gets p2's lower 820 slots. In redis-cli that is the first in its loaded
     // order after a stable sort: p1, the entry node, always loads first; in the engine p1 comes
     // first by insertion order. So both give p1 the lower range.
-    let order = redis_cli_master_order(p1, &names);
-    eprintln!("step 3 redis-cli master order: {order:?} (engine: p1 p2 p3 p4)");
+    let weights = [format!("{p2_id}=0"), format!("{p4_id}=2")];
+    let (order, _) = run_rebalance(&scratch, p1, &names, "step 3", &weights);
     assert_eq!(order.first().map(String::as_str), Some("p1"));
-    let drain = redis_cli_ok(
-        &scratch,
-        &strings(&[
-            "--cluster",
-            "rebalance",
-            &p1.addr(),
-            "--cluster-use-empty-masters",
-            "--cluster-weight",
-            &format!("{p2_id}=0"),
-            &format!("{p4_id}=2"),
-        ]),
-    );
-    eprintln!("step 3 redis-cli moves: {:?}", moves(&drain, &names));
     // Redis 7.0 (cluster-allow-replica-migration yes, the default) turns a master that loses
     // its last slot into a replica of the node that took it, so p2 is now a replica of p3: it
     // stays a cluster member, owning nothing.
@@ -545,20 +492,7 @@ fn topology_matches_redis_cli_cluster() {
     // Balances (16384/5 = 3276.8 per unit): p1 4096-3276 = 820, p3 820, p4 8192-6553 = 1639,
     // p5 -3276 minus the rounding surplus 3 => -3279. All donors feed p5, so the p1/p3 tie
     // does not change the result.
-    let order = redis_cli_master_order(p1, &names);
-    eprintln!("step 4 redis-cli master order: {order:?} (engine: p1 p3 p4 p5)");
-    let rebalance = redis_cli_ok(
-        &scratch,
-        &strings(&[
-            "--cluster",
-            "rebalance",
-            &p1.addr(),
-            "--cluster-use-empty-masters",
-            "--cluster-weight",
-            &format!("{p4_id}=2"),
-        ]),
-    );
-    eprintln!("step 4 redis-cli moves: {:?}", moves(&rebalance, &names));
+    run_rebalance(&scratch, p1, &names, "step 4", &[format!("{p4_id}=2")]);
     let real = wait_converged(&scratch, p1, &[p1, p3, p4, p5]);
     topo.add(&[name(4)], None, u64::MAX).expect("add p5");
     assert_same_table("del-node p2, add-node p5 + rebalance", &real, &topo);

@@ -1,5 +1,6 @@
-//! Shared test support: a real `redis-server --loadmodule` with ringslot, on a free loopback
-//! port, in its own temporary directory, stopped when dropped.
+//! Shared test support: a real `redis-server --loadmodule` with ringslot (or a plain
+//! cluster-enabled one), on a free loopback port, in its own temporary directory, stopped
+//! when dropped.
 //!
 //! The module is `target/debug/libringslot.so` (built by `make test` before `cargo test`), or
 //! the file named by `RINGSLOT_MODULE`.
@@ -60,8 +61,43 @@ impl Server {
             "{} is missing: run `make test` (or `cargo build`) first",
             module.display()
         );
-        let port = free_port();
         let mut args: Vec<String> = vec![
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+            "--loadmodule".into(),
+            module.display().to_string(),
+        ];
+        args.extend(module_args.iter().map(|s| s.to_string()));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Server::spawn(dir, &args)
+    }
+
+    /// Starts a plain cluster-enabled redis-server, without the module, with `extra` server
+    /// arguments: Redis itself, for answers to check the engine against (`CLUSTER KEYSLOT`,
+    /// `redis-cli --cluster`). The cluster bus gets its own free port, since the default
+    /// (port + 10000) may not exist for a high ephemeral port.
+    pub fn start_cluster_node(extra: &[&str]) -> Server {
+        let bus_port = free_port().to_string();
+        let mut args: Vec<&str> = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-port",
+            &bus_port,
+        ];
+        args.extend_from_slice(extra);
+        let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        Server::spawn(tempfile::tempdir().expect("temp dir"), &args)
+    }
+
+    /// Starts `redis-server` on a free port in `dir`, without persistence, with `args` after
+    /// the common ones, and waits until it answers PING.
+    fn spawn(dir: tempfile::TempDir, args: &[String]) -> Server {
+        let port = free_port();
+        let mut all: Vec<String> = vec![
             "--port".into(),
             port.to_string(),
             "--bind".into(),
@@ -72,18 +108,11 @@ impl Server {
             "".into(),
             "--appendonly".into(),
             "no".into(),
-            "--enable-debug-command".into(),
-            "yes".into(),
-            "--repl-diskless-sync-delay".into(),
-            "0".into(),
-            "--loadmodule".into(),
-            module.display().to_string(),
         ];
-        args.extend(module_args.iter().map(|s| s.to_string()));
-        args.extend(extra.iter().map(|s| s.to_string()));
+        all.extend(args.iter().cloned());
         let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
         let child = Command::new("redis-server")
-            .args(&args)
+            .args(&all)
             .stdout(Stdio::from(log.try_clone().expect("log clone")))
             .stderr(Stdio::from(log))
             .spawn()
