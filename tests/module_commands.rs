@@ -475,6 +475,19 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
         "RING.MOVES cmd:moves ADD d KEYS cmd:moves:user:*",
     ));
     assert_eq!(int(&m["members"]), 40);
+    // More matches than one SCAN batch, binary names among them: each key counts once.
+    let mut pipe = redis::pipe();
+    for i in 0..2500 {
+        let mut key = format!("cmd:moves:many:{i}:").into_bytes();
+        key.push(0xff);
+        pipe.cmd("SET").arg(key).arg("v").ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let m = map(&q(
+        &mut con,
+        "RING.MOVES cmd:moves ADD d KEYS cmd:moves:many:*",
+    ));
+    assert_eq!(int(&m["members"]), 2500);
     let m = map(&q(
         &mut con,
         "RING.MOVES cmd:moves DEL b KEYS nothing:matches:*",

@@ -250,7 +250,7 @@ fn max_points_and_max_sample() {
         &mut con,
         "err:max",
         "RING.MOVES err:max ADD d KEYS err:max:key:*",
-        "ERR 11 members to evaluate, more than ringslot.max-sample (10)",
+        "ERR more than ringslot.max-sample (10) keys match the pattern",
     );
     refused(
         &mut con,

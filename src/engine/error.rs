@@ -56,6 +56,13 @@ pub enum EngineError {
         /// The configured limit.
         limit: u64,
     },
+    /// More keys match a `KEYS` pattern than `ringslot.max-sample` allows (found without
+    /// listing every match).
+    #[error("more than ringslot.max-sample ({limit}) keys match the pattern")]
+    TooManyMatches {
+        /// The configured limit.
+        limit: u64,
+    },
     /// Stored state that does not describe a valid ring (RDB load).
     #[error("corrupt ring data: {0}")]
     Corrupt(&'static str),

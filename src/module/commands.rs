@@ -313,20 +313,41 @@ pub fn ring_moves(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, "RING.MOVES", args, moves)
 }
 
-/// The keys of the current database matching `pattern`, via `KEYS`.
-fn matching_keys(ctx: &Context, pattern: &[u8]) -> Result<Vec<Vec<u8>>, RedisError> {
-    match ctx.call("KEYS", &[pattern][..])? {
-        RedisValue::Array(items) => Ok(items
-            .into_iter()
-            .filter_map(|item| match item {
-                RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.into_bytes()),
-                RedisValue::StringBuffer(b) => Some(b),
-                _ => None,
-            })
-            .collect()),
-        _ => Err(RedisError::Str(
-            "ERR internal error: KEYS did not reply an array",
-        )),
+/// The keys of the current database matching the glob `pattern`, found with `SCAN cursor
+/// MATCH pattern COUNT 1000` (so that `KEYS`' full list is never built): at most `limit` of
+/// them, else `TooManyMatches` as soon as one more turns up. Within one command the keyspace
+/// cannot change or be resized, so SCAN returns each key exactly once.
+fn matching_keys(ctx: &Context, pattern: &[u8], limit: u64) -> Result<Vec<Vec<u8>>, RedisError> {
+    let unexpected = || RedisError::Str("ERR internal error: unexpected SCAN reply");
+    let mut keys = Vec::new();
+    let mut cursor = b"0".to_vec();
+    loop {
+        let args: [&[u8]; 5] = [&cursor, b"MATCH", pattern, b"COUNT", b"1000"];
+        let RedisValue::Array(reply) = ctx.call("SCAN", &args[..])? else {
+            return Err(unexpected());
+        };
+        let mut reply = reply.into_iter();
+        let (Some(next), Some(RedisValue::Array(batch))) = (reply.next(), reply.next()) else {
+            return Err(unexpected());
+        };
+        for item in batch {
+            keys.push(match item {
+                RedisValue::SimpleString(s) | RedisValue::BulkString(s) => s.into_bytes(),
+                RedisValue::StringBuffer(b) => b,
+                _ => return Err(unexpected()),
+            });
+        }
+        if keys.len() as u64 > limit {
+            return Err(engine_error(EngineError::TooManyMatches { limit }));
+        }
+        cursor = match next {
+            RedisValue::SimpleString(s) | RedisValue::BulkString(s) => s.into_bytes(),
+            RedisValue::StringBuffer(b) => b,
+            _ => return Err(unexpected()),
+        };
+        if cursor == b"0" {
+            return Ok(keys);
+        }
     }
 }
 
@@ -357,13 +378,7 @@ fn moves(ctx: &Context, args: &[RedisString]) -> RedisResult {
             topo.what_if(&parsed.change, members)
         }
         Members::Keys(pattern) => {
-            let keys = matching_keys(ctx, pattern)?;
-            if keys.len() as u64 > max_sample {
-                return Err(engine_error(EngineError::TooManyMembers {
-                    members: keys.len() as u64,
-                    limit: max_sample,
-                }));
-            }
+            let keys = matching_keys(ctx, pattern, max_sample)?;
             topo.what_if(&parsed.change, keys)
         }
     }
