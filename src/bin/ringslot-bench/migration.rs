@@ -576,6 +576,33 @@ pub fn table(rows: &[Row]) -> Table {
     t
 }
 
+/// One scheme's figures over a whole scenario.
+struct Totals {
+    /// Members moved, summed over the steps.
+    moved: u64,
+    /// Members a perfect scheme would have moved, summed over the steps.
+    ideal: f64,
+    /// Members moved between two surviving nodes, summed over the steps.
+    between: u64,
+    /// The largest moved fraction / ideal fraction of any step that should move something.
+    worst: f64,
+}
+
+impl Totals {
+    fn of(rows: &[&Row]) -> Totals {
+        Totals {
+            moved: rows.iter().map(|r| r.moved).sum(),
+            ideal: rows.iter().map(|r| r.ideal * r.members as f64).sum(),
+            between: rows.iter().map(|r| r.between_old).sum(),
+            worst: rows
+                .iter()
+                .filter(|r| r.ideal > 0.0)
+                .map(|r| r.fraction / r.ideal)
+                .fold(0.0, f64::max),
+        }
+    }
+}
+
 /// One row per scheme over the whole scenario: total moved against the total a perfect scheme
 /// moves, the moves between surviving nodes, and the worst step.
 pub fn summary(rows: &[Row]) -> Table {
@@ -596,15 +623,12 @@ pub fn summary(rows: &[Row]) -> Table {
         by.entry(&r.scheme).or_default().push(r);
     }
     for s in order {
-        let rs = &by[s];
-        let moved: u64 = rs.iter().map(|r| r.moved).sum();
-        let ideal: f64 = rs.iter().map(|r| r.ideal * r.members as f64).sum();
-        let between: u64 = rs.iter().map(|r| r.between_old).sum();
-        let worst = rs
-            .iter()
-            .filter(|r| r.ideal > 0.0)
-            .map(|r| r.fraction / r.ideal)
-            .fold(0.0, f64::max);
+        let Totals {
+            moved,
+            ideal,
+            between,
+            worst,
+        } = Totals::of(&by[s]);
         t.push(vec![
             s.to_string(),
             moved.to_string(),
@@ -675,14 +699,12 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
         // The legend carries the whole-scenario figures, so the chart alone says which scheme
         // moves fewer members, how far its worst step strays, and which moves members between
         // surviving nodes.
-        let moved: u64 = mine.iter().map(|r| r.moved).sum();
-        let ideal: f64 = mine.iter().map(|r| r.ideal * r.members as f64).sum();
-        let between: u64 = mine.iter().map(|r| r.between_old).sum();
-        let worst = mine
-            .iter()
-            .filter(|r| r.ideal > 0.0)
-            .map(|r| r.fraction / r.ideal)
-            .fold(0.0, f64::max);
+        let Totals {
+            moved,
+            ideal,
+            between,
+            worst,
+        } = Totals::of(&mine);
         let mut label = if ideal > 0.0 {
             format!(
                 "{s}: total {:.2}x ideal, worst step {worst:.2}x",
