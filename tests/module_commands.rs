@@ -488,6 +488,30 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
         "RING.MOVES cmd:moves ADD d KEYS cmd:moves:many:*",
     ));
     assert_eq!(int(&m["members"]), 2500);
+    // ... and exactly those keys: the moves predicted are the owners that really change when
+    // a copy of the ring takes d (expected value: RING.MGET before and after).
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("cmd:moves:many:*")
+        .query(&mut con)
+        .unwrap();
+    assert!(keys.iter().all(|k| k.last() == Some(&0xff)), "binary names");
+    let owners = |con: &mut redis::Connection| -> Vec<Value> {
+        let mut args: Vec<&[u8]> = vec![b"RING.MGET", b"cmd:moves:copy"];
+        args.extend(keys.iter().map(Vec::as_slice));
+        array(&call(con, &args).unwrap())
+    };
+    q(&mut con, "COPY cmd:moves cmd:moves:copy");
+    let before_add = owners(&mut con);
+    q(&mut con, "RING.ADD cmd:moves:copy d");
+    let after_add = owners(&mut con);
+    let changed = before_add
+        .iter()
+        .zip(&after_add)
+        .filter(|(b, a)| b != a)
+        .count();
+    assert!(changed > 0);
+    assert_eq!(int(&map(&m["ring"])["moved"]), changed as i64);
+    q(&mut con, "DEL cmd:moves:copy");
     let m = map(&q(
         &mut con,
         "RING.MOVES cmd:moves DEL b KEYS nothing:matches:*",

@@ -261,6 +261,25 @@ fn max_points_and_max_sample() {
     q(&mut con, "DEL err:max:key:10");
     let m = map(&q(&mut con, "RING.MOVES err:max ADD d KEYS err:max:key:*"));
     assert_eq!(int(&m["members"]), 10);
+    // Past the limit in a later SCAN batch (SCAN takes 1000 at a time).
+    let mut pipe = redis::pipe();
+    for i in 0..2500 {
+        pipe.cmd("SET")
+            .arg(format!("err:max:many:{i}"))
+            .arg("v")
+            .ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    q(&mut con, "CONFIG SET ringslot.max-sample 1500");
+    refused(
+        &mut con,
+        "err:max",
+        "RING.MOVES err:max ADD d KEYS err:max:many:*",
+        "ERR more than ringslot.max-sample (1500) keys match the pattern",
+    );
+    q(&mut con, "CONFIG SET ringslot.max-sample 2500");
+    let m = map(&q(&mut con, "RING.MOVES err:max ADD d KEYS err:max:many:*"));
+    assert_eq!(int(&m["members"]), 2500);
 }
 
 #[test]

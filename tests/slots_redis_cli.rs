@@ -357,9 +357,6 @@ fn rename(text: &str, names: &[String]) -> String {
     out
 }
 
-/// The order in which redis-cli loads the masters through `entry`
-/// (`clusterManagerLoadInfoFromNode`: the entry node, then the other nodes in the order of the
-/// entry node's `CLUSTER NODES`), as `p1`.. names; replicas are left out, as rebalance does.
 /// `redis-cli --cluster rebalance <entry> --cluster-use-empty-masters --cluster-weight
 /// <weights>...`; logs redis-cli's master order before it (the order its ties follow) and the
 /// moves it made, and returns both.
@@ -385,6 +382,9 @@ fn run_rebalance(
     (order, run)
 }
 
+/// The order in which redis-cli loads the masters through `entry`
+/// (`clusterManagerLoadInfoFromNode`: the entry node, then the other nodes in the order of the
+/// entry node's `CLUSTER NODES`), as `p1`.. names; replicas are left out, as rebalance does.
 fn redis_cli_master_order(entry: &ClusterServer, names: &[String]) -> Vec<String> {
     let text = entry.cluster_nodes().expect("CLUSTER NODES");
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -173,6 +173,9 @@ impl Ring {
         // before b, i.e. the first point of b.
         let mut index = std::mem::take(&mut self.index);
         index.clear();
+        if index.capacity() / 4 > buckets {
+            index.shrink_to(buckets); // a ring that lost most of its points gives memory back
+        }
         index.resize(buckets, 0);
         for &h in &self.hashes {
             if let Some(c) = index.get_mut(self.bucket_of(h) + 1) {
@@ -187,12 +190,13 @@ impl Ring {
         self.index = index;
     }
 
-    /// Brings the bucket index up to date after `added` points came in and points of the
-    /// buckets `dropped` (both as bucket numbers under the current index) went: `index[b]`
-    /// moves by the number of points gained minus lost in buckets before `b`, one pass over
-    /// the buckets after the first change instead of one over every point. The index is
-    /// rebuilt instead when its size is off by more than a factor of two for the new count.
-    fn update_index(&mut self, added: &[usize], dropped: &[usize]) {
+    /// Brings the bucket index up to date after the points `added` (as `(hash, owner)`) came
+    /// in and points of the buckets `dropped` (bucket numbers under the current index) went:
+    /// `index[b]` moves by the number of points gained minus lost in buckets before `b`, one
+    /// pass over the buckets after the first change instead of one over every point. The
+    /// index is rebuilt instead when its size is off by more than a factor of two for the new
+    /// count.
+    fn update_index(&mut self, added: &[(u64, u32)], dropped: &[usize]) {
         let ideal = Ring::index_bits_for(self.flavour, self.hashes.len());
         if self.index.is_empty() || ideal.abs_diff(self.index_bits) > 1 {
             self.rebuild_index();
@@ -202,7 +206,7 @@ impl Ring {
         // in two's complement), sorted, then applied as a running sum over bucket ranges.
         let mut steps: Vec<(usize, u32)> = added
             .iter()
-            .map(|&b| (b + 1, 1))
+            .map(|a| (self.bucket_of(a.0) + 1, 1))
             .chain(dropped.iter().map(|&b| (b + 1, u32::MAX)))
             .collect();
         steps.sort_unstable_by_key(|s| s.0);
@@ -263,14 +267,13 @@ impl Ring {
     pub fn set_nodes(&mut self, nodes: Vec<(Vec<u8>, u32)>) {
         let change = self.plan_change(nodes);
         let dropped = self.drop_points(&change);
-        let added_buckets: Vec<usize> = change.added.iter().map(|a| self.bucket_of(a.0)).collect();
         self.insert_points(&change.added, &change.nodes);
         self.nodes = change.nodes;
         if self.hashes.capacity() > self.hashes.len() + self.hashes.len() / 8 + 16 {
             self.hashes.shrink_to_fit();
             self.owners.shrink_to_fit();
         }
-        self.update_index(&added_buckets, &dropped);
+        self.update_index(&change.added, &dropped);
     }
 
     /// Works out what [`Ring::set_nodes`] must do: the new nodes with their point counts, how
@@ -694,22 +697,26 @@ mod tests {
 
     #[test]
     fn changes_keep_the_points_and_index_of_a_rebuild() {
-        // A 200-node ring through additions, removals, weight rises and falls; after each
-        // change the points equal a from-scratch ring's and the adjusted bucket index equals
-        // one rebuilt at the same size.
+        // A 200-node ring through additions, removals, weight rises and falls, emptied and
+        // filled again; after each change the points equal a from-scratch ring's, and the
+        // adjusted bucket index equals one rebuilt at the same size, a size that suits the
+        // point count.
         for f in Flavour::ALL {
             let mut nodes: Vec<(Vec<u8>, u32)> = (0..200)
                 .map(|i| (format!("10.1.0.{i}:11211").into_bytes(), 1))
                 .collect();
             let mut r = Ring::new(f, 40, false);
             r.set_nodes(nodes.clone());
-            let steps: [&dyn Fn(&mut NodeList); 6] = [
+            let steps: [&dyn Fn(&mut NodeList); 9] = [
                 &|n| n.push((b"joiner-a".to_vec(), 1)),
                 &|n| n.push((b"joiner-b".to_vec(), 3)),
                 &|n| n[7].1 = 4,
                 &|n| n[7].1 = 2,
                 &|n| drop(n.remove(100)),
                 &|n| n.retain(|(name, _)| !name.starts_with(b"joiner")),
+                &|n| n.truncate(20),
+                &|n| n.clear(),
+                &|n| n.extend((0..150).map(|i| (format!("back-{i}").into_bytes(), 1))),
             ];
             for step in steps {
                 step(&mut nodes);
@@ -720,6 +727,8 @@ mod tests {
                 let mut rebuilt = r.clone();
                 rebuilt.rebuild_index_with(r.index_bits);
                 assert_eq!(r.index, rebuilt.index, "{f:?}");
+                let ideal = Ring::index_bits_for(f, r.point_count());
+                assert!(ideal.abs_diff(r.index_bits) <= 1, "{f:?}: index size");
             }
         }
     }

@@ -315,8 +315,10 @@ pub fn ring_moves(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 /// The keys of the current database matching the glob `pattern`, found with `SCAN cursor
 /// MATCH pattern COUNT 1000` (so that `KEYS`' full list is never built): at most `limit` of
-/// them, else `TooManyMatches` as soon as one more turns up. Within one command the keyspace
-/// cannot change or be resized, so SCAN returns each key exactly once.
+/// them, else `TooManyMatches` as soon as one more turns up. No other client runs and the
+/// keyspace is not resized within one command, so SCAN returns each key once. As on any read,
+/// expired keys it meets are deleted (and the deletion replicated); `KEYS` on Redis 7.0 only
+/// skipped them.
 fn matching_keys(ctx: &Context, pattern: &[u8], limit: u64) -> Result<Vec<Vec<u8>>, RedisError> {
     let unexpected = || RedisError::Str("ERR internal error: unexpected SCAN reply");
     let mut keys = Vec::new();

@@ -152,9 +152,14 @@ fn get(call: &Call) -> Result<(), RedisError> {
 fn mget(call: &Call) -> Result<(), RedisError> {
     call.arg(2)?;
     call.with_ring(|ring| {
-        call.reply_array(call.argv.len().saturating_sub(2));
-        for member in call.args_from(2) {
-            call.reply_bulk_or_nil(ring.and_then(|t| t.owner(member)));
+        // Every lookup before the first reply byte (see the module docs).
+        let owners: Vec<Option<&[u8]>> = call
+            .args_from(2)
+            .map(|member| ring.and_then(|t| t.owner(member)))
+            .collect();
+        call.reply_array(owners.len());
+        for owner in owners {
+            call.reply_bulk_or_nil(owner);
         }
     })
 }
