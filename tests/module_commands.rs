@@ -308,23 +308,24 @@ fn del_drains_and_an_emptied_ring_keeps_its_configuration() {
     );
 }
 
+// Field order as the command reference gives it, kept under RESP2 (flat array) and RESP3.
 const NODE_FIELDS: [&str; 6] = [
     "node",
+    "weight",
     "points",
     "ring_share",
-    "slot_share",
     "slots",
-    "weight",
+    "slot_share",
 ];
 const INFO_FIELDS: [&str; 8] = [
     "compat",
+    "vnodes",
     "hashtag",
-    "memory_bytes",
     "nodes",
     "points",
     "ring_peak_to_mean",
     "slot_peak_to_mean",
-    "vnodes",
+    "memory_bytes",
 ];
 
 #[test]
@@ -341,7 +342,7 @@ fn nodes_and_info_in_resp2_and_resp3() {
             let (f, is_map) = fields(n);
             assert_eq!(is_map, resp3);
             let m = map(n);
-            assert_eq!(m.keys().cloned().collect::<Vec<_>>(), NODE_FIELDS);
+            assert_eq!(names(n), NODE_FIELDS);
             assert_eq!(bytes(&m["node"]), [b"a", b"b", b"c"][i].to_vec());
             if resp3 {
                 assert!(matches!(m["ring_share"], Value::Double(_)));
@@ -363,7 +364,7 @@ fn nodes_and_info_in_resp2_and_resp3() {
         let info_reply = q(con, "RING.INFO cmd:shape");
         assert_eq!(fields(&info_reply).1, resp3);
         let info = map(&info_reply);
-        assert_eq!(info.keys().cloned().collect::<Vec<_>>(), INFO_FIELDS);
+        assert_eq!(names(&info_reply), INFO_FIELDS);
         assert_eq!(text(&info["compat"]), "native");
         assert_eq!(int(&info["vnodes"]), 160);
         assert_eq!(int(&info["nodes"]), 3);
@@ -407,14 +408,19 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     let m = map(&reply);
     assert_eq!(
         names(&reply),
-        ["ideal", "members", "modulo", "ring", "slots"]
+        ["members", "ideal", "ring", "slots", "modulo"]
+    );
+    assert_eq!(
+        names(&q(&mut con, "RING.MOVES cmd:moves ADD d SAMPLE 10")),
+        ["members", "ideal", "ring", "slots", "modulo"],
+        "the same order in a RESP2 flat array"
     );
     assert_eq!(int(&m["members"]), 2000);
     assert_eq!(float(&m["ideal"]), 0.25);
     let ring = map(&m["ring"]);
     assert_eq!(
         names(&m["ring"]),
-        ["between_old", "fraction", "moved", "space"]
+        ["moved", "between_old", "fraction", "space"]
     );
     assert_eq!(
         int(&ring["between_old"]),
@@ -429,7 +435,7 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     let slots = map(&m["slots"]);
     assert_eq!(
         names(&m["slots"]),
-        ["between_old", "fraction", "moved", "slots_moved"]
+        ["moved", "between_old", "fraction", "slots_moved"]
     );
     assert_eq!(
         int(&slots["slots_moved"]),
@@ -439,7 +445,7 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     assert_eq!(int(&slots["between_old"]), 0);
     assert!(int(&slots["moved"]) > 0);
     let modulo = map(&m["modulo"]);
-    assert_eq!(names(&m["modulo"]), ["between_old", "fraction", "moved"]);
+    assert_eq!(names(&m["modulo"]), ["moved", "between_old", "fraction"]);
     assert!(
         int(&modulo["moved"]) > int(&slots["moved"]),
         "mod N moves most members"

@@ -9,15 +9,14 @@
 //! `ringslot.default-vnodes` builds the same ring (Redis wraps the two in MULTI/EXEC).
 
 use super::args::{self, ArgError, Members};
+use super::reply::Reply;
 use super::ringtype::RING_TYPE;
 use super::{config_u64, DEFAULT_VNODES, MAX_POINTS, MAX_SAMPLE};
 use crate::engine::{EngineError, Flavour, Topology};
 use redis_module::key::{RedisKey, RedisKeyWritable};
-use redis_module::redisvalue::RedisValueKey;
 use redis_module::{
     Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue,
 };
-use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 type Handler = fn(&Context, &[RedisString]) -> RedisResult;
@@ -105,14 +104,16 @@ fn count(n: impl TryInto<i64>) -> RedisValue {
     RedisValue::Integer(n.try_into().unwrap_or(i64::MAX))
 }
 
-/// A RESP3 map (a flat array under RESP2); entries come out ordered by field name.
-fn map(entries: Vec<(&str, RedisValue)>) -> RedisValue {
-    RedisValue::OrderedMap(
-        entries
-            .into_iter()
-            .map(|(k, v)| (RedisValueKey::String(k.to_string()), v))
-            .collect::<BTreeMap<_, _>>(),
-    )
+/// A RESP3 map (a flat array under RESP2), fields in the order given.
+fn map(entries: Vec<(&'static str, Reply)>) -> Reply {
+    Reply::Map(entries)
+}
+
+/// Sends `reply` now (it is complete) and tells the crate's wrapper that nothing is left to
+/// send.
+fn send(ctx: &Context, reply: Reply) -> RedisResult {
+    reply.send(ctx);
+    Ok(RedisValue::NoReply)
 }
 
 /// `RING.CREATE key [COMPAT native|ketama|groupcache] [VNODES n] [HASHTAG]` -> `OK`.
@@ -254,21 +255,22 @@ fn nodes(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     let key = ctx.open_key(key_name);
     let stats = read(&key)?.map(Topology::node_stats).unwrap_or_default();
-    Ok(RedisValue::Array(
+    let reply = Reply::Array(
         stats
             .into_iter()
             .map(|n| {
                 map(vec![
-                    ("node", bulk(n.name)),
-                    ("weight", count(n.weight)),
-                    ("points", count(n.points)),
-                    ("ring_share", RedisValue::Float(n.ring_share)),
-                    ("slots", count(n.slots)),
-                    ("slot_share", RedisValue::Float(n.slot_share)),
+                    ("node", bulk(n.name).into()),
+                    ("weight", count(n.weight).into()),
+                    ("points", count(n.points).into()),
+                    ("ring_share", RedisValue::Float(n.ring_share).into()),
+                    ("slots", count(n.slots).into()),
+                    ("slot_share", RedisValue::Float(n.slot_share).into()),
                 ])
             })
             .collect(),
-    ))
+    );
+    send(ctx, reply)
 }
 
 /// `RING.INFO key` -> a map of the ring's configuration and balance; nil when missing.
@@ -286,25 +288,26 @@ fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
         return Ok(RedisValue::Null);
     };
     let info = topo.info();
-    Ok(map(vec![
+    let reply = map(vec![
         (
             "compat",
-            RedisValue::BulkString(info.flavour.name().to_string()),
+            RedisValue::BulkString(info.flavour.name().to_string()).into(),
         ),
-        ("vnodes", count(info.vnodes)),
-        ("hashtag", RedisValue::Bool(info.hashtag)),
-        ("nodes", count(info.nodes)),
-        ("points", count(info.points)),
+        ("vnodes", count(info.vnodes).into()),
+        ("hashtag", RedisValue::Bool(info.hashtag).into()),
+        ("nodes", count(info.nodes).into()),
+        ("points", count(info.points).into()),
         (
             "ring_peak_to_mean",
-            RedisValue::Float(info.ring_peak_to_mean),
+            RedisValue::Float(info.ring_peak_to_mean).into(),
         ),
         (
             "slot_peak_to_mean",
-            RedisValue::Float(info.slot_peak_to_mean),
+            RedisValue::Float(info.slot_peak_to_mean).into(),
         ),
-        ("memory_bytes", count(info.memory_bytes)),
-    ]))
+        ("memory_bytes", count(info.memory_bytes).into()),
+    ]);
+    send(ctx, reply)
 }
 
 /// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern]` -> the what-if map.
@@ -385,36 +388,38 @@ fn moves(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
     }
     .map_err(engine_error)?;
-    Ok(map(vec![
-        ("members", count(result.members)),
-        ("ideal", RedisValue::Float(result.ideal)),
+    let float = |f: f64| Reply::from(RedisValue::Float(f));
+    let reply = map(vec![
+        ("members", count(result.members).into()),
+        ("ideal", float(result.ideal)),
         (
             "ring",
             map(vec![
-                ("moved", count(result.ring.moved)),
-                ("between_old", count(result.ring.between_old)),
-                ("fraction", RedisValue::Float(result.ring.fraction)),
-                ("space", RedisValue::Float(result.ring_space)),
+                ("moved", count(result.ring.moved).into()),
+                ("between_old", count(result.ring.between_old).into()),
+                ("fraction", float(result.ring.fraction)),
+                ("space", float(result.ring_space)),
             ]),
         ),
         (
             "slots",
             map(vec![
-                ("moved", count(result.slots.moved)),
-                ("between_old", count(result.slots.between_old)),
-                ("fraction", RedisValue::Float(result.slots.fraction)),
-                ("slots_moved", count(result.slots_moved)),
+                ("moved", count(result.slots.moved).into()),
+                ("between_old", count(result.slots.between_old).into()),
+                ("fraction", float(result.slots.fraction)),
+                ("slots_moved", count(result.slots_moved).into()),
             ]),
         ),
         (
             "modulo",
             map(vec![
-                ("moved", count(result.modulo.moved)),
-                ("between_old", count(result.modulo.between_old)),
-                ("fraction", RedisValue::Float(result.modulo.fraction)),
+                ("moved", count(result.modulo.moved).into()),
+                ("between_old", count(result.modulo.between_old).into()),
+                ("fraction", float(result.modulo.fraction)),
             ]),
         ),
-    ]))
+    ]);
+    send(ctx, reply)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod args;
 pub mod cmdinfo;
 pub mod commands;
 pub mod hotpath;
+pub mod reply;
 pub mod ringtype;
 
 use redis_module::alloc::RedisAlloc;

@@ -138,9 +138,9 @@ pub fn map(v: &Value) -> BTreeMap<String, Value> {
     fields(v).0.into_iter().collect()
 }
 
-/// The field names of a map reply, sorted.
+/// The field names of a map reply, in the order the reply gives them.
 pub fn names(v: &Value) -> Vec<String> {
-    map(v).into_keys().collect()
+    fields(v).0.into_iter().map(|(name, _)| name).collect()
 }
 
 /// `RING.NODES` and `RING.SLOTS` of `key`, for comparing a ring before and after a call.
