@@ -25,7 +25,7 @@ PORT ?= 6379
 run: release
 	@if redis-cli -p $(PORT) ping >/dev/null 2>&1; then \
 	  echo "run: a server already answers on port $(PORT) (Debian's redis-server service?)."; \
-	  echo "     Stop it (service redis-server stop) or pick another port: make run PORT=7379"; \
+	  echo "     Stop it (service redis-server stop) or pick another port: make run PORT=$$(($(PORT) + 1000))"; \
 	  exit 1; fi
 	redis-server redis.conf --port $(PORT)
 

@@ -8,7 +8,7 @@
 # bench/out/throughput.md.
 #
 # Usage: bench/throughput.sh            (make bench-throughput builds the module first)
-# Knobs (environment): MODULE, ROUNDS (5), CLIENTS (50), PIPELINE (16), N_SINGLE (200000),
+# Knobs (environment): MODULE, ROUNDS (5), CLIENTS (50), PIPELINE (16), N_SINGLE (150000),
 # N_PIPELINED (1000000), N_MGET (30000), N_MGET_PIPELINED (60000), RELOADS (3), OUT,
 # PIN (1: redis-server on CPU 0 and redis-benchmark on CPU 1 when taskset and 2+ CPUs exist).
 set -euo pipefail
