@@ -2,7 +2,7 @@
 //! command callbacks: they read their arguments where Redis keeps them and reply straight from
 //! the ring, without the per-call work of the crate's command wrapper (a `Vec` of retained
 //! argument strings, freed one by one afterwards, and owned copies of every reply string).
-//! That wrapper costs about as much as the lookup itself when commands are pipelined
+//! Measured pipelined, that took a `RING.GET` from about 0.74 to 0.65 µs of server CPU
 //! (README, Performance). The other commands keep the crate's wrapper.
 //!
 //! Each handler does all its fallible work first and replies last, so an error or a caught
