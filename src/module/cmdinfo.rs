@@ -25,26 +25,17 @@ struct Doc {
     args: fn() -> Vec<RedisModuleCommandArg>,
 }
 
+/// An argument without sub-arguments.
 fn arg(
     name: &str,
     type_: u32,
     token: Option<&str>,
     flags: CommandArgFlags,
 ) -> RedisModuleCommandArg {
-    RedisModuleCommandArg::new(
-        name.to_string(),
-        type_,
-        None,
-        token.map(str::to_string),
-        None,
-        None,
-        flags,
-        None,
-        None,
-        None,
-    )
+    with_subargs(name, type_, token, flags, None)
 }
 
+/// A block or one-of argument made of `subargs`.
 fn group(
     name: &str,
     type_: u32,
@@ -52,6 +43,16 @@ fn group(
     flags: CommandArgFlags,
     subargs: Vec<RedisModuleCommandArg>,
 ) -> RedisModuleCommandArg {
+    with_subargs(name, type_, token, flags, Some(subargs))
+}
+
+fn with_subargs(
+    name: &str,
+    type_: u32,
+    token: Option<&str>,
+    flags: CommandArgFlags,
+    subargs: Option<Vec<RedisModuleCommandArg>>,
+) -> RedisModuleCommandArg {
     RedisModuleCommandArg::new(
         name.to_string(),
         type_,
@@ -61,7 +62,7 @@ fn group(
         None,
         flags,
         None,
-        Some(subargs),
+        subargs,
         None,
     )
 }

@@ -449,7 +449,8 @@ pub fn count_moves(before: &[Option<String>], after: &[Option<String>], node: &s
 /// Applies a step to the ring at `key` and checks the reply.
 fn apply(con: &mut Connection, key: &str, step: &Step) -> Result<()> {
     let (args, want): (Vec<String>, i64) = match step {
-        Step::Add { node, weight } => (
+        // RING.ADD answers how many nodes are new: 1 for a join, 0 for a re-weight.
+        Step::Add { node, weight } | Step::Weight { node, weight } => (
             vec![
                 "RING.ADD".into(),
                 key.into(),
@@ -457,19 +458,9 @@ fn apply(con: &mut Connection, key: &str, step: &Step) -> Result<()> {
                 weight.to_string(),
                 node.clone(),
             ],
-            1,
+            i64::from(matches!(step, Step::Add { .. })),
         ),
         Step::Del { node } => (vec!["RING.DEL".into(), key.into(), node.clone()], 1),
-        Step::Weight { node, weight } => (
-            vec![
-                "RING.ADD".into(),
-                key.into(),
-                "WEIGHT".into(),
-                weight.to_string(),
-                node.clone(),
-            ],
-            0,
-        ),
     };
     let got = int(&run(con, &args)?)?;
     if got != want {
