@@ -170,7 +170,7 @@ fn slots_and_moves(c: &mut Criterion) {
     let mut group = c.benchmark_group("what_if");
     group.sample_size(10);
     group.bench_function("add_node_100000_members", |b| {
-        b.iter(|| t.what_if(&change, &sample).expect("what-if"))
+        b.iter(|| t.what_if(&change, &sample, u64::MAX).expect("what-if"))
     });
     group.finish();
 }

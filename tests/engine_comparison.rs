@@ -1,7 +1,7 @@
 //! The comparison figures the project exists for, checked against theory: balance of a
 //! 10-node ring, and what an 11th node costs under the ring, the slot table and modulo.
 
-use ringslot::engine::{Change, Flavour, Topology};
+use ringslot::engine::{Change, EngineError, Flavour, Topology};
 
 fn ten_nodes(flavour: Flavour) -> Topology {
     let mut t = Topology::new(flavour, None, false).expect("ring");
@@ -39,7 +39,9 @@ fn an_eleventh_node_moves_about_one_eleventh() {
         node: b"10.0.0.11:6379".to_vec(),
         weight: 1,
     };
-    let w = t.what_if(&change, sample(100_000)).expect("what-if");
+    let w = t
+        .what_if(&change, sample(100_000), u64::MAX)
+        .expect("what-if");
     println!("{w:#?}");
     assert_eq!(w.members, 100_000);
     assert!((w.ideal - 1.0 / 11.0).abs() < 1e-12);
@@ -97,7 +99,9 @@ fn removing_a_node_moves_only_its_members() {
         let change = Change::Del {
             node: b"10.0.0.4:6379".to_vec(),
         };
-        let w = t.what_if(&change, sample(20_000)).expect("what-if");
+        let w = t
+            .what_if(&change, sample(20_000), u64::MAX)
+            .expect("what-if");
         assert!((w.ideal - 0.1).abs() < 1e-12);
         if flavour != Flavour::Ketama {
             assert_eq!(w.ring.between_old, 0, "{flavour:?}");
@@ -140,7 +144,20 @@ fn errors_leave_the_ring_unchanged() {
         node: b"10.0.0.1:6379".to_vec(),
         weight: 1,
     };
-    assert!(t.what_if(&add_existing, sample(1)).is_err());
+    assert!(t.what_if(&add_existing, sample(1), u64::MAX).is_err());
+    // A what-if whose ring would pass the point limit is refused before it builds anything:
+    // 10 nodes x 160 points now, plus 160 x 1000000 for the new node.
+    let heavy = Change::Add {
+        node: b"heavy".to_vec(),
+        weight: 1_000_000,
+    };
+    assert_eq!(
+        t.what_if(&heavy, sample(1), 10_000_000),
+        Err(EngineError::TooManyPoints {
+            points: 1600 + 160_000_000,
+            limit: 10_000_000
+        })
+    );
     assert!(Topology::new(Flavour::Ketama, Some(10), false).is_err());
     assert_eq!(before, (t.node_stats().len(), t.slot_ranges().len()));
     assert_eq!(t.ring().point_count(), 1600);

@@ -241,6 +241,8 @@ fn max_points_and_max_sample() {
         "no ring left behind"
     );
     q(&mut con, "RING.ADD err:max c");
+    // The what-ifs below add a fourth node: room for it.
+    q(&mut con, "CONFIG SET ringslot.max-points 640");
 
     q(&mut con, "CONFIG SET ringslot.max-sample 10");
     for i in 0..11 {
@@ -280,6 +282,37 @@ fn max_points_and_max_sample() {
     q(&mut con, "CONFIG SET ringslot.max-sample 2500");
     let m = map(&q(&mut con, "RING.MOVES err:max ADD d KEYS err:max:many:*"));
     assert_eq!(int(&m["members"]), 2500);
+}
+
+#[test]
+fn a_what_if_past_max_points_is_refused_before_it_allocates() {
+    // Issue 15: RING.MOVES built the ring after the change without the point limit, so a
+    // reader could make the server allocate 160 million points (or 1e11) and abort. The
+    // server runs under a 2 GiB address-space cap: were the ring built, Redis would abort
+    // with "Out Of Memory" at once instead of eating the machine, and the test would fail.
+    let mut server = support::Server::start_capped(2 << 30);
+    let mut con = server.client();
+    q(&mut con, "RING.ADD huge:r a b c");
+    // 3 x 160 points now, 160 x 1000000 for x: 160000480 points.
+    refused(
+        &mut con,
+        "huge:r",
+        "RING.MOVES huge:r ADD x WEIGHT 1000000 SAMPLE 1",
+        "ERR the ring would have 160000480 points, more than ringslot.max-points (10000000)",
+    );
+    q(&mut con, "RING.CREATE huge:v VNODES 100000");
+    q(&mut con, "RING.ADD huge:v a b c");
+    // 3 x 100000 points now, 100000 x 1000000 for x: 100000300000 points.
+    refused(
+        &mut con,
+        "huge:v",
+        "RING.MOVES huge:v ADD x WEIGHT 1000000 SAMPLE 1",
+        "ERR the ring would have 100000300000 points, more than ringslot.max-points (10000000)",
+    );
+    // Within the limit the what-if still runs.
+    let m = map(&q(&mut con, "RING.MOVES huge:v ADD x WEIGHT 10 SAMPLE 5"));
+    assert_eq!(int(&m["members"]), 5);
+    assert!(server.is_alive(), "the server survived:\n{}", server.log());
 }
 
 #[test]

@@ -97,25 +97,38 @@ impl Counter {
 impl Topology {
     /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
     /// change would rebalance it) and modulo, changing nothing. Errors: adding a node already
-    /// in the ring, removing an unknown node, a bad weight.
-    pub fn what_if<I, M>(&self, change: &Change, members: I) -> Result<WhatIf, EngineError>
+    /// in the ring, removing an unknown node, a bad weight, a ring that would have more than
+    /// `max_points` points after the change (checked before anything is built).
+    pub fn what_if<I, M>(
+        &self,
+        change: &Change,
+        members: I,
+        max_points: u64,
+    ) -> Result<WhatIf, EngineError>
     where
         I: IntoIterator<Item = M>,
         M: AsRef<[u8]>,
     {
         let nodes = self.nodes();
         let total_weight: f64 = nodes.iter().map(|n| f64::from(n.weight)).sum();
+        if let Change::Add { node, weight } = change {
+            // Everything that can refuse an addition, before the copy of the ring is made.
+            let weight = check_weight(*weight)?;
+            if node.is_empty() {
+                return Err(EngineError::EmptyNodeName);
+            }
+            if self.ring().node_index(node).is_some() {
+                return Err(EngineError::NodeExists);
+            }
+            let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
+            weights.push(weight);
+            self.check_points(&weights, max_points)?;
+        }
         let mut after = self.clone();
         let (old_to_new, joined, ideal): (Vec<Option<usize>>, Option<usize>, f64) = match change {
             Change::Add { node, weight } => {
                 let weight = check_weight(*weight)?;
-                if node.is_empty() {
-                    return Err(EngineError::EmptyNodeName);
-                }
-                if self.ring().node_index(node).is_some() {
-                    return Err(EngineError::NodeExists);
-                }
-                after.add(&[node.as_slice()], Some(i64::from(weight)), u64::MAX)?;
+                after.add(&[node.as_slice()], Some(i64::from(weight)), max_points)?;
                 let ideal = f64::from(weight) / (total_weight + f64::from(weight));
                 (
                     (0..nodes.len()).map(Some).collect(),

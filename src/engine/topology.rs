@@ -205,15 +205,7 @@ impl Topology {
             return Ok((0, false));
         }
         let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
-        let points: u64 = Ring::planned_points(self.ring.flavour(), self.ring.vnodes(), &weights)
-            .iter()
-            .sum();
-        if points > max_points {
-            return Err(EngineError::TooManyPoints {
-                points,
-                limit: max_points,
-            });
-        }
+        self.check_points(&weights, max_points)?;
         self.ring.set_nodes(nodes);
         if self.slots.is_empty() {
             let names: Vec<&[u8]> = self.nodes().iter().map(|n| n.name.as_slice()).collect();
@@ -222,6 +214,21 @@ impl Topology {
             self.slots.rebalance(&weights);
         }
         Ok((added, true))
+    }
+
+    /// Checks that a ring of this one's flavour and VNODES with nodes of `weights` would have
+    /// at most `max_points` points, without building it. Error: `TooManyPoints`.
+    pub fn check_points(&self, weights: &[u32], max_points: u64) -> Result<(), EngineError> {
+        let points: u64 = Ring::planned_points(self.ring.flavour(), self.ring.vnodes(), weights)
+            .iter()
+            .sum();
+        if points > max_points {
+            return Err(EngineError::TooManyPoints {
+                points,
+                limit: max_points,
+            });
+        }
+        Ok(())
     }
 
     /// Removes the nodes `names` that are in the ring (others are ignored; duplicates count

@@ -359,6 +359,7 @@ fn matching_keys(ctx: &Context, pattern: &[u8], limit: u64) -> Result<Vec<Vec<u8
 fn moves(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let (key_name, rest) = split(args, 4)?;
     let max_sample = config_u64(&MAX_SAMPLE);
+    let max_points = config_u64(&MAX_POINTS);
     let parsed = args::parse_moves(&rest, max_sample).map_err(arg_error)?;
     let key = ctx.open_key(key_name);
     let fallback;
@@ -380,11 +381,11 @@ fn moves(ctx: &Context, args: &[RedisString]) -> RedisResult {
                 m.extend_from_slice(i.to_string().as_bytes());
                 m
             });
-            topo.what_if(&parsed.change, members)
+            topo.what_if(&parsed.change, members, max_points)
         }
         Members::Keys(pattern) => {
             let keys = matching_keys(ctx, pattern, max_sample)?;
-            topo.what_if(&parsed.change, keys)
+            topo.what_if(&parsed.change, keys, max_points)
         }
     }
     .map_err(engine_error)?;

@@ -93,9 +93,23 @@ impl Server {
         Server::spawn(tempfile::tempdir().expect("temp dir"), &args)
     }
 
+    /// Starts a server with the module whose address space is capped at `bytes`
+    /// (`ulimit -v`): a command that tries to allocate past it makes Redis abort with "Out Of
+    /// Memory" instead of exhausting the machine.
+    pub fn start_capped(bytes: u64) -> Server {
+        let module = module_path();
+        let args: Vec<String> = vec!["--loadmodule".into(), module.display().to_string()];
+        Server::spawn_capped(tempfile::tempdir().expect("temp dir"), &args, Some(bytes))
+    }
+
     /// Starts `redis-server` on a free port in `dir`, without persistence, with `args` after
     /// the common ones, and waits until it answers PING.
     fn spawn(dir: tempfile::TempDir, args: &[String]) -> Server {
+        Server::spawn_capped(dir, args, None)
+    }
+
+    /// [`Server::spawn`], with the address space capped at `limit` bytes when given.
+    fn spawn_capped(dir: tempfile::TempDir, args: &[String], limit: Option<u64>) -> Server {
         let port = free_port();
         let mut all: Vec<String> = vec![
             "--port".into(),
@@ -111,7 +125,21 @@ impl Server {
         ];
         all.extend(args.iter().cloned());
         let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
-        let child = Command::new("redis-server")
+        let mut command = match limit {
+            None => Command::new("redis-server"),
+            Some(bytes) => {
+                // The shell sets the limit, then becomes redis-server (same process).
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!(
+                        "ulimit -v {} && exec redis-server \"$@\"",
+                        bytes / 1024
+                    ))
+                    .arg("redis-server");
+                sh
+            }
+        };
+        let child = command
             .args(&all)
             .stdout(Stdio::from(log.try_clone().expect("log clone")))
             .stderr(Stdio::from(log))
