@@ -29,15 +29,17 @@ run: release
 	  exit 1; fi
 	redis-server redis.conf --port $(PORT)
 
-## test: every test: unit, property, vectors and integration against real redis-servers
+## test: every test of the workspace (the module, its harness, the benchmark program): unit,
+## property, vectors and integration against real redis-servers. The criterion benches are
+## compiled, not run.
 test: build
-	$(CARGO) test --benches --no-run
-	$(CARGO) test --lib --bins --tests
+	$(CARGO) test --workspace --benches --no-run
+	$(CARGO) test --workspace --lib --bins --tests
 
 ## lint: formatting and clippy, as CI would want them
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## bench: criterion benchmarks of the engine
 bench: deps
@@ -51,13 +53,13 @@ clean:
 ## Extra flags: make bench-migration BENCH_ARGS="--scenario bench/scenario-example.txt"
 BENCH_ARGS ?=
 bench-migration: release
-	$(CARGO) run --release --bin ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  migration --grow 4..8 --keys 100000 $(BENCH_ARGS)
 
 ## bench-balance: peak-to-mean share per scheme as virtual nodes grow 1 -> 1000, for 10 and
 ## 100 nodes; table on stdout, CSV and SVG in bench/out/.
 bench-balance: release
-	$(CARGO) run --release --bin ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  balance --nodes 10,100 $(BENCH_ARGS)
 
 ## bench-throughput: requests/s of RING.GET, RING.SLOT and RING.MGET against GET and PING

@@ -2,11 +2,10 @@
 //! vectors): Redis Cluster key slots, libmemcached's weighted-ketama test ring, and the FNV-1a
 //! and CRC32 reference values.
 
-mod support;
+use ringslot_harness::prelude::*;
 
 use ringslot::engine::flavour::{fnv1a64, md5_le_u32};
 use ringslot::engine::{key_slot, Flavour, Topology};
-use support::{from_hex, vectors};
 
 #[test]
 fn keyslot_vectors_match_cluster_keyslot() {

@@ -2,28 +2,13 @@
 //! the reply of `CLUSTER KEYSLOT <member>` from a plain `redis-server --cluster-enabled yes`
 //! (Debian redis-server 7.0.15), with the member sent as a binary-safe bulk string.
 //!
-//! The server (tests/support) is started on a free loopback port in its own temporary
+//! The server (ringslot-harness) is started on a free loopback port in its own temporary
 //! directory and stopped when the test ends (also on panic, through `Drop`).
 
-mod support;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 use ringslot::engine::key_slot;
-
-/// A small deterministic PRNG (xorshift64*), so a failure reproduces exactly.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Hand-written members exercising the hash-tag rules of the Redis Cluster specification
 /// (first `{`, first `}` after it, non-empty span) and non-ASCII text.
@@ -95,7 +80,7 @@ fn tag_rule_members() -> Vec<Vec<u8>> {
 
 /// Generated members: ASCII, UTF-8, and random binary with `0x00`, `{` and `}` sprinkled in.
 fn generated_members() -> Vec<Vec<u8>> {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut out = Vec::new();
     for i in 0..1000 {
         out.push(format!("key:{i}").into_bytes());
@@ -115,20 +100,18 @@ fn generated_members() -> Vec<Vec<u8>> {
         "\u{0}",
     ];
     for _ in 0..500 {
-        let n = rng.below(8) as usize;
-        let s: String = (0..n)
-            .map(|_| words[rng.below(words.len() as u64) as usize])
-            .collect();
+        let n = rng.below(8);
+        let s: String = (0..n).map(|_| words[rng.below(words.len())]).collect();
         out.push(s.into_bytes());
     }
     for _ in 0..2000 {
-        let n = rng.below(48) as usize;
+        let n = rng.below(48);
         let bytes: Vec<u8> = (0..n)
             .map(|_| match rng.below(8) {
                 0 => 0x00,
                 1 => b'{',
                 2 => b'}',
-                _ => rng.next() as u8,
+                _ => rng.next_u64() as u8,
             })
             .collect();
         out.push(bytes);
@@ -138,10 +121,10 @@ fn generated_members() -> Vec<Vec<u8>> {
 
 /// The members and expected slots of `tests/vectors/keyslot.tsv`.
 fn vector_rows() -> Vec<(Vec<u8>, u16)> {
-    support::vectors("keyslot.tsv")
+    vectors("keyslot.tsv")
         .into_iter()
         .map(|row| {
-            let key = support::from_hex(row.first().map(String::as_str).unwrap_or(""));
+            let key = from_hex(row.first().map(String::as_str).unwrap_or(""));
             let slot: u16 = row
                 .get(1)
                 .and_then(|s| s.trim().parse().ok())
@@ -163,7 +146,7 @@ fn vectors_match_engine_offline() {
 
 #[test]
 fn key_slot_matches_cluster_keyslot() {
-    let server = support::Server::start_cluster_node(&[]);
+    let server = Server::start_cluster_node(&[]);
     let mut con = server.client();
 
     let rows = vector_rows();

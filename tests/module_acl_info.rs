@@ -1,11 +1,9 @@
 //! What Redis knows about the commands (COMMAND INFO / DOCS / GETKEYS, arity, flags, key
 //! specs), ACL key permissions built on those key specs, and keyspace notifications.
 
-mod module_helpers;
-mod support;
-
-use module_helpers::*;
 use redis::Value;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -116,7 +114,7 @@ fn acl_key_patterns_apply_to_ring_keys() {
 #[test]
 fn writes_fire_keyspace_notifications() {
     // Its own server: keyevent channels would also carry the other tests' writes.
-    let server = support::Server::start();
+    let server = Server::start();
     let mut admin = server.client();
     q(&mut admin, "CONFIG SET notify-keyspace-events KEA");
     let mut sub_con = server.client();

@@ -1,13 +1,10 @@
 //! Every RING.* command and option against a real redis-server, RESP2 and RESP3.
 //! Tests running together share one server (`shared_server`): each uses its own keys.
 
-mod module_helpers;
-mod support;
-
-use module_helpers::*;
 use redis::Value;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 use std::collections::BTreeSet;
-use support::Server;
 
 /// `redis-cli --cluster create` with three masters lays slots out as 0-5460, 5461-10922,
 /// 10923-16383 (the Redis cluster tutorial's output).
@@ -59,10 +56,10 @@ fn slot_matches_cluster_keyslot_vectors() {
     let mut con = server.client();
     q(&mut con, "RING.ADD cmd:slot a b c");
     let ranges = slot_ranges(&mut con, b"cmd:slot");
-    let rows = support::vectors("keyslot.tsv");
+    let rows = vectors("keyslot.tsv");
     assert!(rows.len() > 20);
     for row in rows {
-        let member = support::from_hex(&row[0]);
+        let member = from_hex(&row[0]);
         let slot: i64 = row[1].parse().expect("slot");
         let reply = array(&call(&mut con, &[b"RING.SLOT", b"cmd:slot", &member]).expect("SLOT"));
         assert_eq!(int(&reply[0]), slot, "member {}", row[0]);
@@ -177,10 +174,10 @@ fn ketama_matches_libmemcached_known_answers() {
     let info = map(&q(&mut con, "RING.INFO cmd:ketama"));
     assert_eq!(int(&info["points"]), 1264);
     assert_eq!(text(&info["compat"]), "ketama");
-    let rows = support::vectors("ketama_libmemcached.tsv");
+    let rows = vectors("ketama_libmemcached.tsv");
     assert!(rows.len() >= 10);
     for row in rows {
-        let member = support::from_hex(&row[0]);
+        let member = from_hex(&row[0]);
         let owner = call(&mut con, &[b"RING.GET", b"cmd:ketama", &member]).expect("GET");
         assert_eq!(
             text(&owner),

@@ -2,11 +2,9 @@
 //! malformed calls. After each failing call the server still answers PING and the ring is
 //! exactly as it was (RING.NODES and RING.SLOTS compared before/after).
 
-mod module_helpers;
-mod support;
-
-use module_helpers::*;
 use redis::{Connection, Value};
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 /// Sends `line` (which must fail with `expected`), then checks PING and that `ring` is
 /// unchanged.
@@ -218,7 +216,7 @@ fn refusals_that_say_why() {
 #[test]
 fn max_points_and_max_sample() {
     // Its own server: it changes configurations.
-    let server = support::Server::start();
+    let server = Server::start();
     let mut con = server.client();
     q(&mut con, "RING.ADD err:max a b");
     q(&mut con, "CONFIG SET ringslot.max-points 500");
@@ -290,7 +288,10 @@ fn a_what_if_past_max_points_is_refused_before_it_allocates() {
     // reader could make the server allocate 160 million points (or 1e11) and abort. The
     // server runs under a 2 GiB address-space cap: were the ring built, Redis would abort
     // with "Out Of Memory" at once instead of eating the machine, and the test would fail.
-    let mut server = support::Server::start_capped(2 << 30);
+    let mut server = Server::builder()
+        .memory_limit(2 << 30)
+        .start()
+        .expect("a capped server");
     let mut con = server.client();
     q(&mut con, "RING.ADD huge:r a b c");
     // 3 x 160 points now, 160 x 1000000 for x: 160000480 points.
@@ -419,7 +420,7 @@ const KEYS: &[&[u8]] = &[
 #[test]
 fn random_and_malformed_calls_never_hurt() {
     // Its own server: small limits keep random rings small.
-    let mut server = support::Server::start();
+    let mut server = Server::start();
     let mut con = server.client();
     q(&mut con, "CONFIG SET ringslot.max-points 20000");
     q(&mut con, "CONFIG SET ringslot.max-sample 200");

@@ -2,12 +2,9 @@
 //! RESTORE, COPY, MEMORY USAGE, DEBUG DIGEST-VALUE, and AOF (plain and rewritten without the
 //! RDB preamble) + restart.
 
-mod module_helpers;
-mod support;
-
-use module_helpers::*;
 use redis::{Connection, Value};
-use support::Server;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 const RINGS: [&str; 5] = [
     "p:native",

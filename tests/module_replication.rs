@@ -2,12 +2,9 @@
 //! `test_replication.py` checks each write command), reads and no-op writes are not
 //! replicated, and the replica applies what its master accepted whatever its own limits.
 
-mod module_helpers;
-mod support;
-
-use module_helpers::*;
 use redis::{Connection, Value};
-use support::Server;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 fn master_offset(con: &mut Connection) -> i64 {
     let info = bytes(&q(con, "INFO replication"));

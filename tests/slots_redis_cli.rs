@@ -24,18 +24,18 @@
 //! in the engine's insertion order. The test logs redis-cli's "Moving N slots from .. to .."
 //! lines, which show the real order.
 
-mod support;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 use ringslot::engine::{Flavour, Topology, SLOT_COUNT};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::Server;
 
 const HOST: &str = "127.0.0.1";
 
-/// A plain (module-less) cluster-enabled redis-server from tests/support, with the views of
+/// A plain (module-less) cluster-enabled redis-server from ringslot-harness, with the views of
 /// the cluster this test reads.
 struct ClusterServer(Server);
 
@@ -48,12 +48,11 @@ impl ClusterServer {
     }
 
     fn try_client(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(self.0.url())?;
-        client.get_connection_with_timeout(Duration::from_secs(5))
+        self.0.try_client()
     }
 
     fn client(&self) -> redis::Connection {
-        self.try_client().expect("connect to redis-server")
+        self.0.client()
     }
 
     /// `host:port`, the name the engine's topology uses for this node.
@@ -401,7 +400,7 @@ fn redis_cli_master_order(entry: &ClusterServer, names: &[String]) -> Vec<String
 #[test]
 fn topology_matches_redis_cli_cluster() {
     let started = Instant::now();
-    let scratch = tempfile::tempdir().expect("scratch dir");
+    let scratch = ringslot_harness::tempfile::tempdir().expect("scratch dir");
     let scratch: PathBuf = scratch.path().to_path_buf();
     let servers: Vec<ClusterServer> = (0..5).map(|_| ClusterServer::start()).collect();
     let [p1, p2, p3, p4, p5] = &servers[..] else {

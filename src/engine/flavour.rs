@@ -60,6 +60,20 @@ impl Flavour {
             .find(|f| f.name().as_bytes().eq_ignore_ascii_case(name))
     }
 
+    /// The flavour's code in the RDB encoding of a ring: 0 native, 1 ketama, 2 groupcache.
+    pub fn code(self) -> u64 {
+        match self {
+            Flavour::Native => 0,
+            Flavour::Ketama => 1,
+            Flavour::Groupcache => 2,
+        }
+    }
+
+    /// The flavour of RDB code `code` (see [`Flavour::code`]), `None` for an unknown code.
+    pub fn from_code(code: u64) -> Option<Flavour> {
+        Flavour::ALL.into_iter().find(|f| f.code() == code)
+    }
+
     /// Virtual nodes per unit of weight when `VNODES` is not given: 160 (native; and ketama's
     /// fixed 160 per equal share), 50 for groupcache (its tests' replica count).
     pub fn default_vnodes(self) -> u32 {
@@ -256,14 +270,16 @@ mod tests {
     }
 
     #[test]
-    fn flavour_names_round_trip() {
+    fn flavour_names_and_codes_round_trip() {
         for f in Flavour::ALL {
+            assert_eq!(Flavour::from_code(f.code()), Some(f));
             assert_eq!(
                 Flavour::from_name(f.name().to_uppercase().as_bytes()),
                 Some(f)
             );
         }
         assert_eq!(Flavour::from_name(b"jump"), None);
+        assert_eq!(Flavour::from_code(3), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod error;
 pub mod flavour;
 pub mod keyslot;
 pub mod ring;
+pub mod sample;
 pub mod slots;
 pub mod topology;
 
@@ -14,5 +15,6 @@ pub use error::EngineError;
 pub use flavour::Flavour;
 pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
+pub use sample::{sample_members, DEFAULT_SAMPLE};
 pub use slots::SlotTable;
 pub use topology::{NodeStats, Topology};

@@ -104,6 +104,12 @@ impl Topology {
         })
     }
 
+    /// The ring `RING.ADD` creates on a missing key: native, `vnodes` points per unit of
+    /// weight (`ringslot.default-vnodes`), members hashed whole. Error: `vnodes` out of range.
+    pub fn implicit(vnodes: i64) -> Result<Topology, EngineError> {
+        Topology::new(Flavour::Native, Some(vnodes), false)
+    }
+
     /// Rebuilds a topology from stored parts (RDB): configuration, nodes in order, and the slot
     /// table as `(start, end, node index)` ranges. Points are recomputed.
     pub fn from_parts(

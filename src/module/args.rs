@@ -2,7 +2,7 @@
 //! consuming its value, and the core's error texts. Everything here works on byte slices, so
 //! it is tested without a server; `commands.rs` turns [`ArgError`] into the error reply.
 
-use crate::engine::{Change, EngineError, Flavour};
+use crate::engine::{Change, EngineError, Flavour, DEFAULT_SAMPLE};
 use std::fmt;
 
 /// Why the arguments of a command were refused. `Display` is the whole error reply.
@@ -191,9 +191,6 @@ pub struct MovesArgs<'a> {
     /// The members to evaluate it over.
     pub members: Members<'a>,
 }
-
-/// `SAMPLE` when neither `SAMPLE` nor `KEYS` is given.
-pub const DEFAULT_SAMPLE: u64 = 100_000;
 
 /// Parses the arguments after the key of `RING.MOVES`. `WEIGHT` (default 1) goes with `ADD`
 /// only; `SAMPLE` and `KEYS` exclude each other. `SAMPLE` must be `1..=max_sample`; above

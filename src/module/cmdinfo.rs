@@ -1,313 +1,151 @@
-//! `COMMAND INFO` / `COMMAND DOCS` / `COMMAND GETKEYS` for the RING.* commands: arity, key
-//! specs, summaries and argument docs, set with `RedisModule_SetCommandInfo` after the
-//! commands are created by the `commands:` table (Redis 7.0 has no module ACL categories, so
-//! the crate's `#[command]` macro cannot be used; RedisBloom's `src/cmd_info/` does the same
-//! in C).
+//! What `COMMAND INFO` / `COMMAND DOCS` / `COMMAND GETKEYS` say about a command: argument docs
+//! as constant data ([`Arg`]), turned into the structures of `RedisModule_SetCommandInfo` for
+//! an entry of the command table. Redis 7.0 has no module ACL categories, so the crate's
+//! `#[command]` macro cannot be used; RedisBloom's `src/cmd_info/` does the same in C.
 
+use super::table::Command;
 use redis_module::commands::{
     get_redis_command_args, get_redis_key_spec, BeginSearch, CommandArgFlags, FindKeys, KeySpec,
     KeySpecFlags, RedisModuleCommandArg,
 };
-use redis_module::{raw, Context, Status};
+use redis_module::{raw, Context};
 use std::ffi::CString;
 use std::ptr;
 
-const SINCE: &str = "0.1.0";
-
-/// How one command is documented.
-struct Doc {
-    name: &'static str,
-    summary: &'static str,
-    complexity: &'static str,
-    arity: i32,
-    /// Key-spec flags (`REDISMODULE_CMD_KEY_*` bits).
-    key_flags: u32,
-    args: fn() -> Vec<RedisModuleCommandArg>,
+/// The kind of a documented argument (`COMMAND DOCS` "type").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// The ring key.
+    Key,
+    /// A string.
+    String,
+    /// An integer.
+    Integer,
+    /// A glob-style pattern.
+    Pattern,
+    /// A keyword without a value.
+    PureToken,
+    /// One of the sub-arguments.
+    OneOf,
 }
 
-/// An argument without sub-arguments.
-fn arg(
-    name: &str,
-    type_: u32,
-    token: Option<&str>,
-    flags: CommandArgFlags,
-) -> RedisModuleCommandArg {
-    with_subargs(name, type_, token, flags, None)
+/// One documented argument: constant data, so that a command's docs sit in its table entry.
+#[derive(Debug, Clone, Copy)]
+pub struct Arg {
+    /// The argument's name (`node`, `weight`).
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: ArgKind,
+    /// The keyword that introduces it (`WEIGHT`), if any.
+    pub token: Option<&'static str>,
+    /// It may be left out.
+    pub optional: bool,
+    /// It may be repeated.
+    pub multiple: bool,
+    /// Sub-arguments of a one-of.
+    pub sub: &'static [Arg],
 }
 
-/// A block or one-of argument made of `subargs`.
-fn group(
-    name: &str,
-    type_: u32,
-    token: Option<&str>,
-    flags: CommandArgFlags,
-    subargs: Vec<RedisModuleCommandArg>,
-) -> RedisModuleCommandArg {
-    with_subargs(name, type_, token, flags, Some(subargs))
-}
+impl Arg {
+    const fn of(name: &'static str, kind: ArgKind) -> Arg {
+        Arg {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            sub: &[],
+        }
+    }
 
-fn with_subargs(
-    name: &str,
-    type_: u32,
-    token: Option<&str>,
-    flags: CommandArgFlags,
-    subargs: Option<Vec<RedisModuleCommandArg>>,
-) -> RedisModuleCommandArg {
-    RedisModuleCommandArg::new(
-        name.to_string(),
-        type_,
-        None,
-        token.map(str::to_string),
-        None,
-        None,
-        flags,
-        None,
-        subargs,
-        None,
-    )
-}
+    /// The ring key (always argument 1, the one key spec).
+    pub const fn key() -> Arg {
+        Arg::of("key", ArgKind::Key)
+    }
 
-fn key() -> RedisModuleCommandArg {
-    RedisModuleCommandArg::new(
-        "key".to_string(),
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-        Some(0),
-        None,
-        None,
-        None,
-        CommandArgFlags::NONE,
-        None,
-        None,
-        None,
-    )
-}
+    /// A string argument.
+    pub const fn string(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::String)
+    }
 
-fn string(name: &str) -> RedisModuleCommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-        None,
-        CommandArgFlags::NONE,
-    )
-}
+    /// An integer argument.
+    pub const fn integer(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Integer)
+    }
 
-fn strings(name: &str) -> RedisModuleCommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-        None,
-        CommandArgFlags::MULTIPLE,
-    )
-}
+    /// A glob-style pattern argument.
+    pub const fn pattern(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Pattern)
+    }
 
-fn integer(name: &str) -> RedisModuleCommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        None,
-        CommandArgFlags::NONE,
-    )
-}
+    /// A keyword without a value.
+    pub const fn keyword(name: &'static str, token: &'static str) -> Arg {
+        Arg::of(name, ArgKind::PureToken).token(token)
+    }
 
-fn optional_integer(name: &str, token: &str) -> RedisModuleCommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        Some(token),
-        CommandArgFlags::OPTIONAL,
-    )
-}
+    /// One of `sub`.
+    pub const fn one_of(name: &'static str, sub: &'static [Arg]) -> Arg {
+        Arg {
+            sub,
+            ..Arg::of(name, ArgKind::OneOf)
+        }
+    }
 
-fn pure_token(name: &str, token: &str, flags: CommandArgFlags) -> RedisModuleCommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-        Some(token),
-        flags,
-    )
-}
+    /// The same argument introduced by the keyword `token`.
+    pub const fn token(self, token: &'static str) -> Arg {
+        Arg {
+            token: Some(token),
+            ..self
+        }
+    }
 
-const ONEOF: u32 = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF;
+    /// The same argument, optional.
+    pub const fn optional(self) -> Arg {
+        Arg {
+            optional: true,
+            ..self
+        }
+    }
 
-fn create_args() -> Vec<RedisModuleCommandArg> {
-    vec![
-        key(),
-        group(
-            "compat",
-            ONEOF,
-            Some("COMPAT"),
-            CommandArgFlags::OPTIONAL,
-            vec![
-                pure_token("native", "native", CommandArgFlags::NONE),
-                pure_token("ketama", "ketama", CommandArgFlags::NONE),
-                pure_token("groupcache", "groupcache", CommandArgFlags::NONE),
-            ],
-        ),
-        optional_integer("vnodes", "VNODES"),
-        pure_token("hashtag", "HASHTAG", CommandArgFlags::OPTIONAL),
-    ]
-}
+    /// The same argument, repeatable.
+    pub const fn multiple(self) -> Arg {
+        Arg {
+            multiple: true,
+            ..self
+        }
+    }
 
-fn add_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), optional_integer("weight", "WEIGHT"), strings("node")]
-}
-
-fn del_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), strings("node")]
-}
-
-fn assign_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), integer("start"), integer("end"), string("node")]
-}
-
-fn get_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), string("member"), optional_integer("count", "COUNT")]
-}
-
-fn mget_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), strings("member")]
-}
-
-fn slot_args() -> Vec<RedisModuleCommandArg> {
-    vec![key(), string("member")]
-}
-
-fn key_only() -> Vec<RedisModuleCommandArg> {
-    vec![key()]
-}
-
-fn moves_args() -> Vec<RedisModuleCommandArg> {
-    vec![
-        key(),
-        group(
-            "change",
-            ONEOF,
+    /// The crate's description of this argument (and its sub-arguments).
+    fn to_crate(self) -> RedisModuleCommandArg {
+        let kind = match self.kind {
+            ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+            ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            ArgKind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
+            ArgKind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        };
+        let mut flags = CommandArgFlags::NONE;
+        if self.optional {
+            flags |= CommandArgFlags::OPTIONAL;
+        }
+        if self.multiple {
+            flags |= CommandArgFlags::MULTIPLE;
+        }
+        let sub = (!self.sub.is_empty()).then(|| self.sub.iter().map(|a| a.to_crate()).collect());
+        RedisModuleCommandArg::new(
+            self.name.to_string(),
+            kind,
+            (self.kind == ArgKind::Key).then_some(0),
+            self.token.map(str::to_string),
             None,
-            CommandArgFlags::NONE,
-            vec![
-                pure_token("add", "ADD", CommandArgFlags::NONE),
-                pure_token("del", "DEL", CommandArgFlags::NONE),
-            ],
-        ),
-        string("node"),
-        optional_integer("weight", "WEIGHT"),
-        group(
-            "members",
-            ONEOF,
             None,
-            CommandArgFlags::OPTIONAL,
-            vec![
-                arg(
-                    "sample",
-                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-                    Some("SAMPLE"),
-                    CommandArgFlags::NONE,
-                ),
-                arg(
-                    "pattern",
-                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
-                    Some("KEYS"),
-                    CommandArgFlags::NONE,
-                ),
-            ],
-        ),
-    ]
-}
-
-fn docs() -> Vec<Doc> {
-    let rw = raw::REDISMODULE_CMD_KEY_RW;
-    let ro = raw::REDISMODULE_CMD_KEY_RO;
-    let access = raw::REDISMODULE_CMD_KEY_ACCESS;
-    vec![
-        Doc {
-            name: "ring.create",
-            summary: "Creates an empty ring with a flavour, virtual nodes per weight and hash-tag hashing",
-            complexity: "O(1)",
-            arity: -2,
-            key_flags: rw | raw::REDISMODULE_CMD_KEY_INSERT,
-            args: create_args,
-        },
-        Doc {
-            name: "ring.add",
-            summary: "Adds nodes to a ring (creating it) or re-weights them, rebalancing its slot table",
-            complexity: "O(P + S) for P points and S slots",
-            arity: -3,
-            key_flags: rw | raw::REDISMODULE_CMD_KEY_UPDATE,
-            args: add_args,
-        },
-        Doc {
-            name: "ring.del",
-            summary: "Removes nodes from a ring, draining their slots to the others",
-            complexity: "O(P + S) for P points and S slots",
-            arity: -3,
-            key_flags: rw | raw::REDISMODULE_CMD_KEY_DELETE,
-            args: del_args,
-        },
-        Doc {
-            name: "ring.assign",
-            summary: "Gives a range of hash slots to a node, as CLUSTER ADDSLOTSRANGE",
-            complexity: "O(N) for N slots in the range",
-            arity: 5,
-            key_flags: rw | raw::REDISMODULE_CMD_KEY_UPDATE,
-            args: assign_args,
-        },
-        Doc {
-            name: "ring.get",
-            summary: "Returns the owner of a member on the ring, or its preference list with COUNT",
-            complexity: "O(log P), O(P) at worst with COUNT",
-            arity: -3,
-            key_flags: ro | access,
-            args: get_args,
-        },
-        Doc {
-            name: "ring.mget",
-            summary: "Returns the owners of several members on the ring",
-            complexity: "O(M log P) for M members",
-            arity: -3,
-            key_flags: ro | access,
-            args: mget_args,
-        },
-        Doc {
-            name: "ring.slot",
-            summary: "Returns a member's hash slot and its owner in the ring's slot table",
-            complexity: "O(1)",
-            arity: 3,
-            key_flags: ro | access,
-            args: slot_args,
-        },
-        Doc {
-            name: "ring.slots",
-            summary: "Returns the ring's slot table as ranges, like CLUSTER SLOTS",
-            complexity: "O(S) for S slots",
-            arity: 2,
-            key_flags: ro | access,
-            args: key_only,
-        },
-        Doc {
-            name: "ring.nodes",
-            summary: "Returns each node with its weight, points and shares of the ring and the slots",
-            complexity: "O(P + S)",
-            arity: 2,
-            key_flags: ro | access,
-            args: key_only,
-        },
-        Doc {
-            name: "ring.info",
-            summary: "Returns the ring's configuration and balance figures",
-            complexity: "O(P + S)",
-            arity: 2,
-            key_flags: ro,
-            args: key_only,
-        },
-        Doc {
-            name: "ring.moves",
-            summary: "Evaluates what adding or removing a node would move under the ring, the slots and modulo",
-            complexity: "O(M log P + P + S) for M members",
-            arity: -4,
-            key_flags: ro,
-            args: moves_args,
-        },
-    ]
+            flags,
+            None,
+            sub,
+            None,
+        )
+    }
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -317,30 +155,33 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
-fn set_one(ctx: &Context, doc: &Doc) -> Result<(), String> {
+/// Sets the arity, the key spec (the ring key at index 1, with the entry's flags) and the docs
+/// of the created command `command`. Error: a message for the log.
+pub fn set_info(ctx: &Context, command: &Command) -> Result<(), String> {
+    // SAFETY: plain reads of function-pointer statics set by RedisModule_Init.
     let (Some(get_command), Some(set_info)) = (unsafe { raw::RedisModule_GetCommand }, unsafe {
         raw::RedisModule_SetCommandInfo
     }) else {
         return Err("this Redis has no RedisModule_SetCommandInfo".into());
     };
-    let name = CString::new(doc.name).map_err(|e| e.to_string())?;
-    let summary = CString::new(doc.summary).map_err(|e| e.to_string())?;
-    let complexity = CString::new(doc.complexity).map_err(|e| e.to_string())?;
-    let since = CString::new(SINCE).map_err(|e| e.to_string())?;
-    // SAFETY: the command was created by the `commands:` table in this OnLoad.
-    let command = unsafe { get_command(ctx.get_raw(), name.as_ptr()) };
-    if command.is_null() {
-        return Err(format!("command {} not found", doc.name));
+    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+    let (name, summary) = (c(command.name)?, c(command.summary)?);
+    let (complexity, since) = (c(command.complexity)?, c(command.since)?);
+    // SAFETY: the command was created in this OnLoad; the name outlives the call.
+    let handle = unsafe { get_command(ctx.get_raw(), name.as_ptr()) };
+    if handle.is_null() {
+        return Err(format!("command {} not found", command.name));
     }
     let mut key_specs = get_redis_key_spec(vec![KeySpec::new(
         None,
-        KeySpecFlags::from_bits_truncate(doc.key_flags),
+        KeySpecFlags::from_bits_truncate(command.key_flags),
         BeginSearch::new_index(1),
         FindKeys::new_range(0, 1, 0),
     )]);
     // The argument strings are leaked (a few KB, once): a module with a data type is never
     // unloaded, and Redis copies everything it keeps.
-    let mut args = get_redis_command_args((doc.args)()).unwrap_or_default();
+    let mut args = get_redis_command_args(command.args.iter().map(|a| a.to_crate()).collect())
+        .unwrap_or_default();
     let info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
         summary: summary.as_ptr(),
@@ -348,7 +189,7 @@ fn set_one(ctx: &Context, doc: &Doc) -> Result<(), String> {
         since: since.as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
-        arity: doc.arity,
+        arity: command.arity,
         key_specs: key_specs.as_mut_ptr(),
         args: if args.is_empty() {
             ptr::null_mut()
@@ -357,21 +198,13 @@ fn set_one(ctx: &Context, doc: &Doc) -> Result<(), String> {
         },
     };
     // SAFETY: every pointer in `info` outlives the call; Redis copies what it keeps.
-    let status = unsafe { set_info(command, &info) };
+    let status = unsafe { set_info(handle, &info) };
     if status == raw::Status::Ok as i32 {
         Ok(())
     } else {
-        Err(format!("RedisModule_SetCommandInfo refused {}", doc.name))
+        Err(format!(
+            "RedisModule_SetCommandInfo refused {}",
+            command.name
+        ))
     }
-}
-
-/// Sets arity, key specs and docs of every RING.* command. Called from the module's `init`.
-pub fn set_command_infos(ctx: &Context) -> Status {
-    for doc in docs() {
-        if let Err(e) = set_one(ctx, &doc) {
-            ctx.log_warning(&format!("ringslot: {e}"));
-            return Status::Err;
-        }
-    }
-    Status::Ok
 }

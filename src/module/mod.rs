@@ -1,12 +1,20 @@
-//! The Redis side of ringslot: argument parsing, the commands, the data type, command docs,
-//! and the module-wide settings (configurations and the allocator).
+//! The Redis side of ringslot: the command table, argument parsing, the command handlers,
+//! replies, the data type, command docs, and the module-wide settings (configurations and the
+//! allocator).
+//!
+//! - [`table`]: every command's facts and handler, walked by `init`;
+//! - [`call`]: one call (arguments, the ring at its key, errors, dispatch);
+//! - [`commands`]: the handlers; [`args`]: their option parsing; [`reply`]: reply trees;
+//! - [`ringtype`]: the `ringslot1` data type (RDB, AOF, copy, memory, digest);
+//! - [`cmdinfo`]: `COMMAND INFO` / `DOCS` for a table entry.
 
 pub mod args;
+pub mod call;
 pub mod cmdinfo;
 pub mod commands;
-pub mod hotpath;
 pub mod reply;
 pub mod ringtype;
+pub mod table;
 
 use redis_module::alloc::RedisAlloc;
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,41 +1,76 @@
-//! Replies whose maps keep their fields in the order the command reference lists them
-//! (`RING.INFO`: `compat`, `vnodes`, `hashtag`, ...). The crate's `RedisValue::OrderedMap` is a
-//! `BTreeMap` and would sort the fields by name; under RESP2, where a map is a flat array,
-//! redis-cli shows that order as it is.
+//! Replies as a tree, sent with the module API in the order given: maps keep their fields in
+//! the order the command reference lists them (`RING.INFO`: `compat`, `vnodes`, `hashtag`,
+//! ...), under RESP3 as maps and under RESP2 as flat field/value arrays. Strings are borrowed
+//! from the ring, so a reply copies nothing before Redis does.
 
-use redis_module::{raw, Context, RedisValue};
-use std::os::raw::{c_char, c_long};
+use redis_module::raw;
+use std::os::raw::{c_char, c_int, c_long, c_longlong};
 
-/// A reply tree: leaves are the crate's values (sent as the crate sends them), arrays and maps
-/// are sent in the order given.
-pub enum Reply {
-    /// A value without maps inside (integer, double, bulk string, boolean, nil, ...).
-    Leaf(RedisValue),
-    /// An array of replies.
-    Array(Vec<Reply>),
-    /// A RESP3 map (a flat array of field, value, ... under RESP2), fields in the order given.
-    Map(Vec<(&'static str, Reply)>),
+/// A reply tree. Build all of it before sending, so that an error never follows half a reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply<'a> {
+    /// A bulk string.
+    Bulk(&'a [u8]),
+    /// A bulk string the reply owns.
+    Text(String),
+    /// An integer.
+    Int(i64),
+    /// A double (RESP3 double; RESP2 bulk string).
+    Double(f64),
+    /// A boolean (RESP3 boolean; RESP2 integer 0 or 1).
+    Bool(bool),
+    /// Nil.
+    Nil,
+    /// The simple string `OK`.
+    Ok,
+    /// An array.
+    Array(Vec<Reply<'a>>),
+    /// A map, fields in the order given.
+    Map(Vec<(&'static str, Reply<'a>)>),
 }
 
-impl Reply {
-    /// Sends the reply to the client of `ctx`. Build the whole tree before sending, so that
-    /// an error can never follow half a reply.
-    pub fn send(self, ctx: &Context) {
+impl Reply<'_> {
+    /// An integer reply from any count (saturating at `i64::MAX`).
+    pub fn count(n: impl TryInto<i64>) -> Reply<'static> {
+        Reply::Int(n.try_into().unwrap_or(i64::MAX))
+    }
+
+    /// Sends the reply to the client of `ctx`.
+    pub fn send(&self, ctx: *mut raw::RedisModuleCtx) {
+        let len = |n: usize| c_long::try_from(n).unwrap_or(c_long::MAX);
         match self {
-            Reply::Leaf(value) => {
-                ctx.reply(Ok(value));
+            Reply::Bulk(bytes) => {
+                raw::reply_with_string_buffer(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
+            }
+            Reply::Text(text) => {
+                raw::reply_with_string_buffer(ctx, text.as_ptr().cast::<c_char>(), text.len());
+            }
+            Reply::Int(n) => {
+                raw::reply_with_long_long(ctx, c_longlong::from(*n));
+            }
+            Reply::Double(f) => {
+                raw::reply_with_double(ctx, *f);
+            }
+            Reply::Bool(b) => {
+                raw::reply_with_bool(ctx, c_int::from(*b));
+            }
+            Reply::Nil => {
+                raw::reply_with_null(ctx);
+            }
+            Reply::Ok => {
+                raw::reply_with_simple_string(ctx, c"OK".as_ptr());
             }
             Reply::Array(items) => {
-                raw::reply_with_array(ctx.ctx, c_long::try_from(items.len()).unwrap_or(0));
+                raw::reply_with_array(ctx, len(items.len()));
                 for item in items {
                     item.send(ctx);
                 }
             }
             Reply::Map(fields) => {
-                raw::reply_with_map(ctx.ctx, c_long::try_from(fields.len()).unwrap_or(0));
+                raw::reply_with_map(ctx, len(fields.len()));
                 for (field, value) in fields {
                     raw::reply_with_string_buffer(
-                        ctx.ctx,
+                        ctx,
                         field.as_ptr().cast::<c_char>(),
                         field.len(),
                     );
@@ -43,11 +78,5 @@ impl Reply {
                 }
             }
         }
-    }
-}
-
-impl From<RedisValue> for Reply {
-    fn from(value: RedisValue) -> Reply {
-        Reply::Leaf(value)
     }
 }

@@ -13,7 +13,7 @@
 use crate::engine::{Flavour, Topology};
 use redis_module::native_types::RedisType;
 use redis_module::{logging, raw};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -49,23 +49,6 @@ pub static RING_TYPE: RedisType = RedisType::new(
     },
 );
 
-fn flavour_code(flavour: Flavour) -> u64 {
-    match flavour {
-        Flavour::Native => 0,
-        Flavour::Ketama => 1,
-        Flavour::Groupcache => 2,
-    }
-}
-
-fn flavour_from_code(code: u64) -> Option<Flavour> {
-    match code {
-        0 => Some(Flavour::Native),
-        1 => Some(Flavour::Ketama),
-        2 => Some(Flavour::Groupcache),
-        _ => None,
-    }
-}
-
 /// # Safety
 /// `value` must be a `Topology` created by this module (Redis only hands back our values).
 unsafe fn topology<'a>(value: *const c_void) -> &'a Topology {
@@ -80,7 +63,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     let topo = topology(value);
     let saved = catch_unwind(AssertUnwindSafe(|| {
         let info = topo.config();
-        raw::save_unsigned(rdb, flavour_code(info.flavour));
+        raw::save_unsigned(rdb, info.flavour.code());
         raw::save_unsigned(rdb, u64::from(info.vnodes));
         raw::save_unsigned(rdb, u64::from(info.hashtag));
         raw::save_unsigned(rdb, topo.nodes().len() as u64);
@@ -103,7 +86,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 
 /// Reads one ring; `None` on a short read or data that is not a valid ring.
 fn load_topology(rdb: *mut raw::RedisModuleIO) -> Option<Topology> {
-    let flavour = flavour_from_code(raw::load_unsigned(rdb).ok()?)?;
+    let flavour = Flavour::from_code(raw::load_unsigned(rdb).ok()?)?;
     let vnodes = u32::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
     let hashtag = match raw::load_unsigned(rdb).ok()? {
         0 => false,
@@ -173,10 +156,8 @@ unsafe fn emit_commands(
         return;
     };
     let info = topo.config();
-    let compat = match info.flavour {
-        Flavour::Native => c"native",
-        Flavour::Ketama => c"ketama",
-        Flavour::Groupcache => c"groupcache",
+    let Ok(compat) = CString::new(info.flavour.name()) else {
+        return;
     };
     // Unused trailing arguments are never read: the format decides how many are.
     if info.flavour.fixes_vnodes() {
@@ -245,7 +226,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     };
     let topo = topology(value);
     let info = topo.config();
-    add_number(md, flavour_code(info.flavour) as c_longlong);
+    add_number(md, info.flavour.code() as c_longlong);
     add_number(md, c_longlong::from(info.vnodes));
     add_number(md, c_longlong::from(info.hashtag));
     end(md);

@@ -7,7 +7,7 @@ use crate::scenario::node_name;
 use crate::server::{field, float, int, items, run, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use redis::Connection;
+use ringslot_harness::redis::Connection;
 use std::path::Path;
 
 /// The ring key the balance runs use (re-created for every configuration).
@@ -93,7 +93,7 @@ pub fn run_balance(
                 let shares = nodes
                     .iter()
                     .map(|m| float(field(m, "ring_share")?))
-                    .collect::<Result<Vec<f64>>>()?;
+                    .collect::<Result<Vec<f64>, _>>()?;
                 let (min, max, stddev) = spread(&shares);
                 let points = int(field(&info, "points")?)? as u64;
                 rows.push(Row {
@@ -110,7 +110,7 @@ pub fn run_balance(
                     let slot_shares = nodes
                         .iter()
                         .map(|m| float(field(m, "slot_share")?))
-                        .collect::<Result<Vec<f64>>>()?;
+                        .collect::<Result<Vec<f64>, _>>()?;
                     let (min, max, stddev) = spread(&slot_shares);
                     slot_row = Some(Row {
                         nodes: n,

@@ -9,7 +9,7 @@ use crate::scenario::{Scenario, Step};
 use crate::server::{field, float, int, items, run, text};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use redis::{Connection, Value};
+use ringslot_harness::redis::{self, Connection, Value};
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -1,38 +1,21 @@
-//! Helpers shared by the `tests/module_*.rs` integration tests: sending RING.* commands with
-//! binary arguments, reading RESP2/RESP3 replies, and snapshots of a ring for before/after
-//! comparisons. (The server itself comes from `tests/support`.)
-#![allow(dead_code)]
+//! What the integration tests share: commands that must succeed or fail, the reply decoders of
+//! [`crate::reply`] that panic with the reply in the message, snapshots of a ring, a seeded
+//! PRNG, a server shared by the tests of one file, and the known-answer files.
 
+pub use crate::client::{call as call_any, cmd, error_text, words};
+pub use crate::server::{free_port, Server};
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-/// A command from raw arguments (binary-safe).
-pub fn cmd(args: &[&[u8]]) -> redis::Cmd {
-    let (name, rest) = args.split_first().expect("a command name");
-    let mut c = redis::cmd(std::str::from_utf8(name).expect("ASCII command name"));
-    for a in rest {
-        c.arg(*a);
-    }
-    c
+fn must<T>(r: crate::reply::Result<T>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Runs `args`; an error reply comes back as its full text (`ERR syntax error`).
+/// Runs binary arguments; an error reply comes back as its full text (`ERR syntax error`).
 pub fn call(con: &mut Connection, args: &[&[u8]]) -> Result<Value, String> {
-    cmd(args)
-        .query::<Value>(con)
-        .map_err(|e| match (e.code(), e.detail()) {
-            (Some(code), Some(detail)) => format!("{code} {detail}"),
-            (Some(code), None) => code.to_string(),
-            _ => e.to_string(),
-        })
-}
-
-/// Splits a command line on spaces (for arguments without spaces).
-pub fn words(line: &str) -> Vec<&[u8]> {
-    line.split(' ')
-        .filter(|w| !w.is_empty())
-        .map(str::as_bytes)
-        .collect()
+    crate::client::call(con, args)
 }
 
 /// Runs a space-separated command line that must succeed.
@@ -63,74 +46,46 @@ pub fn assert_pong(con: &mut Connection) {
 
 /// An integer reply.
 pub fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        other => panic!("expected an integer, got {other:?}"),
-    }
+    must(crate::reply::int(v))
 }
 
-/// A float reply: a RESP3 double or a RESP2 bulk string holding one.
+/// A double reply (RESP3 double or RESP2 bulk string).
 pub fn float(v: &Value) -> f64 {
-    match v {
-        Value::Double(f) => *f,
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("expected a float, got {b:?}")),
-        other => panic!("expected a float, got {other:?}"),
-    }
+    must(crate::reply::float(v))
 }
 
-/// A bulk-string reply's bytes.
+/// A string reply's bytes.
 pub fn bytes(v: &Value) -> Vec<u8> {
-    match v {
-        Value::BulkString(b) => b.clone(),
-        Value::SimpleString(s) => s.as_bytes().to_vec(),
-        Value::VerbatimString { text, .. } => text.as_bytes().to_vec(),
-        other => panic!("expected a bulk string, got {other:?}"),
-    }
+    must(crate::reply::bytes(v))
 }
 
-/// A bulk-string reply as text.
+/// A string reply as text.
 pub fn text(v: &Value) -> String {
-    String::from_utf8(bytes(v)).expect("UTF-8")
+    must(crate::reply::text(v))
 }
 
-/// A bulk string or nil.
+/// A string or nil.
 pub fn opt_bytes(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::Nil => None,
-        other => Some(bytes(other)),
-    }
+    must(crate::reply::opt_bytes(v))
 }
 
 /// An array reply's elements.
 pub fn array(v: &Value) -> Vec<Value> {
-    match v {
-        Value::Array(a) => a.clone(),
-        other => panic!("expected an array, got {other:?}"),
-    }
+    must(crate::reply::array(v)).to_vec()
 }
 
-/// The fields of a map reply, in reply order: a RESP3 map, or a RESP2 flat array of
-/// field/value pairs. Also returns whether it was a real RESP3 map.
+/// The fields of a map reply in reply order, and whether it was a RESP3 map.
 pub fn fields(v: &Value) -> (Vec<(String, Value)>, bool) {
-    match v {
-        Value::Map(pairs) => (
-            pairs.iter().map(|(k, v)| (text(k), v.clone())).collect(),
-            true,
-        ),
-        Value::Array(flat) => {
-            assert!(flat.len() % 2 == 0, "odd flat map: {flat:?}");
-            (
-                flat.chunks(2)
-                    .map(|p| (text(&p[0]), p[1].clone()))
-                    .collect(),
-                false,
-            )
-        }
-        other => panic!("expected a map, got {other:?}"),
-    }
+    let (fields, is_map) = must(crate::reply::fields(v));
+    (
+        fields.into_iter().map(|(k, v)| (k, v.clone())).collect(),
+        is_map,
+    )
+}
+
+/// The field `name` of a map reply.
+pub fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
+    must(crate::reply::field(v, name))
 }
 
 /// A map reply as a field -> value map.
@@ -187,70 +142,6 @@ pub fn node_rows(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, i64, i64, i6
         .collect()
 }
 
-/// A small deterministic PRNG (xorshift64*), so failures replay.
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded generator (seed 0 is replaced).
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-
-    /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// One element of `items`.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
-/// Waits until the server is done with any AOF rewrite.
-pub fn wait_aof_rewrite(con: &mut Connection) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info = bytes(&q(con, "INFO persistence"));
-        let info = String::from_utf8_lossy(&info);
-        let busy = info.lines().any(|l| {
-            l.starts_with("aof_rewrite_in_progress:1") || l.starts_with("aof_rewrite_scheduled:1")
-        });
-        if !busy {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "AOF rewrite did not finish"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// A server shared by the tests of one file that run at the same time: started by the first,
-/// stopped when the last one still holding it finishes (so no server outlives the tests).
-pub fn shared_server() -> std::sync::Arc<crate::support::Server> {
-    use std::sync::{Arc, Mutex, Weak};
-    static SHARED: Mutex<Weak<crate::support::Server>> = Mutex::new(Weak::new());
-    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(server) = slot.upgrade() {
-        return server;
-    }
-    let server = Arc::new(crate::support::Server::start());
-    *slot = Arc::downgrade(&server);
-    server
-}
-
 /// `RING.INFO` without `memory_bytes` (an allocation figure, which a reload or a replica
 /// may round differently): the fields that must survive persistence and replication.
 pub fn info_state(con: &mut Connection, key: &[u8]) -> Vec<(String, Value)> {
@@ -262,5 +153,90 @@ pub fn info_state(con: &mut Connection, key: &[u8]) -> Vec<(String, Value)> {
         .0
         .into_iter()
         .filter(|(k, _)| k != "memory_bytes")
+        .collect()
+}
+
+/// A small deterministic PRNG (xorshift64*), so that failures replay.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (0 is replaced).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One element of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// Waits (at most 20 s) until the server is done with any AOF rewrite.
+pub fn wait_aof_rewrite(con: &mut Connection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = text(&q(con, "INFO persistence"));
+        let busy = info.lines().any(|l| {
+            l.starts_with("aof_rewrite_in_progress:1") || l.starts_with("aof_rewrite_scheduled:1")
+        });
+        if !busy {
+            return;
+        }
+        assert!(Instant::now() < deadline, "AOF rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A server shared by the tests of one file that run at the same time: started by the first,
+/// stopped when the last one still holding it finishes (so no server outlives the tests).
+pub fn shared_server() -> std::sync::Arc<Server> {
+    use std::sync::{Arc, Mutex, Weak};
+    static SHARED: Mutex<Weak<Server>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(server) = slot.upgrade() {
+        return server;
+    }
+    let server = Arc::new(Server::start());
+    *slot = Arc::downgrade(&server);
+    server
+}
+
+/// Bytes from a hex string (vectors files); panics on bad hex, which is a broken vectors file.
+pub fn from_hex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// The rows of a known-answer file under `tests/vectors/` (verbatim copies of the project's
+/// shared vectors, each naming its source in its comments), comment lines and header dropped,
+/// each row split on tabs.
+pub fn vectors(name: &str) -> Vec<Vec<String>> {
+    let path: PathBuf = crate::server::workspace_root()
+        .join("tests")
+        .join("vectors")
+        .join(name);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .skip(1)
+        .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
 }

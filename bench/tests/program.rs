@@ -3,12 +3,12 @@
 //! equal-weight node joining N nodes: ideal 1/(N+1); the native ring and the slot table never
 //! move a member between two old nodes). Its errors must name the problem.
 
-mod support;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
-use support::Server;
 
 fn bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
@@ -49,24 +49,6 @@ fn num(row: &HashMap<String, String>, col: &str) -> f64 {
     row[col]
         .parse()
         .unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
-}
-
-fn field<'a>(map: &'a redis::Value, name: &str) -> &'a redis::Value {
-    let redis::Value::Array(items) = map else {
-        panic!("expected a flat RESP2 map, got {map:?}")
-    };
-    items
-        .chunks(2)
-        .find(|p| matches!(&p[0], redis::Value::BulkString(b) if b == name.as_bytes()))
-        .map(|p| &p[1])
-        .unwrap_or_else(|| panic!("no {name} in {map:?}"))
-}
-
-fn int(v: &redis::Value) -> i64 {
-    match v {
-        redis::Value::Int(i) => *i,
-        other => panic!("expected an integer, got {other:?}"),
-    }
 }
 
 fn node(i: usize) -> String {
@@ -311,44 +293,20 @@ fn balance_reports_every_configuration() {
 #[test]
 fn errors_name_the_problem() {
     // Nobody listens on this port.
-    let port = support::free_port();
+    let port = free_port().expect("a free port");
     let out = bench(&["--url", &format!("redis://127.0.0.1:{port}/"), "balance"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot reach redis-server"), "{err}");
 
     // A server without the module.
-    let dir = tempfile::tempdir().unwrap();
-    let port = support::free_port();
-    let mut plain = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server");
-    let url = format!("redis://127.0.0.1:{port}/");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while redis::Client::open(url.as_str())
-        .and_then(|c| c.get_connection())
-        .is_err()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "plain redis-server did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
+    let plain = Server::builder()
+        .no_module()
+        .start()
+        .expect("a plain server");
+    let url = plain.url();
     let out = bench(&["--url", &url, "migration", "--keys", "10"]);
-    let _ = plain.kill();
-    let _ = plain.wait();
+    drop(plain);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -358,6 +316,7 @@ fn errors_name_the_problem() {
 
     // A bad scenario line is named.
     let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.txt");
     std::fs::write(&file, "start 3\ndel 9\n").unwrap();
     let out = bench(&[

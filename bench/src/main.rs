@@ -8,10 +8,12 @@ mod report;
 mod scenario;
 mod server;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use migration::{Members, RingConf};
-use std::path::PathBuf;
+use ringslot_harness::server::{find_module, Profile};
+use ringslot_harness::{redis, Server};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -146,9 +148,12 @@ fn real_main() -> Result<()> {
     let (_own, url) = match &g.url {
         Some(url) => (None, url.clone()),
         None => {
-            let module = server::module_path(g.module.as_deref())?;
+            let module = module_path(g.module.as_deref())?;
             eprintln!("starting redis-server with {}", module.display());
-            let own = server::OwnServer::start(&g.redis_server, &module)?;
+            let own = Server::builder()
+                .binary(&g.redis_server)
+                .module(&module)
+                .start()?;
             let url = own.url();
             (Some(own), url)
         }
@@ -166,6 +171,21 @@ fn real_main() -> Result<()> {
         g.out.display()
     );
     Ok(())
+}
+
+/// The module file: `flag` when given (made absolute: redis-server changes into its `--dir`
+/// before it loads modules), else the release build, else the debug build.
+fn module_path(flag: Option<&Path>) -> Result<PathBuf> {
+    match flag {
+        Some(p) if !p.exists() => bail!("the module {} does not exist", p.display()),
+        Some(p) => Ok(p.canonicalize().unwrap_or_else(|_| p.to_path_buf())),
+        None => find_module(&[Profile::Release, Profile::Debug]).ok_or_else(|| {
+            anyhow!(
+                "no module at target/release/libringslot.so or target/debug/libringslot.so: \
+                 run `make release` (or `cargo build --lib`), or pass --module PATH"
+            )
+        }),
+    }
 }
 
 fn check_flavour(f: &str) -> Result<()> {

@@ -1,0 +1,18 @@
+//! Support shared by ringslot's integration tests and its benchmark program:
+//!
+//! - [`server`]: a real `redis-server` (with the module, or plain and cluster-enabled) on a
+//!   free loopback port, in its own temporary directory, stopped when dropped;
+//! - [`reply`]: one decoder of RESP2/RESP3 replies (integers, doubles, strings, arrays, maps
+//!   that are flat arrays under RESP2), returning errors;
+//! - [`client`]: sending commands with binary arguments and reading errors as their text;
+//! - [`prelude`]: the same for tests, panicking with the reply in the message, plus ring
+//!   snapshots, a seeded PRNG and the known-answer files.
+
+pub mod client;
+pub mod prelude;
+pub mod reply;
+pub mod server;
+
+pub use redis;
+pub use server::{Server, ServerBuilder};
+pub use tempfile;

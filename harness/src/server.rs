@@ -1,0 +1,433 @@
+//! A real `redis-server` for tests and benchmarks: started on a free loopback port (never
+//! 6379) in its own temporary directory, without persistence unless asked, and stopped when
+//! dropped (`SHUTDOWN NOSAVE`, then a kill), also when a test panics.
+
+use std::fmt;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a server could not be started; the text quotes the server's log where there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The workspace root (the directory of the module's `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    let harness = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    harness.parent().map_or(harness.clone(), Path::to_path_buf)
+}
+
+/// A build of the module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `target/debug/libringslot.so` (what `make test` builds).
+    Debug,
+    /// `target/release/libringslot.so` (what `make release` builds).
+    Release,
+}
+
+impl Profile {
+    fn dir(self) -> &'static str {
+        match self {
+            Profile::Debug => "debug",
+            Profile::Release => "release",
+        }
+    }
+}
+
+/// The module file the tests load: `RINGSLOT_MODULE` when set, else the debug build in the
+/// workspace's `target/`.
+pub fn test_module() -> PathBuf {
+    match std::env::var_os("RINGSLOT_MODULE") {
+        Some(p) => PathBuf::from(p),
+        None => module_in(&workspace_root(), Profile::Debug),
+    }
+}
+
+/// `root/target/<profile>/libringslot.so`.
+pub fn module_in(root: &Path, profile: Profile) -> PathBuf {
+    root.join("target")
+        .join(profile.dir())
+        .join("libringslot.so")
+}
+
+/// The first module file that exists among `profiles`, looked up under the current directory
+/// and then the workspace root; absolute (redis-server changes into its `--dir` before it
+/// loads modules).
+pub fn find_module(profiles: &[Profile]) -> Option<PathBuf> {
+    let roots = [PathBuf::from("."), workspace_root()];
+    roots
+        .iter()
+        .flat_map(|root| profiles.iter().map(move |&p| module_in(root, p)))
+        .find(|p| p.exists())
+        .map(|p| p.canonicalize().unwrap_or(p))
+}
+
+/// A free TCP port on 127.0.0.1 (never 6379, the port of a developer's own server).
+pub fn free_port() -> Result<u16, Error> {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error(format!("cannot bind a loopback port: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error(e.to_string()))?
+            .port();
+        if port != 6379 {
+            return Ok(port);
+        }
+    }
+}
+
+/// How to start a server; see [`Server::builder`].
+#[derive(Debug)]
+pub struct ServerBuilder {
+    binary: String,
+    module: Option<PathBuf>,
+    module_args: Vec<String>,
+    args: Vec<String>,
+    dir: Option<tempfile::TempDir>,
+    memory_limit: Option<u64>,
+    cpu: Option<usize>,
+    cluster: bool,
+}
+
+impl ServerBuilder {
+    /// The `redis-server` binary to run (default: `redis-server` on the `PATH`).
+    pub fn binary(mut self, binary: &str) -> Self {
+        self.binary = binary.to_string();
+        self
+    }
+
+    /// Load this module file (default: [`test_module`]).
+    pub fn module(mut self, path: &Path) -> Self {
+        self.module = Some(path.to_path_buf());
+        self
+    }
+
+    /// Load no module: Redis itself.
+    pub fn no_module(mut self) -> Self {
+        self.module = None;
+        self
+    }
+
+    /// Arguments after the module path on `--loadmodule` (`max-sample 5`).
+    pub fn module_args(mut self, args: &[&str]) -> Self {
+        self.module_args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Server arguments after the common ones (`--appendonly yes`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Run in this directory (to restart on the same RDB/AOF files).
+    pub fn dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    /// Cap the server's address space at `bytes` (`ulimit -v`): a command that allocates past
+    /// it makes Redis abort with "Out Of Memory" instead of exhausting the machine.
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// Pin the server to CPU `cpu` (`taskset`, when the machine has it and more than one CPU).
+    pub fn pin_cpu(mut self, cpu: usize) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
+
+    /// Start with `--cluster-enabled yes` (its bus on another free port: the default, port +
+    /// 10000, may not exist for a high ephemeral port).
+    pub fn cluster(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
+    /// Starts the server and waits until it answers `PING` (at most 20 s). Errors: no
+    /// `redis-server`, a missing module, or a server that exits (a module that refuses to load
+    /// makes it exit; the error quotes its log).
+    pub fn start(self) -> Result<Server, Error> {
+        let dir = match self.dir {
+            Some(dir) => dir,
+            None => tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?,
+        };
+        let port = free_port()?;
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            &dir.path().display().to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if self.cluster {
+            let bus = free_port()?.to_string();
+            for a in [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &bus,
+            ] {
+                args.push(a.to_string());
+            }
+        }
+        if let Some(module) = &self.module {
+            if !module.exists() {
+                return Err(Error(format!(
+                    "{} is missing: run `make test` (or `cargo build --lib`) first",
+                    module.display()
+                )));
+            }
+            args.push("--loadmodule".into());
+            args.push(module.display().to_string());
+            args.extend(self.module_args.iter().cloned());
+        }
+        args.extend(self.args.iter().cloned());
+
+        let mut command = match (self.memory_limit, self.cpu) {
+            (Some(bytes), _) => {
+                // The shell sets the limit, then becomes redis-server (same process).
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit -v {} && exec \"$0\" \"$@\"", bytes / 1024))
+                    .arg(&self.binary);
+                sh
+            }
+            (None, Some(cpu)) if can_pin() => {
+                let mut taskset = Command::new("taskset");
+                taskset.arg("-c").arg(cpu.to_string()).arg(&self.binary);
+                taskset
+            }
+            (None, _) => Command::new(&self.binary),
+        };
+        let log = std::fs::File::create(dir.path().join("server.log"))
+            .map_err(|e| Error(format!("log file: {e}")))?;
+        let log_err = log.try_clone().map_err(|e| Error(e.to_string()))?;
+        let child = command
+            .args(&args)
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .spawn()
+            .map_err(|e| {
+                Error(format!(
+                    "cannot run `{}` ({e}): install redis-server (`make deps`)",
+                    self.binary
+                ))
+            })?;
+        let mut server = Server {
+            child,
+            port,
+            dir,
+            binary: self.binary,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+}
+
+/// Whether `taskset` can pin a process here.
+fn can_pin() -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    cpus >= 2
+        && Command::new("taskset")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// A running redis-server, stopped when dropped.
+pub struct Server {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its working directory (RDB and AOF files and `server.log` live here).
+    pub dir: tempfile::TempDir,
+    binary: String,
+}
+
+impl Server {
+    /// A builder: the test module ([`test_module`]) loaded, no persistence, `DEBUG` enabled.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            binary: "redis-server".into(),
+            module: Some(test_module()),
+            module_args: Vec::new(),
+            args: Vec::new(),
+            dir: None,
+            memory_limit: None,
+            cpu: None,
+            cluster: false,
+        }
+    }
+
+    /// Starts a server with the module and the default test settings (panics on failure).
+    pub fn start() -> Server {
+        Server::builder().start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts a server with `module_args` after the module path and `extra` server
+    /// arguments (panics on failure).
+    pub fn start_with(module_args: &[&str], extra: &[&str]) -> Server {
+        Server::builder()
+            .module_args(module_args)
+            .args(extra)
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Server::start_with`] in an existing directory (a restart on the same files).
+    pub fn start_in(dir: tempfile::TempDir, module_args: &[&str], extra: &[&str]) -> Server {
+        Server::builder()
+            .dir(dir)
+            .module_args(module_args)
+            .args(extra)
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A plain cluster-enabled redis-server without the module: Redis itself, for answers to
+    /// check the engine against (`CLUSTER KEYSLOT`, `redis-cli --cluster`).
+    pub fn start_cluster_node(extra: &[&str]) -> Server {
+        Server::builder()
+            .no_module()
+            .cluster()
+            .args(extra)
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn wait_ready(&mut self) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(Error(format!(
+                    "{} exited ({status}) before answering; its log:\n{}",
+                    self.binary,
+                    self.log()
+                )));
+            }
+            if let Ok(mut c) = self.try_client() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "{} did not answer within 20 s; its log:\n{}",
+                    self.binary,
+                    self.log()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// `redis://127.0.0.1:port/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// `127.0.0.1:port`, as redis-cli and `CLUSTER NODES` write it.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A new RESP2 connection, or the client's error.
+    pub fn try_client(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    /// A new RESP2 connection (panics when the server does not answer).
+    pub fn client(&self) -> redis::Connection {
+        self.try_client().expect("connect to redis-server")
+    }
+
+    /// A new RESP3 connection (panics when the server does not answer).
+    pub fn client_resp3(&self) -> redis::Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis-server with RESP3")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the server (`SHUTDOWN NOSAVE`) and returns its directory for a restart.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        self.shutdown();
+        let empty = tempfile::tempdir().expect("temp dir");
+        std::mem::replace(&mut self.dir, empty)
+    }
+
+    /// Kills the server with SIGKILL (a crash) and returns its directory for a restart.
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let empty = tempfile::tempdir().expect("temp dir");
+        std::mem::replace(&mut self.dir, empty)
+    }
+
+    fn shutdown(&mut self) {
+        if let Ok(mut c) = self.try_client() {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.shutdown();
+        }
+    }
+}
