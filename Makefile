@@ -67,4 +67,5 @@ bench-balance: release
 ## DEBUG RELOAD with 100 rings, on a temporary redis-server; report on stdout and in
 ## bench/out/throughput.md.
 bench-throughput: release
-	./bench/throughput.sh
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  throughput $(BENCH_ARGS)

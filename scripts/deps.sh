@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing ringslot needs from Debian, when it is missing:
-# redis-server, redis-cli (redis-tools) and libclang (libclang-dev, for the module's bindgen).
+# redis-server, redis-cli and redis-benchmark (redis-tools) and libclang (libclang-dev, for the module's bindgen).
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
+command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-benchmark)
 if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
    ! compgen -G '/usr/lib/*/libclang*.so*' >/dev/null &&
    ! ldconfig -p 2>/dev/null | grep -q 'libclang\.so'; then

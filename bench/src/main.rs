@@ -7,6 +7,7 @@ mod migration;
 mod report;
 mod scenario;
 mod server;
+mod throughput;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -54,6 +55,52 @@ enum Command {
     Migration(MigrationArgs),
     /// Peak-to-mean and spread of per-node shares as virtual nodes grow.
     Balance(BalanceArgs),
+    /// Requests per second of RING.GET, RING.SLOT and RING.MGET against GET and PING
+    /// (redis-benchmark), memory per point and DEBUG RELOAD time, on its own server.
+    Throughput(ThroughputArgs),
+}
+
+#[derive(Args)]
+struct ThroughputArgs {
+    /// Interleaved rounds; each figure is the median over them.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// redis-benchmark connections (-c).
+    #[arg(long, default_value_t = 50)]
+    clients: usize,
+    /// Commands per pipeline in the pipelined runs (-P).
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
+    /// Requests per run, not pipelined.
+    #[arg(long, default_value_t = 150_000)]
+    n_single: usize,
+    /// Requests per run, pipelined.
+    #[arg(long, default_value_t = 1_000_000)]
+    n_pipelined: usize,
+    /// RING.MGET requests per run, not pipelined.
+    #[arg(long, default_value_t = 30_000)]
+    n_mget: usize,
+    /// RING.MGET requests per run, pipelined.
+    #[arg(long, default_value_t = 60_000)]
+    n_mget_pipelined: usize,
+    /// DEBUG RELOADs timed (median).
+    #[arg(long, default_value_t = 3)]
+    reloads: usize,
+    /// Nodes of the measured ring (160 points each).
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Rings saved and reloaded (the measured one and copies of it).
+    #[arg(long, default_value_t = 100)]
+    rings: usize,
+    /// Do not pin redis-server to CPU 0 and redis-benchmark to CPU 1.
+    #[arg(long)]
+    no_pin: bool,
+    /// The redis-benchmark binary.
+    #[arg(long, default_value = "redis-benchmark")]
+    redis_benchmark: String,
+    /// Stem of the output file.
+    #[arg(long, default_value = "throughput")]
+    name: String,
 }
 
 #[derive(Args)]
@@ -144,6 +191,9 @@ fn main() {
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     let g = &cli.global;
+    if let Command::Throughput(a) = &cli.command {
+        return throughput_cmd(g, a);
+    }
     // The server: ours (stopped when `_own` drops) or the one at --url.
     let (_own, url) = match &g.url {
         Some(url) => (None, url.clone()),
@@ -163,6 +213,7 @@ fn real_main() -> Result<()> {
     let md = match &cli.command {
         Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
         Command::Balance(a) => balance_cmd(&mut con, g, a)?,
+        Command::Throughput(_) => unreachable!("handled above"),
     };
     println!("{md}");
     eprintln!(
@@ -287,4 +338,50 @@ fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Resu
         g.names.replace("{}", "N")
     );
     balance::write_outputs(&g.out, &a.name, &rows, &title)
+}
+
+fn throughput_cmd(g: &Global, a: &ThroughputArgs) -> Result<()> {
+    if g.url.is_some() {
+        bail!("throughput needs its own server (it pins it to a CPU and reloads it): drop --url");
+    }
+    if a.rounds == 0 || a.nodes == 0 || a.rings < 2 {
+        bail!("--rounds and --nodes must be at least 1, --rings at least 2");
+    }
+    // The module is copied so that a rebuild during the run cannot change what is measured.
+    let module = module_path(g.module.as_deref())?;
+    let copy_dir = tempfile::tempdir().context("temp dir")?;
+    let copy = copy_dir.path().join("libringslot.so");
+    std::fs::copy(&module, &copy).with_context(|| format!("copy {}", module.display()))?;
+    eprintln!("starting redis-server with {}", module.display());
+    let mut builder = Server::builder().binary(&g.redis_server).module(&copy);
+    if !a.no_pin {
+        builder = builder.pin_cpu(0);
+    }
+    let own = builder.start()?;
+    let mut con = server::connect(&own.url())?;
+    let opts = throughput::Options {
+        rounds: a.rounds,
+        clients: a.clients,
+        pipeline: a.pipeline,
+        n_single: a.n_single,
+        n_pipelined: a.n_pipelined,
+        n_mget: a.n_mget,
+        n_mget_pipelined: a.n_mget_pipelined,
+        reloads: a.reloads,
+        nodes: a.nodes,
+        rings: a.rings,
+        mget_members: 100,
+        keyspace: 100_000,
+        pin: !a.no_pin,
+        redis_benchmark: a.redis_benchmark.clone(),
+    };
+    let mut md = throughput::measure(&mut con, own.port, &own.dir.path().join("dump.rdb"), &opts)?;
+    md.insert_str(
+        md.find("\n\n").map_or(0, |i| i + 2),
+        &format!("- module `{}`\n", module.display()),
+    );
+    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
+    println!("{md}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }

@@ -333,3 +333,68 @@ fn errors_name_the_problem() {
         "{err}"
     );
 }
+
+#[test]
+fn throughput_reports_every_command_memory_and_reload() {
+    // A tiny run of the real measurement: every command through redis-benchmark, the memory
+    // figures and a DEBUG RELOAD, on the program's own server.
+    let out = tempfile::tempdir().unwrap();
+    let module = ringslot_harness::server::test_module();
+    let stdout = ok(&[
+        "--module",
+        module.to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "throughput",
+        "--rounds",
+        "1",
+        "--n-single",
+        "300",
+        "--n-pipelined",
+        "600",
+        "--n-mget",
+        "30",
+        "--n-mget-pipelined",
+        "60",
+        "--reloads",
+        "1",
+        "--nodes",
+        "20",
+        "--rings",
+        "3",
+        "--no-pin",
+    ]);
+    for section in [
+        "## Requests per second",
+        "## Memory",
+        "## DEBUG RELOAD with 3 rings (9600 points)",
+        "## Targets",
+        "ring: 20 nodes x 160 vnodes = 3200 points",
+    ] {
+        assert!(stdout.contains(section), "{section} missing:\n{stdout}");
+    }
+    // One row per command, each with a positive request rate and a ratio to GET (1.00 for GET
+    // itself).
+    for command in [
+        "`PING`",
+        "`GET plain`",
+        "`RING.GET missing member:__rand_int__`",
+        "`RING.GET one member:__rand_int__`",
+        "`RING.GET ring member:__rand_int__`",
+        "`RING.SLOT ring member:__rand_int__`",
+        "`RING.MGET ring member:__rand_int__ ...` (100 members)",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {command} |")))
+            .unwrap_or_else(|| panic!("no row for {command}:\n{stdout}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let rps: f64 = cells[2].parse().expect("req/s");
+        assert!(rps > 0.0, "{row}");
+        if command == "`GET plain`" {
+            assert_eq!(cells[3], "1.00", "{row}");
+        }
+    }
+    let written = std::fs::read_to_string(out.path().join("throughput.md")).unwrap();
+    assert!(written.contains("## Targets"));
+}

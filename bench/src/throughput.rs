@@ -1,0 +1,490 @@
+//! `throughput`: requests per second of the RING.* read commands against plain `GET` and
+//! `PING` (redis-benchmark, with and without pipelining, interleaved rounds, medians), the
+//! server's CPU per request, `MEMORY USAGE` per ring point, and the time of `SAVE` and
+//! `DEBUG RELOAD` with many rings. Needs its own server (the benchmark pins it to CPU 0 and
+//! reloads it); redis-benchmark runs on CPU 1.
+
+use crate::report::{fixed, Table};
+use crate::server::{field, int, run, text};
+use anyhow::{bail, Context, Result};
+use ringslot_harness::redis::{Connection, Value};
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Instant;
+
+/// What a throughput run measures.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Interleaved rounds; each command's figure is its median.
+    pub rounds: usize,
+    /// redis-benchmark connections (`-c`).
+    pub clients: usize,
+    /// Commands per pipeline in the pipelined runs (`-P`).
+    pub pipeline: usize,
+    /// Requests per run, not pipelined.
+    pub n_single: usize,
+    /// Requests per run, pipelined.
+    pub n_pipelined: usize,
+    /// `RING.MGET` requests per run, not pipelined.
+    pub n_mget: usize,
+    /// `RING.MGET` requests per run, pipelined.
+    pub n_mget_pipelined: usize,
+    /// `DEBUG RELOAD`s timed.
+    pub reloads: usize,
+    /// Nodes of the measured ring.
+    pub nodes: usize,
+    /// Rings saved and reloaded (the first and its copies).
+    pub rings: usize,
+    /// Members per `RING.MGET`.
+    pub mget_members: usize,
+    /// Distinct member names (`-r`).
+    pub keyspace: usize,
+    /// Run redis-benchmark on CPU 1 (the server is on CPU 0).
+    pub pin: bool,
+    /// The redis-benchmark binary.
+    pub redis_benchmark: String,
+}
+
+/// The measured commands: a name and the command line (`__rand_int__` is redis-benchmark's
+/// placeholder). `RING.GET-missing` (no such key) and `RING.GET-one` (a one-node ring that
+/// stays in the CPU cache) split what a `RING.GET` costs: the module call, then the member's
+/// hash and the lookup, then the cache misses of a big ring.
+fn commands(mget_members: usize) -> Vec<(&'static str, Vec<String>)> {
+    let words = |line: &str| line.split(' ').map(str::to_string).collect::<Vec<_>>();
+    let mut mget = words("RING.MGET ring");
+    mget.extend((0..mget_members).map(|_| "member:__rand_int__".to_string()));
+    vec![
+        ("PING", words("PING")),
+        ("GET", words("GET plain")),
+        (
+            "RING.GET-missing",
+            words("RING.GET missing member:__rand_int__"),
+        ),
+        ("RING.GET-one", words("RING.GET one member:__rand_int__")),
+        ("RING.GET", words("RING.GET ring member:__rand_int__")),
+        ("RING.SLOT", words("RING.SLOT ring member:__rand_int__")),
+        ("RING.MGET", mget),
+    ]
+}
+
+/// The median of `values` (0 for none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Server CPU seconds so far (user + system, `INFO cpu`).
+fn server_cpu(con: &mut Connection) -> Result<f64> {
+    let info = text(&run(con, &["INFO", "cpu"])?).unwrap_or_default();
+    Ok(info
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .filter_map(|(_, v)| v.trim().parse::<f64>().ok())
+        .sum())
+}
+
+/// A field of `INFO` (`used_memory`).
+fn info_field(con: &mut Connection, section: &str, name: &str) -> Result<f64> {
+    let info = text(&run(con, &["INFO", section])?).unwrap_or_default();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .with_context(|| format!("INFO {section} has no {name}"))
+}
+
+/// One measurement: requests per second and server CPU microseconds per request.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    rps: f64,
+    cpu_us: f64,
+}
+
+struct Bench<'a> {
+    opts: &'a Options,
+    port: u16,
+}
+
+impl Bench<'_> {
+    /// One redis-benchmark run of `line` with `n` requests at `pipeline`.
+    fn run(
+        &self,
+        con: &mut Connection,
+        line: &[String],
+        n: usize,
+        pipeline: usize,
+    ) -> Result<Sample> {
+        let cpu0 = server_cpu(con)?;
+        let mut command = if self.opts.pin && can_pin() {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "1"]).arg(&self.opts.redis_benchmark);
+            c
+        } else {
+            Command::new(&self.opts.redis_benchmark)
+        };
+        let out = command
+            .args(["-p", &self.port.to_string()])
+            .args(["-c", &self.opts.clients.to_string()])
+            .args(["-P", &pipeline.to_string()])
+            .args(["-n", &n.to_string()])
+            .args(["-r", &self.opts.keyspace.to_string()])
+            .arg("--csv")
+            .args(line)
+            .output()
+            .with_context(|| format!("cannot run {} (make deps)", self.opts.redis_benchmark))?;
+        let cpu1 = server_cpu(con)?;
+        let csv = String::from_utf8_lossy(&out.stdout);
+        // The last line: "test","rps","avg_latency_ms",...
+        let rps = csv
+            .lines()
+            .last()
+            .and_then(|l| l.split("\",\"").nth(1))
+            .and_then(|v| v.trim_matches('"').parse::<f64>().ok())
+            .with_context(|| {
+                format!(
+                    "no figure from redis-benchmark for `{}`: {csv}{}",
+                    line.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })?;
+        Ok(Sample {
+            rps,
+            cpu_us: (cpu1 - cpu0) * 1e6 / n as f64,
+        })
+    }
+
+    fn requests(&self, name: &str, pipeline: usize) -> usize {
+        match (name == "RING.MGET", pipeline > 1) {
+            (true, false) => self.opts.n_mget,
+            (true, true) => self.opts.n_mget_pipelined,
+            (false, false) => self.opts.n_single,
+            (false, true) => self.opts.n_pipelined,
+        }
+    }
+}
+
+/// Whether `taskset` can pin a process here.
+fn can_pin() -> bool {
+    std::thread::available_parallelism().map_or(1, usize::from) >= 2
+        && Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
+/// Runs the whole measurement on the server at `port` (ours, empty, with `DEBUG` enabled and
+/// its RDB in `rdb`) and returns the Markdown report.
+pub fn measure(
+    con: &mut Connection,
+    port: u16,
+    rdb: &std::path::Path,
+    opts: &Options,
+) -> Result<String> {
+    let nodes: Vec<String> = (0..opts.nodes)
+        .map(|i| format!("10.0.{}.{}:6379", i / 250, i % 250 + 1))
+        .collect();
+    let mut add = vec!["RING.ADD".to_string(), "ring".to_string()];
+    add.extend(nodes.iter().cloned());
+    if int(&run(con, &add)?)? != opts.nodes as i64 {
+        bail!("RING.ADD ring did not add {} nodes", opts.nodes);
+    }
+    run(con, &["SET", "plain", "value"])?;
+    run(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
+    let info = run(con, &["RING.INFO", "ring"])?;
+    let points = int(field(&info, "points")?)? as f64;
+    let vnodes = int(field(&info, "vnodes")?)?;
+
+    let cmds = commands(opts.mget_members);
+    // Every command must answer without an error before it is timed (redis-benchmark would
+    // count error replies as requests).
+    for (name, line) in &cmds {
+        let line: Vec<String> = line
+            .iter()
+            .map(|w| w.replace("__rand_int__", "000000000042"))
+            .collect();
+        run(con, &line).with_context(|| format!("{name} before timing"))?;
+    }
+    let bench = Bench { opts, port };
+    let pipelines = [1, opts.pipeline];
+    // Warm-up: connections, caches, the CPU's clock.
+    for (_, line) in &cmds {
+        bench.run(con, line, 2000.min(opts.n_single), opts.pipeline)?;
+    }
+    let started = Instant::now();
+    let mut samples: HashMap<(&str, usize), Vec<Sample>> = HashMap::new();
+    for round in 0..opts.rounds {
+        eprintln!("throughput: round {}/{} ...", round + 1, opts.rounds);
+        for &pipeline in &pipelines {
+            // Rotate the order every round so that no command always runs first or last.
+            for k in 0..cmds.len() {
+                let (name, line) = &cmds[(k + round) % cmds.len()];
+                let s = bench.run(con, line, bench.requests(name, pipeline), pipeline)?;
+                samples.entry((name, pipeline)).or_default().push(s);
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let rps = |name: &str, p: usize| -> Vec<f64> {
+        samples
+            .get(&(name, p))
+            .map_or(Vec::new(), |v| v.iter().map(|s| s.rps).collect())
+    };
+    let med_rps = |name: &str, p: usize| median(&rps(name, p));
+    let med_cpu = |name: &str, p: usize| {
+        median(
+            &samples
+                .get(&(name, p))
+                .map_or(Vec::new(), |v| v.iter().map(|s| s.cpu_us).collect()),
+        )
+    };
+    // The median over rounds of the ratio to GET in the same round.
+    let ratio = |name: &str, p: usize| {
+        let ratios: Vec<f64> = rps(name, p)
+            .iter()
+            .zip(rps("GET", p))
+            .map(|(a, b)| a / b)
+            .collect();
+        median(&ratios)
+    };
+
+    // Memory of one ring, then of copies of it (the allocator's view).
+    let memory_usage = int(&run(con, &["MEMORY", "USAGE", "ring"])?)? as f64;
+    let memory_bytes = int(field(&run(con, &["RING.INFO", "ring"])?, "memory_bytes")?)?;
+    let table_bytes = 16384.0 * 4.0;
+    let used_before = info_field(con, "memory", "used_memory")?;
+    for r in 2..=opts.rings {
+        run(con, &["COPY", "ring", &format!("ring:{r}")])?;
+    }
+    let used_after = info_field(con, "memory", "used_memory")?;
+    let alloc_per_ring = (used_after - used_before) / (opts.rings.max(2) - 1) as f64;
+    let probe = |con: &mut Connection| -> Result<Value> {
+        run(
+            con,
+            &[
+                "RING.MGET",
+                &format!("ring:{}", opts.rings),
+                "member:1",
+                "member:2",
+                "member:3",
+            ],
+        )
+    };
+    let before = probe(con)?;
+    let t = Instant::now();
+    run(con, &["SAVE"])?;
+    let save_ms = t.elapsed().as_secs_f64() * 1e3;
+    let rdb_bytes = std::fs::metadata(rdb).map_or(0, |m| m.len());
+    let mut reloads = Vec::new();
+    for _ in 0..opts.reloads {
+        let t = Instant::now();
+        run(con, &["DEBUG", "RELOAD"])?;
+        reloads.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let reload_ms = median(&reloads);
+    if probe(con)? != before || int(&run(con, &["DBSIZE"])?)? != opts.rings as i64 + 2 {
+        bail!("the rings differ after DEBUG RELOAD");
+    }
+
+    // The report.
+    let p = opts.pipeline;
+    let mut md = String::from("# ringslot throughput and memory\n\n");
+    md.push_str(&format!(
+        "- ring: {} nodes x {vnodes} vnodes = {points} points (native); members \
+         `member:__rand_int__` over {} values\n- redis-benchmark -c {}, not pipelined (-n {}; \
+         RING.MGET {}) and -P {p} (-n {}; RING.MGET {}); median of {} interleaved rounds \
+         ({seconds:.0} s); {}\n- {} CPU(s), load average at the end {}\n\n",
+        opts.nodes,
+        opts.keyspace,
+        opts.clients,
+        opts.n_single,
+        opts.n_mget,
+        opts.n_pipelined,
+        opts.n_mget_pipelined,
+        opts.rounds,
+        if opts.pin && can_pin() {
+            "redis-server pinned to CPU 0, redis-benchmark to CPU 1"
+        } else {
+            "not pinned"
+        },
+        std::thread::available_parallelism().map_or(1, usize::from),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split(' ')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    ));
+    md.push_str(
+        "## Requests per second\n\n\"vs GET\" is the median over rounds of the ratio to GET in \
+         the same round; \"server µs\" is redis-server CPU time (user + system, `INFO cpu`) per \
+         request: what the server pays for one command whether or not the benchmark client is \
+         the bottleneck.\n\n",
+    );
+    let p_col = format!("-P {p}");
+    let mut t = Table::new(&[
+        "command",
+        "not pipelined",
+        "vs GET",
+        "server µs",
+        &p_col,
+        "vs GET",
+        "server µs",
+    ]);
+    for (name, line) in &cmds {
+        let label = if *name == "RING.MGET" {
+            format!(
+                "`RING.MGET ring member:__rand_int__ ...` ({} members)",
+                opts.mget_members
+            )
+        } else {
+            format!("`{}`", line.join(" "))
+        };
+        t.push(vec![
+            label,
+            fixed(med_rps(name, 1), 0),
+            fixed(ratio(name, 1), 2),
+            fixed(med_cpu(name, 1), 3),
+            fixed(med_rps(name, p), 0),
+            fixed(ratio(name, p), 2),
+            fixed(med_cpu(name, p), 3),
+        ]);
+    }
+    let m = opts.mget_members as f64;
+    let lookups = |q: usize| med_rps("RING.MGET", q) * m;
+    t.push(vec![
+        "RING.MGET lookups/s (members x req/s)".into(),
+        fixed(lookups(1), 0),
+        fixed(lookups(1) / med_rps("GET", 1), 2),
+        fixed(med_cpu("RING.MGET", 1) / m, 3),
+        fixed(lookups(p), 0),
+        fixed(lookups(p) / med_rps("GET", p), 2),
+        fixed(med_cpu("RING.MGET", p) / m, 3),
+    ]);
+    md.push_str(&t.markdown());
+    md.push_str("\nEvery run (req/s, in round order):\n\n");
+    for (name, _) in &cmds {
+        let list = |q: usize| {
+            rps(name, q)
+                .iter()
+                .map(|r| fixed(*r, 0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        md.push_str(&format!(
+            "- {name}: not pipelined {}; -P {p} {}\n",
+            list(1),
+            list(p)
+        ));
+    }
+    let ns = |a: f64, b: f64| format!("{:+.0}", (a - b) * 1000.0);
+    md.push_str(&format!(
+        "\nServer CPU per RING.GET over GET (medians): not pipelined {:.2}x, -P {p} {:.2}x.\n\n\
+         Where a pipelined RING.GET's server time goes, over GET's (-P {p}, medians, ns per \
+         request):\n\n\
+         - module call with one more argument, key missing (RING.GET-missing - GET): {}\n\
+         - member hash, lookup and reply on a ring in cache (RING.GET-one - RING.GET-missing): {}\n\
+         - cache misses of a {points}-point ring (RING.GET - RING.GET-one): {}\n\n",
+        med_cpu("RING.GET", 1) / med_cpu("GET", 1),
+        med_cpu("RING.GET", p) / med_cpu("GET", p),
+        ns(med_cpu("RING.GET-missing", p), med_cpu("GET", p)),
+        ns(med_cpu("RING.GET-one", p), med_cpu("RING.GET-missing", p)),
+        ns(med_cpu("RING.GET", p), med_cpu("RING.GET-one", p)),
+    ));
+    md.push_str("## Memory\n\n");
+    let budget = 16.0 * points + table_bytes;
+    let mut t = Table::new(&["figure", "bytes", "per point"]);
+    t.push(vec![
+        "`MEMORY USAGE ring`".into(),
+        fixed(memory_usage, 0),
+        fixed(memory_usage / points, 2),
+    ]);
+    t.push(vec![
+        "same, less the 64 KiB slot table".into(),
+        fixed(memory_usage - table_bytes, 0),
+        fixed((memory_usage - table_bytes) / points, 2),
+    ]);
+    t.push(vec![
+        "`RING.INFO ring` memory_bytes".into(),
+        memory_bytes.to_string(),
+        "-".into(),
+    ]);
+    t.push(vec![
+        format!(
+            "used_memory growth per ring (COPY x {}, allocator's view)",
+            opts.rings - 1
+        ),
+        fixed(alloc_per_ring, 0),
+        fixed(alloc_per_ring / points, 2),
+    ]);
+    t.push(vec![
+        "budget: 16 x points + 65536".into(),
+        fixed(budget, 0),
+        "-".into(),
+    ]);
+    md.push_str(&t.markdown());
+    let total_points = points * opts.rings as f64;
+    md.push_str(&format!(
+        "\n## DEBUG RELOAD with {} rings ({total_points} points)\n\n\
+         - `SAVE`: {save_ms:.1} ms (RDB {rdb_bytes} bytes)\n\
+         - `DEBUG RELOAD` (save + empty + load): median {reload_ms:.1} ms over {} ({} ms)\n\
+         - load alone (reload - save), about {:.1} ms, {:.1} ms per ring\n\n",
+        opts.rings,
+        reloads.len(),
+        reloads
+            .iter()
+            .map(|r| fixed(*r, 1))
+            .collect::<Vec<_>>()
+            .join(" "),
+        reload_ms - save_ms,
+        (reload_ms - save_ms) / opts.rings as f64,
+    ));
+    md.push_str("## Targets\n\n");
+    let verdict = |ok: bool| if ok { "met" } else { "**missed**" }.to_string();
+    let mut t = Table::new(&["target", "figure", "verdict"]);
+    for q in pipelines {
+        let r = ratio("RING.GET", q);
+        let label = if q == 1 {
+            "not pipelined".to_string()
+        } else {
+            format!("-P {q}")
+        };
+        t.push(vec![
+            format!("RING.GET >= 0.9 x GET, {label}"),
+            fixed(r, 2),
+            verdict(r >= 0.9),
+        ]);
+    }
+    t.push(vec![
+        "MEMORY USAGE <= 16 B/point + 64 KiB".into(),
+        format!(
+            "{memory_usage:.0} <= {budget:.0} ({:.2} B/point)",
+            (memory_usage - table_bytes) / points
+        ),
+        verdict(memory_usage <= budget),
+    ]);
+    t.push(vec![
+        "allocator bytes per ring <= 16 B/point + 64 KiB".into(),
+        format!("{alloc_per_ring:.0} <= {budget:.0}"),
+        verdict(alloc_per_ring <= budget),
+    ]);
+    md.push_str(&t.markdown());
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+}
