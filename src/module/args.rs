@@ -39,7 +39,8 @@ impl fmt::Display for ArgError {
                 write!(f, "ERR {option} must be between {min} and {max}")
             }
             ArgError::UnknownCompat => {
-                f.write_str("ERR COMPAT must be one of native, ketama, groupcache")
+                let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
+                write!(f, "ERR COMPAT must be one of {}", names.join(", "))
             }
             ArgError::Engine(e) => write!(f, "ERR {e}"),
         }
