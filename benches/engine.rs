@@ -165,7 +165,7 @@ fn slots_and_moves(c: &mut Criterion) {
     let sample = members(100_000);
     let change = Change::Add {
         node: b"10.0.9.9:6379".to_vec(),
-        weight: 1,
+        weight: Some(1),
     };
     let mut group = c.benchmark_group("what_if");
     group.sample_size(10);

@@ -37,7 +37,7 @@ fn an_eleventh_node_moves_about_one_eleventh() {
     let t = ten_nodes(Flavour::Native);
     let change = Change::Add {
         node: b"10.0.0.11:6379".to_vec(),
-        weight: 1,
+        weight: Some(1),
     };
     let w = t
         .what_if(&change, sample(100_000), u64::MAX)
@@ -140,16 +140,20 @@ fn errors_leave_the_ring_unchanged() {
     assert!(t.assign(0, 16384, b"10.0.0.1:6379").is_err());
     assert!(t.assign(5, 4, b"10.0.0.1:6379").is_err());
     assert!(t.assign(0, 1, b"nope").is_err());
+    // Adding a node of the ring without a WEIGHT (with one it is a re-weight).
     let add_existing = Change::Add {
         node: b"10.0.0.1:6379".to_vec(),
-        weight: 1,
+        weight: None,
     };
-    assert!(t.what_if(&add_existing, sample(1), u64::MAX).is_err());
+    assert_eq!(
+        t.what_if(&add_existing, sample(1), u64::MAX),
+        Err(EngineError::NodeExists(b"10.0.0.1:6379".to_vec()))
+    );
     // A what-if whose ring would pass the point limit is refused before it builds anything:
     // 10 nodes x 160 points now, plus 160 x 1000000 for the new node.
     let heavy = Change::Add {
         node: b"heavy".to_vec(),
-        weight: 1_000_000,
+        weight: Some(1_000_000),
     };
     assert_eq!(
         t.what_if(&heavy, sample(1), 10_000_000),

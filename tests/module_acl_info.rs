@@ -112,6 +112,57 @@ fn acl_key_patterns_apply_to_ring_keys() {
 }
 
 #[test]
+fn key_specs_separate_readers_from_writers() {
+    // Issue 15: RING.INFO and RING.MOVES read the ring, RING.DEL changes it without deleting
+    // the key. A read-only user (%R~) may run every reader and no writer; a write-only user
+    // (%W~) the opposite. Expected outcomes: the ACL rules of Redis 7.0 (`ACL SETUSER`,
+    // "Selectors" and key permissions), applied to the key specs COMMAND INFO shows.
+    let server = shared_server();
+    let mut admin = server.client();
+    q(&mut admin, "RING.ADD app:ring a b c");
+    q(&mut admin, "ACL SETUSER reader on >pw %R~app:* +@all");
+    q(&mut admin, "ACL SETUSER writer on >pw %W~app:* +@all");
+    let readers = [
+        "RING.GET app:ring m",
+        "RING.MGET app:ring m n",
+        "RING.SLOT app:ring m",
+        "RING.SLOTS app:ring",
+        "RING.NODES app:ring",
+        "RING.INFO app:ring",
+        "RING.MOVES app:ring ADD d SAMPLE 10",
+    ];
+    let writers = [
+        "RING.ADD app:ring d",
+        "RING.DEL app:ring d",
+        "RING.ASSIGN app:ring 0 0 a",
+        "RING.CREATE app:new",
+    ];
+    for (user, allowed, refused) in [
+        ("reader", &readers[..], &writers[..]),
+        ("writer", &writers[..], &readers[..]),
+    ] {
+        let mut con = server.client();
+        q(&mut con, &format!("AUTH {user} pw"));
+        for line in allowed {
+            q(&mut con, line);
+        }
+        for line in refused {
+            let err = e(&mut con, line);
+            assert!(err.starts_with("NOPERM"), "{user}: {line}: {err}");
+        }
+    }
+    let flags = |name: &str, admin: &mut redis::Connection| -> BTreeSet<String> {
+        let info = array(&q(admin, &format!("COMMAND INFO {name}")));
+        let spec = map(&array(&array(&info[0])[8])[0]);
+        array(&spec["flags"]).iter().map(text).collect()
+    };
+    let set = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(flags("ring.del", &mut admin), set(&["RW", "update"]));
+    assert_eq!(flags("ring.info", &mut admin), set(&["RO", "access"]));
+    assert_eq!(flags("ring.moves", &mut admin), set(&["RO", "access"]));
+}
+
+#[test]
 fn writes_fire_keyspace_notifications() {
     // Its own server: keyevent channels would also carry the other tests' writes.
     let server = Server::start();

@@ -536,6 +536,110 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
 }
 
 #[test]
+fn resp2_doubles_are_the_shortest_text_that_reads_back() {
+    // Issue 15: Redis 7.0 writes RESP2 doubles with %.17g ("0.20000000000000001"); ringslot
+    // writes the shortest decimal text that parses to the same double ("0.2").
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD cmd:doubles a b c d");
+    let m = q(&mut con, "RING.MOVES cmd:doubles ADD e SAMPLE 10");
+    // One node joining four of equal weight: a perfect scheme moves 1/5.
+    assert_eq!(map(&m)["ideal"], Value::BulkString(b"0.2".to_vec()));
+    let info = map(&q(&mut con, "RING.INFO cmd:doubles"));
+    // 4096 slots each: exactly the mean.
+    assert_eq!(info["slot_peak_to_mean"], Value::BulkString(b"1".to_vec()));
+    for node in array(&q(&mut con, "RING.NODES cmd:doubles")) {
+        let share = text(&map(&node)["ring_share"]);
+        let value: f64 = share.parse().unwrap();
+        assert_eq!(value.to_string(), share, "shortest form");
+        assert!(share.len() <= 19, "{share}");
+    }
+    // RESP3 clients get real doubles.
+    let mut r3 = server.client_resp3();
+    let m = q(&mut r3, "RING.MOVES cmd:doubles ADD e SAMPLE 10");
+    assert_eq!(map(&m)["ideal"], Value::Double(0.2));
+}
+
+#[test]
+fn moves_evaluates_a_re_weight() {
+    // Issue 15: `RING.MOVES key ADD <node in the ring> WEIGHT w` is what `RING.ADD key WEIGHT
+    // w node` would do. Expected values: the owners that really change when a copy of the
+    // ring is re-weighted (RING.MGET before and after), and the share arithmetic.
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.ADD cmd:rew a b c d");
+    let keys: Vec<String> = (0..3000).map(|i| format!("cmd:rew:k{i}")).collect();
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("SET").arg(k).arg("v").ignore();
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let before = snapshot(&mut con, b"cmd:rew");
+    let m = map(&q(
+        &mut con,
+        "RING.MOVES cmd:rew ADD a WEIGHT 3 KEYS cmd:rew:k*",
+    ));
+    assert_eq!(
+        snapshot(&mut con, b"cmd:rew"),
+        before,
+        "a what-if changes nothing"
+    );
+    assert_eq!(int(&m["members"]), 3000);
+    // a goes from 1/4 of the weight to 3/6: a perfect scheme moves 1/2 - 1/4 of the members.
+    assert_eq!(float(&m["ideal"]), 0.25);
+    let ring = map(&m["ring"]);
+    assert_eq!(
+        int(&ring["between_old"]),
+        0,
+        "points depend on (node, index) only"
+    );
+    let slots = map(&m["slots"]);
+    assert_eq!(int(&slots["between_old"]), 0, "the rebalance only feeds a");
+    assert_eq!(
+        int(&map(&m["modulo"])["moved"]),
+        0,
+        "modulo ignores weights"
+    );
+
+    q(&mut con, "COPY cmd:rew cmd:rew:copy");
+    let owners = |con: &mut redis::Connection, what: &[u8]| -> Vec<Value> {
+        let mut args: Vec<&[u8]> = vec![what, b"cmd:rew:copy"];
+        args.extend(keys.iter().map(|k| k.as_bytes()));
+        if what == b"RING.MGET" {
+            array(&call(con, &args).unwrap())
+        } else {
+            keys.iter()
+                .map(|k| {
+                    array(&call(con, &[b"RING.SLOT", b"cmd:rew:copy", k.as_bytes()]).unwrap())[1]
+                        .clone()
+                })
+                .collect()
+        }
+    };
+    let ring_before = owners(&mut con, b"RING.MGET");
+    let slot_before = owners(&mut con, b"RING.SLOT");
+    q(&mut con, "RING.ADD cmd:rew:copy WEIGHT 3 a");
+    let changed = |a: &[Value], b: &[Value]| a.iter().zip(b).filter(|(x, y)| x != y).count() as i64;
+    assert_eq!(
+        int(&ring["moved"]),
+        changed(&ring_before, &owners(&mut con, b"RING.MGET"))
+    );
+    assert_eq!(
+        int(&slots["moved"]),
+        changed(&slot_before, &owners(&mut con, b"RING.SLOT"))
+    );
+    assert!(int(&ring["moved"]) > 0);
+    // The same weight again changes nothing.
+    let m = map(&q(
+        &mut con,
+        "RING.MOVES cmd:rew:copy ADD a WEIGHT 3 SAMPLE 100",
+    ));
+    assert_eq!(int(&map(&m["ring"])["moved"]), 0);
+    assert_eq!(float(&m["ideal"]), 0.0);
+    q(&mut con, "DEL cmd:rew:copy");
+}
+
+#[test]
 fn node_names_and_members_are_binary_safe() {
     let server = shared_server();
     let mut con = server.client();
@@ -629,10 +733,15 @@ fn configurations_from_loadmodule_arguments() {
     q(&mut con, "RING.ADD r a b");
     assert_eq!(node_rows(&mut con, b"r")[0].2, 20);
     assert_eq!(int(&map(&q(&mut con, "RING.INFO r"))["vnodes"]), 20);
+    // The default sample (100000) is never cut to the limit silently.
     assert_eq!(
-        int(&map(&q(&mut con, "RING.MOVES r ADD c"))["members"]),
-        5,
-        "default sample capped"
+        e(&mut con, "RING.MOVES r ADD c"),
+        "ERR the default SAMPLE 100000 is more than ringslot.max-sample (5): give SAMPLE n (at \
+         most 5) or KEYS pattern"
+    );
+    assert_eq!(
+        int(&map(&q(&mut con, "RING.MOVES r ADD c SAMPLE 5"))["members"]),
+        5
     );
     let err = e(&mut con, "RING.MOVES r ADD c SAMPLE 6");
     assert!(

@@ -56,32 +56,83 @@ fn wrong_argument_counts() {
 }
 
 #[test]
-fn syntax_errors() {
+fn syntax_errors_say_what_is_wrong() {
     let server = shared_server();
     let mut con = server.client();
     q(&mut con, "RING.ADD err:syntax a b");
-    let syntax = "ERR syntax error";
-    for line in [
-        "RING.CREATE err:syntax:new FOO",
-        "RING.CREATE err:syntax:new VNODES",
-        "RING.CREATE err:syntax:new COMPAT",
-        "RING.CREATE err:syntax:new HASHTAG 1",
-        "RING.ADD err:syntax WEIGHT 2",
-        "RING.GET err:syntax m COUNT",
-        "RING.GET err:syntax m LIMIT 1",
-        "RING.GET err:syntax m COUNT 1 x",
-        "RING.MOVES err:syntax MOVE c",
-        "RING.MOVES err:syntax DEL a WEIGHT 2",
-        "RING.MOVES err:syntax ADD c WEIGHT",
-        "RING.MOVES err:syntax ADD c SAMPLE 1 KEYS *",
-        "RING.MOVES err:syntax ADD c KEYS * SAMPLE 1",
-        "RING.MOVES err:syntax ADD c KEYS",
-        "RING.MOVES err:syntax ADD c SAMPLE",
-        "RING.MOVES err:syntax ADD c FOO 1",
+    for (line, hint) in [
+        (
+            "RING.CREATE err:syntax:new FOO",
+            "unknown option 'FOO' (RING.CREATE takes COMPAT name, VNODES n and HASHTAG)",
+        ),
+        ("RING.CREATE err:syntax:new VNODES", "VNODES needs a value"),
+        (
+            "RING.CREATE err:syntax:new COMPAT",
+            "COMPAT needs a value: one of native, ketama, groupcache",
+        ),
+        (
+            "RING.CREATE err:syntax:new HASHTAG 1",
+            "unknown option '1' (RING.CREATE takes COMPAT name, VNODES n and HASHTAG)",
+        ),
+        ("RING.ADD err:syntax WEIGHT", "WEIGHT needs a value"),
+        (
+            "RING.ADD err:syntax WEIGHT 2",
+            "RING.ADD needs a node after WEIGHT w",
+        ),
+        (
+            "RING.ADD err:syntax c WEIGHT 2",
+            "WEIGHT w goes before the nodes (to add a node named WEIGHT, give WEIGHT w first)",
+        ),
+        ("RING.GET err:syntax m COUNT", "COUNT needs a value"),
+        (
+            "RING.GET err:syntax m LIMIT 1",
+            "unknown option 'LIMIT' (RING.GET takes COUNT n)",
+        ),
+        (
+            "RING.GET err:syntax m COUNT 1 x",
+            "unknown option 'x' (RING.GET takes COUNT n)",
+        ),
+        (
+            "RING.MOVES err:syntax MOVE c",
+            "the change is ADD node or DEL node, not 'MOVE'",
+        ),
+        (
+            "RING.MOVES err:syntax DEL a WEIGHT 2",
+            "WEIGHT goes with ADD only (DEL removes the node)",
+        ),
+        ("RING.MOVES err:syntax ADD c WEIGHT", "WEIGHT needs a value"),
+        (
+            "RING.MOVES err:syntax ADD c SAMPLE 1 KEYS *",
+            "SAMPLE and KEYS exclude each other",
+        ),
+        (
+            "RING.MOVES err:syntax ADD c KEYS * SAMPLE 1",
+            "SAMPLE and KEYS exclude each other",
+        ),
+        ("RING.MOVES err:syntax ADD c KEYS", "KEYS needs a pattern"),
+        ("RING.MOVES err:syntax ADD c SAMPLE", "SAMPLE needs a value"),
+        (
+            "RING.MOVES err:syntax ADD c FOO 1",
+            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n and KEYS pattern)",
+        ),
+        (
+            "RING.MOVES err:syntax DEL a FOO 1",
+            "unknown option 'FOO' (RING.MOVES takes SAMPLE n and KEYS pattern)",
+        ),
     ] {
-        refused(&mut con, "err:syntax", line, syntax);
+        // Every such error still starts as the core's does, then says what is wrong.
+        refused(
+            &mut con,
+            "err:syntax",
+            line,
+            &format!("ERR syntax error, {hint}"),
+        );
     }
     assert_eq!(int(&q(&mut con, "EXISTS err:syntax:new")), 0);
+    // A forgotten WEIGHT value added no node named WEIGHT; an explicit one still can.
+    assert_eq!(node_rows(&mut con, b"err:syntax").len(), 2);
+    assert_eq!(int(&q(&mut con, "RING.ADD err:syntax WEIGHT 1 WEIGHT")), 1);
+    assert_eq!(node_rows(&mut con, b"err:syntax")[2].0, b"WEIGHT".to_vec());
 }
 
 #[test]
@@ -177,26 +228,35 @@ fn refusals_that_say_why() {
     let server = shared_server();
     let mut con = server.client();
     q(&mut con, "RING.ADD err:why a b");
-    let unknown = "ERR no such node in the ring";
-    refused(&mut con, "err:why", "RING.ASSIGN err:why 0 10 zz", unknown);
-    refused(&mut con, "err:why", "RING.MOVES err:why DEL zz", unknown);
+    refused(
+        &mut con,
+        "err:why",
+        "RING.ASSIGN err:why 0 10 zz",
+        "ERR no such node 'zz' in the ring",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.MOVES err:why DEL zz",
+        "ERR no such node 'zz' in the ring",
+    );
     refused(
         &mut con,
         "err:why",
         "RING.ASSIGN err:why:none 0 10 a",
-        unknown,
+        "ERR no such node 'a' in the ring",
     );
     refused(
         &mut con,
         "err:why",
         "RING.MOVES err:why ADD a",
-        "ERR node is already in the ring",
+        "ERR node 'a' is already in the ring (give WEIGHT w to evaluate a re-weight)",
     );
     refused(
         &mut con,
         "err:why",
         "RING.CREATE err:why",
-        "ERR key already exists",
+        "ERR key 'err:why' already exists",
     );
     refused(
         &mut con,
@@ -210,6 +270,18 @@ fn refusals_that_say_why() {
         "RING.CREATE err:why:k COMPAT memcached",
         "ERR COMPAT must be one of native, ketama, groupcache",
     );
+    // Binary and huge names are shown escaped and cut, never raw.
+    let mut long = b"n\x00\r\n".to_vec();
+    long.extend(std::iter::repeat_n(b'x', 5000));
+    let err = e_raw(&mut con, &[b"RING.ASSIGN", b"err:why", b"0", b"1", &long]);
+    assert_eq!(
+        err,
+        format!(
+            "ERR no such node 'n\\x00\\x0d\\x0a{}...' in the ring",
+            "x".repeat(124)
+        )
+    );
+    assert_pong(&mut con);
     assert_eq!(int(&q(&mut con, "EXISTS err:why:k err:why:none")), 0);
 }
 

@@ -244,3 +244,43 @@ fn aof_replay_of_the_commands_as_called() {
     let mut con = server.client();
     assert_eq!(observe(&mut con), before);
 }
+
+#[test]
+fn the_shipped_redis_conf_keeps_rings_across_a_restart() {
+    // Issue 15: `make run` starts `redis-server redis.conf` from the repository root; rings
+    // must survive a SHUTDOWN and a new `make run`. The same layout in a scratch directory:
+    // redis.conf as shipped, data/, and the module where redis.conf looks for it.
+    let root = ringslot_harness::server::workspace_root();
+    let lay_out = || {
+        let dir = ringslot_harness::tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("data")).unwrap();
+        std::fs::create_dir_all(dir.path().join("target/release")).unwrap();
+        std::fs::copy(
+            ringslot_harness::server::test_module(),
+            dir.path().join("target/release/libringslot.so"),
+        )
+        .unwrap();
+        std::fs::copy(root.join("redis.conf"), dir.path().join("redis.conf")).unwrap();
+        dir
+    };
+    let start = |dir| {
+        Server::builder()
+            .dir(dir)
+            .config_file(std::path::Path::new("redis.conf"))
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let server = start(lay_out());
+    let mut con = server.client();
+    q(&mut con, "RING.CREATE kept VNODES 40");
+    q(&mut con, "RING.ADD kept a b c");
+    let before = snapshot(&mut con, b"kept");
+    let dir = server.stop();
+    assert!(
+        dir.path().join("data/appendonlydir").exists(),
+        "the AOF is in data/"
+    );
+    let server = start(dir);
+    let mut con = server.client();
+    assert_eq!(snapshot(&mut con, b"kept"), before);
+}

@@ -1,8 +1,12 @@
 //! `balance`: how evenly each scheme spreads the hash space over N equal nodes, as the number
 //! of virtual nodes grows, measured on the server with `RING.CREATE`, `RING.ADD`, `RING.INFO`
 //! (peak-to-mean) and `RING.NODES` (every node's exact share).
+//!
+//! One set of node names is one draw of a random ring, so every configuration is measured
+//! over several name sets and reported as their mean with the lowest and highest draw: set
+//! `k` (from 0) names its N nodes with the numbers `kN+1 ..= kN+N` of the name template.
 
-use crate::report::{self, fixed, Chart, Series, Table};
+use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
 use crate::server::{field, float, int, items, run, text};
 use anyhow::{bail, Result};
@@ -13,7 +17,7 @@ use std::path::Path;
 /// The ring key the balance runs use (re-created for every configuration).
 pub const BALANCE_KEY: &str = "ringslot-bench:balance";
 
-/// One configuration's balance.
+/// One configuration's balance over the name sets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub nodes: usize,
@@ -22,13 +26,18 @@ pub struct Row {
     /// Virtual nodes per node (ketama: its fixed 160; the slot table: none).
     pub vnodes: Option<u32>,
     pub points: u64,
-    /// Largest share / mean share, as `RING.INFO` reports it.
+    /// Largest share / mean share, as `RING.INFO` reports it: the mean over the name sets,
+    /// and the lowest and highest set.
     pub peak_to_mean: f64,
+    pub peak_to_mean_low: f64,
+    pub peak_to_mean_high: f64,
     /// Smallest, largest share and their standard deviation, each divided by the mean share
-    /// `1/N` (so 1.0 is a perfectly fair node).
+    /// `1/N` (so 1.0 is a perfectly fair node), averaged over the name sets.
     pub min: f64,
     pub max: f64,
     pub stddev: f64,
+    /// How many name sets were measured.
+    pub sets: usize,
 }
 
 /// Min, max and population standard deviation of `shares`, each divided by their mean.
@@ -41,20 +50,44 @@ pub fn spread(shares: &[f64]) -> (f64, f64, f64) {
     (min / mean, max / mean, var.sqrt() / mean)
 }
 
+/// One draw: peak-to-mean, then min, max and standard deviation of the shares over the mean.
+type Draw = (f64, f64, f64, f64);
+
+/// The row of a configuration from its draws (one per name set).
+fn summarise(nodes: usize, scheme: &str, vnodes: Option<u32>, points: u64, draws: &[Draw]) -> Row {
+    let n = draws.len().max(1) as f64;
+    let mean = |f: fn(&Draw) -> f64| draws.iter().map(f).sum::<f64>() / n;
+    Row {
+        nodes,
+        scheme: scheme.to_string(),
+        vnodes,
+        points,
+        peak_to_mean: mean(|d| d.0),
+        peak_to_mean_low: draws.iter().map(|d| d.0).fold(f64::MAX, f64::min),
+        peak_to_mean_high: draws.iter().map(|d| d.0).fold(f64::MIN, f64::max),
+        min: mean(|d| d.1),
+        max: mean(|d| d.2),
+        stddev: mean(|d| d.3),
+        sets: draws.len(),
+    }
+}
+
 /// Measures every `flavour` at every `vnodes` (ketama: once, its counts are fixed) for every
-/// node count, plus the slot table once per node count. Node names come from `template`.
+/// node count over `sets` name sets, plus the slot table once per node count. Node names come
+/// from `template`.
 pub fn run_balance(
     con: &mut Connection,
     node_counts: &[usize],
     vnodes: &[u32],
     flavours: &[String],
     template: &str,
+    sets: usize,
 ) -> Result<Vec<Row>> {
     let per_count: usize = flavours
         .iter()
         .map(|f| if f == "ketama" { 1 } else { vnodes.len() })
         .sum();
-    let progress = ProgressBar::new((per_count * node_counts.len()) as u64);
+    let progress = ProgressBar::new((per_count * node_counts.len() * sets) as u64);
     progress.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} {elapsed}")
             .expect("valid template")
@@ -63,8 +96,9 @@ pub fn run_balance(
     progress.set_message("measuring rings");
     let mut rows = Vec::new();
     for &n in node_counts {
-        let names: Vec<String> = (1..=n).map(|i| node_name(template, i)).collect();
-        let mut slot_row = None;
+        // The slot table depends on the node names only: read it with the first configuration.
+        let mut slot_draws: Vec<Draw> = Vec::new();
+        let mut first_config = true;
         for flavour in flavours {
             let configs: Vec<Option<u32>> = if flavour == "ketama" {
                 vec![None]
@@ -72,61 +106,58 @@ pub fn run_balance(
                 vnodes.iter().map(|&v| Some(v)).collect()
             };
             for v in configs {
-                let mut create = vec!["RING.CREATE".to_string(), BALANCE_KEY.to_string()];
-                if flavour != "native" {
-                    create.extend(["COMPAT".to_string(), flavour.clone()]);
+                let mut draws = Vec::new();
+                let (mut scheme, mut points, mut shown_vnodes) = (flavour.clone(), 0, v);
+                for set in 0..sets {
+                    let names: Vec<String> =
+                        (1..=n).map(|i| node_name(template, set * n + i)).collect();
+                    let mut create = vec!["RING.CREATE".to_string(), BALANCE_KEY.to_string()];
+                    if flavour != "native" {
+                        create.extend(["COMPAT".to_string(), flavour.clone()]);
+                    }
+                    if let Some(v) = v {
+                        create.extend(["VNODES".to_string(), v.to_string()]);
+                    }
+                    run(con, &["DEL", BALANCE_KEY])?;
+                    run(con, &create)?;
+                    let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
+                    add.extend(names.iter().cloned());
+                    run(con, &add)?;
+                    let info = run(con, &["RING.INFO", BALANCE_KEY])?;
+                    let nodes = run(con, &["RING.NODES", BALANCE_KEY])?;
+                    let nodes = items(&nodes)?;
+                    if nodes.len() != n {
+                        bail!("RING.NODES listed {} nodes, {n} were added", nodes.len());
+                    }
+                    let shares = |name: &str| {
+                        nodes
+                            .iter()
+                            .map(|m| float(field(m, name)?))
+                            .collect::<Result<Vec<f64>, _>>()
+                    };
+                    let (min, max, stddev) = spread(&shares("ring_share")?);
+                    draws.push((float(field(&info, "ring_peak_to_mean")?)?, min, max, stddev));
+                    scheme = text(field(&info, "compat")?).unwrap_or_else(|| flavour.clone());
+                    points = int(field(&info, "points")?)? as u64;
+                    shown_vnodes = Some(v.unwrap_or(int(field(&info, "vnodes")?)? as u32));
+                    if first_config {
+                        let (min, max, stddev) = spread(&shares("slot_share")?);
+                        slot_draws.push((
+                            float(field(&info, "slot_peak_to_mean")?)?,
+                            min,
+                            max,
+                            stddev,
+                        ));
+                    }
+                    progress.inc(1);
                 }
-                if let Some(v) = v {
-                    create.extend(["VNODES".to_string(), v.to_string()]);
-                }
-                run(con, &["DEL", BALANCE_KEY])?;
-                run(con, &create)?;
-                let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
-                add.extend(names.iter().cloned());
-                run(con, &add)?;
-                let info = run(con, &["RING.INFO", BALANCE_KEY])?;
-                let nodes = run(con, &["RING.NODES", BALANCE_KEY])?;
-                let nodes = items(&nodes)?;
-                if nodes.len() != n {
-                    bail!("RING.NODES listed {} nodes, {n} were added", nodes.len());
-                }
-                let shares = nodes
-                    .iter()
-                    .map(|m| float(field(m, "ring_share")?))
-                    .collect::<Result<Vec<f64>, _>>()?;
-                let (min, max, stddev) = spread(&shares);
-                let points = int(field(&info, "points")?)? as u64;
-                rows.push(Row {
-                    nodes: n,
-                    scheme: text(field(&info, "compat")?).unwrap_or_else(|| flavour.clone()),
-                    vnodes: Some(v.unwrap_or(int(field(&info, "vnodes")?)? as u32)),
-                    points,
-                    peak_to_mean: float(field(&info, "ring_peak_to_mean")?)?,
-                    min,
-                    max,
-                    stddev,
-                });
-                if slot_row.is_none() {
-                    let slot_shares = nodes
-                        .iter()
-                        .map(|m| float(field(m, "slot_share")?))
-                        .collect::<Result<Vec<f64>, _>>()?;
-                    let (min, max, stddev) = spread(&slot_shares);
-                    slot_row = Some(Row {
-                        nodes: n,
-                        scheme: "slot table".into(),
-                        vnodes: None,
-                        points: 16384,
-                        peak_to_mean: float(field(&info, "slot_peak_to_mean")?)?,
-                        min,
-                        max,
-                        stddev,
-                    });
-                }
-                progress.inc(1);
+                first_config = false;
+                rows.push(summarise(n, &scheme, shown_vnodes, points, &draws));
             }
         }
-        rows.extend(slot_row);
+        if !slot_draws.is_empty() {
+            rows.push(summarise(n, "slot table", None, 16384, &slot_draws));
+        }
     }
     run(con, &["DEL", BALANCE_KEY])?;
     progress.finish_and_clear();
@@ -141,9 +172,12 @@ pub fn table(rows: &[Row]) -> Table {
         "vnodes",
         "points",
         "peak_to_mean",
+        "lowest",
+        "highest",
         "min_share/mean",
         "max_share/mean",
         "stddev/mean",
+        "name_sets",
     ]);
     for r in rows {
         t.push(vec![
@@ -152,16 +186,20 @@ pub fn table(rows: &[Row]) -> Table {
             r.vnodes.map_or("-".into(), |v| v.to_string()),
             r.points.to_string(),
             fixed(r.peak_to_mean, 4),
+            fixed(r.peak_to_mean_low, 4),
+            fixed(r.peak_to_mean_high, 4),
             fixed(r.min, 4),
             fixed(r.max, 4),
             fixed(r.stddev, 4),
+            r.sets.to_string(),
         ]);
     }
     t
 }
 
-/// Writes `name.md`, `name.csv` and `name.svg` (peak-to-mean against VNODES, log-log) into
-/// `dir`; returns the Markdown printed on stdout.
+/// Writes `name.md`, `name.csv` and `name.svg` (mean peak-to-mean against VNODES, log-log,
+/// with a bar from the lowest to the highest name set) into `dir`; returns the Markdown
+/// printed on stdout.
 pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Result<String> {
     let t = table(rows);
     let md = format!("### {title}\n\n{}", t.markdown());
@@ -204,17 +242,19 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             .iter()
             .filter(|r| r.nodes == *n && r.scheme == *scheme)
             .collect();
-        let (points, markers_only) = if scheme == "slot table" {
+        let (points, errors, markers_only) = if scheme == "slot table" {
             // Independent of VNODES: a flat line across the chart.
             let y = mine[0].peak_to_mean;
-            (vec![(vmin, y), (vmax, y)], false)
+            (vec![(vmin, y), (vmax, y)], Vec::new(), false)
         } else {
-            let pts: Vec<(f64, f64)> = mine
+            let x = |r: &Row| f64::from(r.vnodes.unwrap_or(1));
+            let pts: Vec<(f64, f64)> = mine.iter().map(|r| (x(r), r.peak_to_mean)).collect();
+            let errors = mine
                 .iter()
-                .map(|r| (f64::from(r.vnodes.unwrap_or(1)), r.peak_to_mean))
+                .map(|r| (r.peak_to_mean_low, r.peak_to_mean_high))
                 .collect();
             let single = pts.len() == 1;
-            (pts, single)
+            (pts, errors, single)
         };
         let label = match scheme.as_str() {
             "native" => format!("ring (native), {n} nodes"),
@@ -228,10 +268,13 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             colour: Some(colour),
             markers_only,
             dashed,
+            errors,
         });
     }
+    let sets = rows.first().map_or(1, |r| r.sets);
+    let subtitle = format!("mean over {sets} sets of node names; bars: the lowest and highest set");
     let chart = Chart {
-        title,
+        title: &subtitle,
         x_label: "virtual nodes per node (log)",
         y_label: "peak-to-mean share (log; lower is better, 1.0 = perfect)",
         x_log: true,
@@ -239,7 +282,12 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
         x_names: Vec::new(),
         legend: plotters::prelude::SeriesLabelPosition::UpperRight,
     };
-    report::svg(&dir.join(format!("{name}.svg")), &chart, &series)?;
+    let panel = Panel {
+        chart,
+        series,
+        width: 1,
+    };
+    report::svg_panels(&dir.join(format!("{name}.svg")), title, vec![panel])?;
     Ok(md)
 }
 

@@ -176,6 +176,10 @@ struct BalanceArgs {
         default_value = "native,groupcache,ketama"
     )]
     flavours: Vec<String>,
+    /// Sets of node names each configuration is measured over (set k uses the node numbers
+    /// kN+1..kN+N of --names); the table and chart give their mean, lowest and highest.
+    #[arg(long, default_value_t = 8)]
+    name_sets: usize,
     /// Stem of the output files.
     #[arg(long, default_value = "balance")]
     name: String,
@@ -329,7 +333,10 @@ fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Resu
     if a.nodes.is_empty() || a.nodes.contains(&0) {
         bail!("--nodes needs node counts >= 1");
     }
-    let rows = balance::run_balance(con, &a.nodes, &a.vnodes, &a.flavours, &g.names)?;
+    if a.name_sets == 0 {
+        bail!("--name-sets needs at least 1");
+    }
+    let rows = balance::run_balance(con, &a.nodes, &a.vnodes, &a.flavours, &g.names, a.name_sets)?;
     let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
     // The node names change the native ring's points: say which ones were used.
     let title = format!(

@@ -1,16 +1,13 @@
 //! `migration`: what each change of a scenario costs under every scheme, measured on the
-//! server. Add and remove steps are evaluated with `RING.MOVES` (what-if) and then applied
-//! with `RING.ADD` / `RING.DEL`. `RING.MOVES` has no re-weight form, so a re-weight step reads
-//! every member's owner with `RING.MGET` before and after `RING.ADD key WEIGHT w node`, and
-//! the slot table's from `RING.SLOTS` before and after (each member's slot from `RING.SLOT`).
+//! server. Every step (a join, a removal, a re-weight) is evaluated with `RING.MOVES` (what-if)
+//! and then applied with `RING.ADD` / `RING.DEL`.
 
-use crate::report::{self, fixed, Chart, Series, Table};
+use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::{Scenario, Step};
-use crate::server::{field, float, int, items, run, text};
+use crate::server::{field, float, int, run};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_harness::redis::{self, Connection, Value};
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Prefix of every ring key the benchmark creates (kept apart from the members).
@@ -258,192 +255,70 @@ fn measure(
     opts: &Options,
     base: usize,
 ) -> Result<Vec<Row>> {
-    let mut weights: Vec<(String, u32)> = scenario.start.iter().map(|n| (n.clone(), 1)).collect();
+    let mut nodes = scenario.start.len();
     let mut rows = Vec::new();
     let progress = bar(
         (scenario.steps.len() * opts.rings.len()) as u64,
         "measuring steps",
     );
-    // Each member's hash slot, looked up once (members never change), for re-weight steps.
-    let mut member_slots: Option<Vec<u16>> = None;
     for (step_no, step) in scenario.steps.iter().enumerate() {
         let step_no = step_no + 1;
-        let nodes_before = weights.len();
-        let nodes_after = match step {
-            Step::Add { .. } => nodes_before + 1,
-            Step::Del { .. } => nodes_before - 1,
-            Step::Weight { .. } => nodes_before,
+        let nodes_before = nodes;
+        nodes = match step {
+            Step::Add { .. } => nodes + 1,
+            Step::Del { .. } => nodes - 1,
+            Step::Weight { .. } => nodes,
         };
-        let row = |scheme: String, members, moved, between_old, fraction, ideal, space| Row {
-            step: step_no,
-            change: step.describe(),
-            nodes_before,
-            nodes_after,
-            scheme,
-            members,
-            moved,
-            between_old,
-            fraction,
-            ideal,
-            space,
+        let row = |scheme: String, reply: &Value, moves: &str, space: Option<f64>| -> Result<Row> {
+            let members = int(field(reply, "members")?)? as u64;
+            let (moved, between_old, fraction) = scheme_row(reply, moves)?;
+            Ok(Row {
+                step: step_no,
+                change: step.describe(),
+                nodes_before,
+                nodes_after: nodes,
+                scheme,
+                members,
+                moved,
+                between_old,
+                fraction,
+                ideal: float(field(reply, "ideal")?)?,
+                space,
+            })
         };
-        match step {
-            Step::Add { .. } | Step::Del { .. } => {
-                let mut extra = Vec::new();
-                for (i, ring) in opts.rings.iter().enumerate() {
-                    let mut args = vec!["RING.MOVES".to_string(), ring.key()];
-                    match step {
-                        Step::Add { node, weight } => args.extend([
-                            "ADD".into(),
-                            node.clone(),
-                            "WEIGHT".into(),
-                            weight.to_string(),
-                        ]),
-                        Step::Del { node } => args.extend(["DEL".into(), node.clone()]),
-                        Step::Weight { .. } => unreachable!(),
-                    }
-                    args.extend(opts.members.moves_args());
-                    let reply = run(con, &args)?;
-                    let members = int(field(&reply, "members")?)? as u64;
-                    let ideal = float(field(&reply, "ideal")?)?;
-                    let (moved, between_old, fraction) = scheme_row(&reply, "ring")?;
-                    let space = float(field(field(&reply, "ring")?, "space")?)?;
-                    rows.push(row(
-                        ring.label(),
-                        members,
-                        moved,
-                        between_old,
-                        fraction,
-                        ideal,
-                        Some(space),
-                    ));
-                    if i == base {
-                        let (m, b, f) = scheme_row(&reply, "slots")?;
-                        let slots_moved = int(field(field(&reply, "slots")?, "slots_moved")?)?;
-                        extra.push(row(
-                            "slot table".into(),
-                            members,
-                            m,
-                            b,
-                            f,
-                            ideal,
-                            Some(slots_moved as f64 / 16384.0),
-                        ));
-                        let (m, b, f) = scheme_row(&reply, "modulo")?;
-                        extra.push(row("modulo".into(), members, m, b, f, ideal, None));
-                    }
-                    apply(con, &ring.key(), step)?;
-                    progress.inc(1);
-                }
-                rows.extend(extra);
+        // The change as RING.MOVES takes it: a join and a re-weight are both `ADD node WEIGHT
+        // w`, as the RING.ADD that makes them.
+        let change: Vec<String> = match step {
+            Step::Add { node, weight } | Step::Weight { node, weight } => vec![
+                "ADD".into(),
+                node.clone(),
+                "WEIGHT".into(),
+                weight.to_string(),
+            ],
+            Step::Del { node } => vec!["DEL".into(), node.clone()],
+        };
+        let mut extra = Vec::new();
+        for (i, ring) in opts.rings.iter().enumerate() {
+            let mut args = vec!["RING.MOVES".to_string(), ring.key()];
+            args.extend(change.iter().cloned());
+            args.extend(opts.members.moves_args());
+            let reply = run(con, &args)?;
+            let space = float(field(field(&reply, "ring")?, "space")?)?;
+            rows.push(row(ring.label(), &reply, "ring", Some(space))?);
+            // The slot table and modulo do not depend on the ring's flavour or VNODES.
+            if i == base {
+                let slots_moved = int(field(field(&reply, "slots")?, "slots_moved")?)?;
+                let space = slots_moved as f64 / 16384.0;
+                extra.push(row("slot table".into(), &reply, "slots", Some(space))?);
+                extra.push(row("modulo".into(), &reply, "modulo", None)?);
             }
-            Step::Weight { node, weight } => {
-                let members: Vec<String> = (0..opts.members.count())
-                    .map(|i| format!("{}{i}", opts.members.prefix()))
-                    .collect();
-                let ideal = weight_ideal(&weights, node, *weight);
-                let mut extra = Vec::new();
-                for (i, ring) in opts.rings.iter().enumerate() {
-                    let key = ring.key();
-                    let before = owners(con, &key, &members, opts.batch)?;
-                    let slots_before = if i == base {
-                        Some(slot_owners(con, &key)?)
-                    } else {
-                        None
-                    };
-                    apply(con, &key, step)?;
-                    let after = owners(con, &key, &members, opts.batch)?;
-                    let (moved, between_old) = count_moves(&before, &after, node);
-                    let n = members.len() as u64;
-                    rows.push(row(
-                        ring.label(),
-                        n,
-                        moved,
-                        between_old,
-                        ratio(moved, n),
-                        ideal,
-                        None,
-                    ));
-                    if let Some(slots_before) = slots_before {
-                        let slots_after = slot_owners(con, &key)?;
-                        if member_slots.is_none() {
-                            member_slots = Some(slots_of(con, &key, &members, opts.batch)?);
-                        }
-                        let ms = member_slots.as_ref().expect("just set");
-                        let pick = |table: &[Option<String>]| -> Vec<Option<String>> {
-                            ms.iter().map(|&s| table[usize::from(s)].clone()).collect()
-                        };
-                        let (m, b) = count_moves(&pick(&slots_before), &pick(&slots_after), node);
-                        let slots_moved = slots_before
-                            .iter()
-                            .zip(&slots_after)
-                            .filter(|(x, y)| x != y)
-                            .count();
-                        extra.push(row(
-                            "slot table".into(),
-                            n,
-                            m,
-                            b,
-                            ratio(m, n),
-                            ideal,
-                            Some(slots_moved as f64 / 16384.0),
-                        ));
-                        // Modulo ignores weights: the node list, hence every owner, is unchanged.
-                        extra.push(row("modulo".into(), n, 0, 0, 0.0, ideal, None));
-                    }
-                    progress.inc(1);
-                }
-                rows.extend(extra);
-            }
+            apply(con, &ring.key(), step)?;
+            progress.inc(1);
         }
-        match step {
-            Step::Add { node, weight } => weights.push((node.clone(), *weight)),
-            Step::Del { node } => weights.retain(|(n, _)| n != node),
-            Step::Weight { node, weight } => {
-                if let Some(w) = weights.iter_mut().find(|(n, _)| n == node) {
-                    w.1 = *weight;
-                }
-            }
-        }
+        rows.extend(extra);
     }
     progress.finish_and_clear();
     Ok(rows)
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-/// The fraction a perfect scheme moves when `node`'s weight becomes `weight`: the change of its
-/// share of the total weight (members move only to it, or only away from it).
-pub fn weight_ideal(weights: &[(String, u32)], node: &str, weight: u32) -> f64 {
-    let total: f64 = weights.iter().map(|(_, w)| f64::from(*w)).sum();
-    let old = weights
-        .iter()
-        .find(|(n, _)| n == node)
-        .map_or(0.0, |(_, w)| f64::from(*w));
-    let new_total = total - old + f64::from(weight);
-    (f64::from(weight) / new_total - old / total).abs()
-}
-
-/// Members whose owner changed, and those among them that moved between two nodes other than
-/// the re-weighted one (moves a perfect scheme never makes).
-pub fn count_moves(before: &[Option<String>], after: &[Option<String>], node: &str) -> (u64, u64) {
-    let mut moved = 0;
-    let mut between_old = 0;
-    for (b, a) in before.iter().zip(after) {
-        if b != a {
-            moved += 1;
-            if b.as_deref() != Some(node) && a.as_deref() != Some(node) {
-                between_old += 1;
-            }
-        }
-    }
-    (moved, between_old)
 }
 
 /// Applies a step to the ring at `key` and checks the reply.
@@ -467,67 +342,6 @@ fn apply(con: &mut Connection, key: &str, step: &Step) -> Result<()> {
         bail!("`{}` replied {got}, expected {want}", args.join(" "));
     }
     Ok(())
-}
-
-/// The owner of every member on the ring at `key`, by pipelined `RING.MGET`s.
-fn owners(
-    con: &mut Connection,
-    key: &str,
-    members: &[String],
-    batch: usize,
-) -> Result<Vec<Option<String>>> {
-    let mut out = Vec::with_capacity(members.len());
-    // Several MGETs of `batch` members per round trip.
-    for round in members.chunks(batch * 10) {
-        let mut pipe = redis::pipe();
-        for chunk in round.chunks(batch) {
-            pipe.cmd("RING.MGET").arg(key).arg(chunk);
-        }
-        let replies: Vec<Value> = pipe.query(con).context("RING.MGET")?;
-        for r in &replies {
-            out.extend(items(r)?.iter().map(text));
-        }
-    }
-    if out.len() != members.len() {
-        bail!(
-            "RING.MGET replied {} owners for {} members",
-            out.len(),
-            members.len()
-        );
-    }
-    Ok(out)
-}
-
-/// The owner of each of the 16384 slots of the ring's slot table, from `RING.SLOTS`.
-fn slot_owners(con: &mut Connection, key: &str) -> Result<Vec<Option<String>>> {
-    let mut table = vec![None; 16384];
-    for range in items(&run(con, &["RING.SLOTS", key])?)? {
-        let r = items(range)?;
-        if r.len() < 3 {
-            bail!("RING.SLOTS range {range:?} is not [start, end, node]");
-        }
-        let (start, end) = (int(&r[0])? as usize, int(&r[1])? as usize);
-        for slot in table.iter_mut().take(end + 1).skip(start) {
-            *slot = text(&r[2]);
-        }
-    }
-    Ok(table)
-}
-
-/// Each member's hash slot, from pipelined `RING.SLOT`s.
-fn slots_of(con: &mut Connection, key: &str, members: &[String], batch: usize) -> Result<Vec<u16>> {
-    let mut out = Vec::with_capacity(members.len());
-    for chunk in members.chunks(batch) {
-        let mut pipe = redis::pipe();
-        for m in chunk {
-            pipe.cmd("RING.SLOT").arg(key).arg(m);
-        }
-        let replies: Vec<Value> = pipe.query(con).context("RING.SLOT")?;
-        for r in &replies {
-            out.push(int(&items(r)?[0])? as u16);
-        }
-    }
-    Ok(out)
 }
 
 /// The per-step table (one row per step and scheme).
@@ -575,27 +389,44 @@ struct Totals {
     ideal: f64,
     /// Members moved between two surviving nodes, summed over the steps.
     between: u64,
-    /// The largest moved fraction / ideal fraction of any step that should move something.
-    worst: f64,
+    /// Mean and largest `|moved fraction / ideal fraction - 1|` over the steps that should
+    /// move something: how far the scheme strays from the ideal, either way (moving fewer
+    /// members than the ideal means the new node got less than its share: imbalance, not a
+    /// saving).
+    mean_off: f64,
+    worst_off: f64,
 }
 
 impl Totals {
     fn of(rows: &[&Row]) -> Totals {
+        let off: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.ideal > 0.0)
+            .map(|r| (r.fraction / r.ideal - 1.0).abs())
+            .collect();
         Totals {
             moved: rows.iter().map(|r| r.moved).sum(),
             ideal: rows.iter().map(|r| r.ideal * r.members as f64).sum(),
             between: rows.iter().map(|r| r.between_old).sum(),
-            worst: rows
-                .iter()
-                .filter(|r| r.ideal > 0.0)
-                .map(|r| r.fraction / r.ideal)
-                .fold(0.0, f64::max),
+            mean_off: off.iter().sum::<f64>() / off.len().max(1) as f64,
+            worst_off: off.iter().copied().fold(0.0, f64::max),
         }
     }
 }
 
+/// The schemes of `rows`, in order of first appearance.
+fn schemes(rows: &[Row]) -> Vec<&str> {
+    let mut schemes: Vec<&str> = Vec::new();
+    for r in rows {
+        if !schemes.contains(&r.scheme.as_str()) {
+            schemes.push(&r.scheme);
+        }
+    }
+    schemes
+}
+
 /// One row per scheme over the whole scenario: total moved against the total a perfect scheme
-/// moves, the moves between surviving nodes, and the worst step.
+/// moves, the moves between surviving nodes, and how far its steps stray from the ideal.
 pub fn summary(rows: &[Row]) -> Table {
     let mut t = Table::new(&[
         "scheme",
@@ -603,44 +434,37 @@ pub fn summary(rows: &[Row]) -> Table {
         "ideal_moves",
         "moved/ideal",
         "between_old",
-        "worst step fraction/ideal",
+        "mean_step_off",
+        "worst_step_off",
     ]);
-    let mut order: Vec<&str> = Vec::new();
-    let mut by: HashMap<&str, Vec<&Row>> = HashMap::new();
-    for r in rows {
-        if !by.contains_key(r.scheme.as_str()) {
-            order.push(&r.scheme);
-        }
-        by.entry(&r.scheme).or_default().push(r);
-    }
-    for s in order {
-        let Totals {
-            moved,
-            ideal,
-            between,
-            worst,
-        } = Totals::of(&by[s]);
+    for s in schemes(rows) {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.scheme == s).collect();
+        let t_ = Totals::of(&mine);
         t.push(vec![
             s.to_string(),
-            moved.to_string(),
-            fixed(ideal, 0),
+            t_.moved.to_string(),
+            fixed(t_.ideal, 0),
             fixed(
-                if ideal > 0.0 {
-                    moved as f64 / ideal
+                if t_.ideal > 0.0 {
+                    t_.moved as f64 / t_.ideal
                 } else {
                     0.0
                 },
                 3,
             ),
-            between.to_string(),
-            fixed(worst, 2),
+            t_.between.to_string(),
+            fixed(t_.mean_off, 3),
+            fixed(t_.worst_off, 3),
         ]);
     }
     t
 }
 
-/// Writes `name.md`, `name.csv` and `name.svg` (moved fraction per step and scheme, with the
-/// ideal) into `dir`; returns the Markdown printed on stdout.
+/// Writes `name.md`, `name.csv` and `name.svg` into `dir`; returns the Markdown printed on
+/// stdout. The chart plots each step's moved fraction divided by the ideal fraction, with 1.0
+/// (a perfect scheme) drawn as the target: above it a scheme moved more members than needed,
+/// below it the changed node got less than its share. Modulo, which moves several times the
+/// ideal, has a panel of its own so that it does not flatten the others.
 pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Result<String> {
     let per_step = table(rows);
     let totals = summary(rows);
@@ -667,67 +491,71 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             }
         })
         .collect();
-    let mut schemes: Vec<&str> = Vec::new();
-    for r in rows {
-        if !schemes.contains(&r.scheme.as_str()) {
-            schemes.push(&r.scheme);
+    let last = steps.len().saturating_sub(1) as f64;
+    let target = || Series::reference("1.0 = ideal", 1.0, 0.0, last);
+    let (mut main, mut modulo) = (vec![target()], vec![target()]);
+    for (i, s) in schemes(rows).into_iter().enumerate() {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.scheme == s).collect();
+        let t = Totals::of(&mine);
+        let points: Vec<(f64, f64)> = mine
+            .iter()
+            .filter(|r| r.ideal > 0.0)
+            .map(|r| ((r.step - 1) as f64, r.fraction / r.ideal))
+            .collect();
+        let label = if s == "modulo" {
+            // Its own narrow panel: the range says it all.
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+            format!("{s}: {lo:.1}x to {hi:.1}x the ideal")
+        } else {
+            let mut label = format!(
+                "{s}: off by {:.0}% on average, {:.0}% at worst",
+                t.mean_off * 100.0,
+                t.worst_off * 100.0
+            );
+            if t.between > 0 {
+                label.push_str(&format!(", {} between old nodes", t.between));
+            }
+            label
+        };
+        let series = Series::line(label, points, i);
+        if s == "modulo" {
+            modulo.push(series);
+        } else {
+            main.push(series);
         }
     }
-    // The ideal first, so that a scheme on it (the slot table) is drawn over it, visibly.
-    let mut series = vec![Series {
-        label: "ideal (a perfect scheme)".into(),
-        points: rows
-            .iter()
-            .filter(|r| r.scheme == schemes[0])
-            .map(|r| ((r.step - 1) as f64, r.ideal))
-            .collect(),
-        colour: None,
-        markers_only: false,
-        dashed: false,
+    let y_label = "moved fraction / ideal fraction (1.0 is best)";
+    let mut panels = vec![Panel {
+        chart: Chart {
+            title: "above 1: moved more than needed; below 1: the node got less than its share",
+            x_label: "step",
+            y_label,
+            x_log: false,
+            y_log: false,
+            // Step i is plotted at x = i - 1, where its label sits.
+            x_names: x_names.clone(),
+            legend: plotters::prelude::SeriesLabelPosition::LowerRight,
+        },
+        series: main,
+        width: 3,
     }];
-    for (i, s) in schemes.iter().enumerate() {
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.scheme == *s).collect();
-        // The legend carries the whole-scenario figures, so the chart alone says which scheme
-        // moves fewer members, how far its worst step strays, and which moves members between
-        // surviving nodes.
-        let Totals {
-            moved,
-            ideal,
-            between,
-            worst,
-        } = Totals::of(&mine);
-        let mut label = if ideal > 0.0 {
-            format!(
-                "{s}: total {:.2}x ideal, worst step {worst:.2}x",
-                moved as f64 / ideal
-            )
-        } else {
-            s.to_string()
-        };
-        if between > 0 {
-            label.push_str(&format!(", {between} between old nodes"));
-        }
-        series.push(report::Series {
-            label,
-            points: mine
-                .iter()
-                .map(|r| ((r.step - 1) as f64, r.fraction))
-                .collect(),
-            colour: Some(i),
-            markers_only: false,
-            dashed: false,
+    if modulo.len() > 1 {
+        panels.push(Panel {
+            chart: Chart {
+                title: "hash mod N, on its own scale",
+                x_label: "step",
+                y_label,
+                x_log: false,
+                y_log: false,
+                x_names: steps.iter().map(|(i, _)| i.to_string()).collect(),
+                legend: plotters::prelude::SeriesLabelPosition::UpperLeft,
+            },
+            series: modulo,
+            width: 1,
         });
     }
-    let chart = Chart {
-        title,
-        x_label: "step",
-        y_label: "fraction of members moved (black: ideal)",
-        x_log: false,
-        y_log: false,
-        // Step i is plotted at x = i - 1, where its label sits.
-        x_names,
-        legend: plotters::prelude::SeriesLabelPosition::MiddleRight,
-    };
-    report::svg(&dir.join(format!("{name}.svg")), &chart, &series)?;
+    report::svg_panels(&dir.join(format!("{name}.svg")), title, panels)?;
     Ok(md)
 }

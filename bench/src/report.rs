@@ -96,6 +96,36 @@ pub struct Series {
     pub markers_only: bool,
     /// Draw the line dashed (a second node count of the same scheme, in the same colour).
     pub dashed: bool,
+    /// For each point, the lowest and highest value it summarises, drawn as an error bar
+    /// (empty: no bars).
+    pub errors: Vec<(f64, f64)>,
+}
+
+impl Series {
+    /// A solid line with dots in palette colour `colour`.
+    pub fn line(label: String, points: Vec<(f64, f64)>, colour: usize) -> Series {
+        Series {
+            label,
+            points,
+            colour: Some(colour),
+            markers_only: false,
+            dashed: false,
+            errors: Vec::new(),
+        }
+    }
+
+    /// A thick black horizontal line at `y` from `x0` to `x1`: the target a chart is read
+    /// against.
+    pub fn reference(label: &str, y: f64, x0: f64, x1: f64) -> Series {
+        Series {
+            label: label.to_string(),
+            points: vec![(x0, y), (x1, y)],
+            colour: None,
+            markers_only: false,
+            dashed: false,
+            errors: Vec::new(),
+        }
+    }
 }
 
 /// What a chart shows.
@@ -111,6 +141,13 @@ pub struct Chart<'a> {
     pub x_names: Vec<String>,
     /// Where the legend goes (where the lines are not).
     pub legend: SeriesLabelPosition,
+}
+
+/// One chart of a figure, and its share of the figure's width.
+pub struct Panel<'a> {
+    pub chart: Chart<'a>,
+    pub series: Vec<Series>,
+    pub width: u32,
 }
 
 fn colour(i: usize) -> RGBColor {
@@ -129,9 +166,53 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-/// Draws `series` into an SVG file at `path` (960 x 600): title, axis labels, a legend.
-pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
-    let all = || series.iter().flat_map(|s| s.points.iter());
+/// Draws `panels` side by side (widths in proportion to their `width`) under `title` into an
+/// SVG file at `path`, 600 pixels high and 960 (one panel) or 1280 (several) wide.
+pub fn svg_panels(path: &Path, title: &str, panels: Vec<Panel>) -> Result<()> {
+    let width = if panels.len() > 1 { 1280 } else { 960 };
+    let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let body = if title.is_empty() {
+        root.clone()
+    } else {
+        root.titled(title, ("sans-serif", 22))?
+    };
+    let total: u32 = panels.iter().map(|p| p.width).sum::<u32>().max(1);
+    let mut rest = body;
+    let count = panels.len();
+    for (i, panel) in panels.iter().enumerate() {
+        let area = if i + 1 == count {
+            rest.clone()
+        } else {
+            let px = rest.dim_in_pixel().0 as f64 * f64::from(panel.width)
+                / f64::from(total - panels[..i].iter().map(|p| p.width).sum::<u32>());
+            let (left, right) = rest.split_horizontally(px as u32);
+            rest = right;
+            left
+        };
+        draw_panel(&area, &panel.chart, &panel.series)?;
+    }
+    root.present()
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}
+
+/// Draws one chart into `area`.
+fn draw_panel(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    chart: &Chart,
+    series: &[Series],
+) -> Result<()> {
+    let all = || {
+        series.iter().flat_map(|s| {
+            s.points.iter().copied().chain(
+                s.errors
+                    .iter()
+                    .zip(&s.points)
+                    .flat_map(|(e, p)| [(p.0, e.0), (p.0, e.1)]),
+            )
+        })
+    };
     let (mut x0, mut x1) = all().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let (mut y0, mut y1) = all().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
     if x0 > x1 {
@@ -152,11 +233,9 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
         y0 = y0.min(0.0);
         y1 = if y1 <= y0 { y0 + 1.0 } else { y1 * 1.08 };
     }
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(area);
     builder
-        .caption(chart.title, ("sans-serif", 22))
+        .caption(chart.title, ("sans-serif", 16))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64);
@@ -176,7 +255,7 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
             let mut mesh = ctx.configure_mesh();
             mesh.x_desc(chart.x_label)
                 .y_desc(chart.y_label)
-                .axis_desc_style(("sans-serif", 16));
+                .axis_desc_style(("sans-serif", 15));
             let whole = |x: &f64| format!("{x:.0}");
             if !names.is_empty() {
                 mesh.x_labels(names.len() + 2)
@@ -193,6 +272,12 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
                 };
                 let style = ShapeStyle::from(&c).stroke_width(width);
                 let legend_style = style;
+                if !s.errors.is_empty() {
+                    let thin = ShapeStyle::from(&c).stroke_width(1);
+                    ctx.draw_series(s.points.iter().zip(&s.errors).map(|(&(x, y), &(lo, hi))| {
+                        ErrorBar::new_vertical(x, lo, y, hi, thin, 8)
+                    }))?;
+                }
                 if s.markers_only && s.dashed {
                     ctx.draw_series(
                         s.points
@@ -222,14 +307,16 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
                         .legend(move |(x, y)| {
                             PathElement::new(vec![(x, y), (x + 20, y)], legend_style)
                         });
-                    ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+                    if s.colour.is_some() {
+                        ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+                    }
                 }
             }
             ctx.configure_series_labels()
                 .position(chart.legend.clone())
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .label_font(("sans-serif", 13))
+                .label_font(("sans-serif", 12))
                 .draw()?;
         }};
     }
@@ -241,7 +328,5 @@ pub fn svg(path: &Path, chart: &Chart, series: &[Series]) -> Result<()> {
             draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?)
         }
     }
-    root.present()
-        .with_context(|| format!("write {}", path.display()))?;
     Ok(())
 }

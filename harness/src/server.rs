@@ -98,6 +98,7 @@ pub struct ServerBuilder {
     memory_limit: Option<u64>,
     cpu: Option<usize>,
     cluster: bool,
+    config: Option<PathBuf>,
 }
 
 impl ServerBuilder {
@@ -150,6 +151,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Start from the configuration file `path` (relative to the server's directory, which
+    /// becomes its working directory), as `redis-server path --port P` would: none of the
+    /// builder's defaults and no module but the file's own `loadmodule`.
+    pub fn config_file(mut self, path: &Path) -> Self {
+        self.config = Some(path.to_path_buf());
+        self.module = None;
+        self
+    }
+
     /// Start with `--cluster-enabled yes` (its bus on another free port: the default, port +
     /// 10000, may not exist for a high ephemeral port).
     pub fn cluster(mut self) -> Self {
@@ -166,6 +176,15 @@ impl ServerBuilder {
             None => tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?,
         };
         let port = free_port()?;
+        if let Some(config) = &self.config {
+            let mut args = vec![
+                config.display().to_string(),
+                "--port".into(),
+                port.to_string(),
+            ];
+            args.extend(self.args.iter().cloned());
+            return Server::spawn(&self.binary, Command::new(&self.binary), &args, port, dir);
+        }
         let mut args: Vec<String> = [
             "--port",
             &port.to_string(),
@@ -211,7 +230,7 @@ impl ServerBuilder {
         }
         args.extend(self.args.iter().cloned());
 
-        let mut command = match (self.memory_limit, self.cpu) {
+        let command = match (self.memory_limit, self.cpu) {
             (Some(bytes), _) => {
                 // The shell sets the limit, then becomes redis-server (same process).
                 let mut sh = Command::new("sh");
@@ -227,28 +246,7 @@ impl ServerBuilder {
             }
             (None, _) => Command::new(&self.binary),
         };
-        let log = std::fs::File::create(dir.path().join("server.log"))
-            .map_err(|e| Error(format!("log file: {e}")))?;
-        let log_err = log.try_clone().map_err(|e| Error(e.to_string()))?;
-        let child = command
-            .args(&args)
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
-            .spawn()
-            .map_err(|e| {
-                Error(format!(
-                    "cannot run `{}` ({e}): install redis-server (`make deps`)",
-                    self.binary
-                ))
-            })?;
-        let mut server = Server {
-            child,
-            port,
-            dir,
-            binary: self.binary,
-        };
-        server.wait_ready()?;
-        Ok(server)
+        Server::spawn(&self.binary, command, &args, port, dir)
     }
 }
 
@@ -275,6 +273,39 @@ pub struct Server {
 }
 
 impl Server {
+    /// Runs `command args` in `dir` (its output in `dir/server.log`) and waits until the
+    /// server answers on `port`.
+    fn spawn(
+        binary: &str,
+        mut command: Command,
+        args: &[String],
+        port: u16,
+        dir: tempfile::TempDir,
+    ) -> Result<Server, Error> {
+        let log = std::fs::File::create(dir.path().join("server.log"))
+            .map_err(|e| Error(format!("log file: {e}")))?;
+        let log_err = log.try_clone().map_err(|e| Error(e.to_string()))?;
+        let child = command
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .spawn()
+            .map_err(|e| {
+                Error(format!(
+                    "cannot run `{binary}` ({e}): install redis-server (`make deps`)"
+                ))
+            })?;
+        let mut server = Server {
+            child,
+            port,
+            dir,
+            binary: binary.to_string(),
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
     /// A builder: the test module ([`test_module`]) loaded, no persistence, `DEBUG` enabled.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
@@ -286,6 +317,7 @@ impl Server {
             memory_limit: None,
             cpu: None,
             cluster: false,
+            config: None,
         }
     }
 

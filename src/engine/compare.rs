@@ -1,21 +1,22 @@
-//! The what-if comparison: what one node joining or leaving costs under the ring, the slot
+//! The what-if comparison: what one node joining, leaving or changing weight costs under the ring, the slot
 //! table and naive `hash mod N`, over a list of members, without changing anything.
 
 use super::error::EngineError;
 use super::keyslot::{key_slot, SLOT_COUNT};
 use super::topology::{check_weight, Topology};
 
-/// A node change to evaluate.
+/// A node change to evaluate, as the write that would make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// A new node joins with this weight (>= 1).
+    /// `RING.ADD key [WEIGHT w] node`: a new node joins with `weight` (default 1); a node
+    /// already in the ring takes `weight` (a re-weight), which must then be given.
     Add {
-        /// The node's name (must not be in the ring yet).
+        /// The node's name.
         node: Vec<u8>,
-        /// Its weight.
-        weight: i64,
+        /// Its weight, if given.
+        weight: Option<i64>,
     },
-    /// A node of the ring leaves.
+    /// `RING.DEL key node`: a node of the ring leaves.
     Del {
         /// The node's name (must be in the ring).
         node: Vec<u8>,
@@ -27,8 +28,8 @@ pub enum Change {
 pub struct SchemeMoves {
     /// Members whose owner changed.
     pub moved: u64,
-    /// Members that moved from one surviving node to another (neither the node that joined nor
-    /// the one that left): the moves a perfect scheme never makes.
+    /// Members that moved between two nodes neither of which is the one that joined, left or
+    /// was re-weighted: the moves a perfect scheme never makes.
     pub between_old: u64,
     /// `moved / members` (0.0 when there are no members).
     pub fraction: f64,
@@ -60,13 +61,14 @@ struct Counter {
 
 impl Counter {
     /// Counts one member whose owner was `before` (old index, mapped through `old_to_new`) and
-    /// is `after` (new index); `joined` is the new node's index on an addition.
+    /// is `after` (new index); `changed` is the new index of the node that joined or was
+    /// re-weighted.
     fn count(
         &mut self,
         before: Option<usize>,
         after: Option<usize>,
         old_to_new: &[Option<usize>],
-        joined: Option<usize>,
+        changed: Option<usize>,
     ) {
         let mapped = before.and_then(|b| old_to_new.get(b).copied().flatten());
         if mapped == after && before.is_some() {
@@ -76,7 +78,7 @@ impl Counter {
             return;
         }
         self.moved += 1;
-        if mapped.is_some() && after.is_some() && after != joined {
+        if mapped.is_some() && after.is_some() && after != changed && mapped != changed {
             self.between_old += 1;
         }
     }
@@ -97,8 +99,8 @@ impl Counter {
 impl Topology {
     /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
     /// change would rebalance it) and modulo, changing nothing. Errors: adding a node already
-    /// in the ring, removing an unknown node, a bad weight, a ring that would have more than
-    /// `max_points` points after the change (checked before anything is built).
+    /// in the ring without a weight, removing an unknown node, a bad weight, a ring that would
+    /// have more than `max_points` points after the change (checked before anything is built).
     pub fn what_if<I, M>(
         &self,
         change: &Change,
@@ -111,36 +113,45 @@ impl Topology {
     {
         let nodes = self.nodes();
         let total_weight: f64 = nodes.iter().map(|n| f64::from(n.weight)).sum();
-        if let Change::Add { node, weight } = change {
-            // Everything that can refuse an addition, before the copy of the ring is made.
-            let weight = check_weight(*weight)?;
-            if node.is_empty() {
-                return Err(EngineError::EmptyNodeName);
-            }
-            if self.ring().node_index(node).is_some() {
-                return Err(EngineError::NodeExists);
-            }
-            let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
-            weights.push(weight);
-            self.check_points(&weights, max_points)?;
-        }
-        let mut after = self.clone();
-        let (old_to_new, joined, ideal): (Vec<Option<usize>>, Option<usize>, f64) = match change {
+        let identity = || (0..nodes.len()).map(Some).collect::<Vec<_>>();
+        // Everything that can refuse the change comes before the copy of the ring is made.
+        // `changed` is the index (after the change) of the node that joins or is re-weighted.
+        let (after, old_to_new, changed, ideal) = match change {
             Change::Add { node, weight } => {
-                let weight = check_weight(*weight)?;
-                after.add(&[node.as_slice()], Some(i64::from(weight)), max_points)?;
-                let ideal = f64::from(weight) / (total_weight + f64::from(weight));
-                (
-                    (0..nodes.len()).map(Some).collect(),
-                    Some(nodes.len()),
-                    ideal,
-                )
+                let weight = weight.map(check_weight).transpose()?;
+                if node.is_empty() {
+                    return Err(EngineError::EmptyNodeName);
+                }
+                let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
+                let (changed, ideal) = match (self.ring().node_index(node), weight) {
+                    (Some(_), None) => return Err(EngineError::NodeExists(node.clone())),
+                    (Some(i), Some(w)) => {
+                        // A re-weight: a perfect scheme moves the change of the node's share.
+                        let old = f64::from(weights.get(i).copied().unwrap_or(0));
+                        let new_total = total_weight - old + f64::from(w);
+                        if let Some(slot) = weights.get_mut(i) {
+                            *slot = w;
+                        }
+                        (i, (f64::from(w) / new_total - old / total_weight).abs())
+                    }
+                    (None, w) => {
+                        let w = w.unwrap_or(1);
+                        weights.push(w);
+                        (nodes.len(), f64::from(w) / (total_weight + f64::from(w)))
+                    }
+                };
+                self.check_points(&weights, max_points)?;
+                let mut after = self.clone();
+                let weight = weight.map_or(1, i64::from);
+                after.add(&[node.as_slice()], Some(weight), max_points)?;
+                (after, identity(), Some(changed), ideal)
             }
             Change::Del { node } => {
                 let gone = self
                     .ring()
                     .node_index(node)
-                    .ok_or(EngineError::UnknownNode)?;
+                    .ok_or_else(|| EngineError::UnknownNode(node.clone()))?;
+                let mut after = self.clone();
                 after.del(&[node.as_slice()]);
                 let ideal = nodes
                     .get(gone)
@@ -152,7 +163,7 @@ impl Topology {
                         std::cmp::Ordering::Greater => Some(i - 1),
                     })
                     .collect();
-                (map, None, ideal)
+                (after, map, None, ideal)
             }
         };
 
@@ -178,18 +189,18 @@ impl Topology {
                 self.ring().owner_of_hash(hash),
                 after.ring().owner_of_hash(hash),
                 &old_to_new,
-                joined,
+                changed,
             );
             let slot = key_slot(member);
             slots.count(
                 self.slot_table().owner(slot),
                 after.slot_table().owner(slot),
                 &old_to_new,
-                joined,
+                changed,
             );
             let m_before = hash.checked_rem(n_before).map(|i| i as usize);
             let m_after = hash.checked_rem(n_after).map(|i| i as usize);
-            modulo.count(m_before, m_after, &old_to_new, joined);
+            modulo.count(m_before, m_after, &old_to_new, changed);
         }
 
         let slots_moved = (0..SLOT_COUNT as u16)

@@ -6,11 +6,11 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum EngineError {
     /// A node name that is not in the ring (`RING.ASSIGN`, `RING.MOVES DEL`).
-    #[error("no such node in the ring")]
-    UnknownNode,
-    /// `RING.MOVES ADD` of a node that is already in the ring.
-    #[error("node is already in the ring")]
-    NodeExists,
+    #[error("no such node {} in the ring", shown(.0))]
+    UnknownNode(Vec<u8>),
+    /// `RING.MOVES ADD` of a node that is already in the ring, without a new `WEIGHT`.
+    #[error("node {} is already in the ring (give WEIGHT w to evaluate a re-weight)", shown(.0))]
+    NodeExists(Vec<u8>),
     /// An empty node name.
     #[error("node name must not be empty")]
     EmptyNodeName,
@@ -66,4 +66,48 @@ pub enum EngineError {
     /// Stored state that does not describe a valid ring (RDB load).
     #[error("corrupt ring data: {0}")]
     Corrupt(&'static str),
+}
+
+/// Longest part of a name an error message shows.
+const SHOWN_MAX: usize = 128;
+
+/// `name` as an error message shows it: in single quotes, printable ASCII as it is, `'` and
+/// `\` escaped, other bytes as `\xHH` (so a binary name cannot break the reply), and cut
+/// after 128 bytes with `...` (a 64 KiB name does not make a 256 KiB error).
+pub fn shown(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len().min(SHOWN_MAX) + 2);
+    out.push('\'');
+    for &b in name.iter().take(SHOWN_MAX) {
+        match b {
+            b'\'' | b'\\' => {
+                out.push('\\');
+                out.push(char::from(b));
+            }
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    if name.len() > SHOWN_MAX {
+        out.push_str("...");
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_shown_quoted_escaped_and_cut() {
+        assert_eq!(shown(b"10.0.0.1:6379"), "'10.0.0.1:6379'");
+        assert_eq!(shown(b"a'b\\c"), "'a\\'b\\\\c'");
+        assert_eq!(shown(b"\x00bin\xff\r\n"), "'\\x00bin\\xff\\x0d\\x0a'");
+        let long = vec![b'x'; 200];
+        assert_eq!(shown(&long), format!("'{}...'", "x".repeat(128)));
+        assert_eq!(
+            EngineError::UnknownNode(b"zz".to_vec()).to_string(),
+            "no such node 'zz' in the ring"
+        );
+    }
 }

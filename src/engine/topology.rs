@@ -288,7 +288,10 @@ impl Topology {
         if !range_ok {
             return Err(EngineError::BadSlotRange { start, end });
         }
-        let owner = self.ring.node_index(node).ok_or(EngineError::UnknownNode)?;
+        let owner = self
+            .ring
+            .node_index(node)
+            .ok_or_else(|| EngineError::UnknownNode(node.to_vec()))?;
         self.slots.assign(start as u16, end as u16, owner);
         Ok(())
     }

@@ -1,15 +1,22 @@
 //! Redis-style argument parsing for the RING.* commands: case-insensitive keywords, each
-//! consuming its value, and the core's error texts. Everything here works on byte slices, so
-//! it is tested without a server; `commands.rs` turns [`ArgError`] into the error reply.
+//! consuming its value, and errors that say what is wrong. Everything here works on byte
+//! slices, so it is tested without a server; [`super::call`] turns [`ArgError`] into the reply.
+//!
+//! Error texts: the core's where the core has one (`ERR value is not an integer or out of
+//! range`), and `ERR syntax error, <what is wrong>` for a misuse of options, in the form of
+//! the core's own hints (`XADD`: `ERR syntax error, LIMIT cannot be used without ...`), so that
+//! a script matching `ERR syntax error` still matches.
 
+use crate::engine::error::shown;
 use crate::engine::{Change, EngineError, Flavour, DEFAULT_SAMPLE};
 use std::fmt;
 
 /// Why the arguments of a command were refused. `Display` is the whole error reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgError {
-    /// An unknown option, a missing option value, or options that do not go together.
-    Syntax,
+    /// A misuse of options: an unknown one, one without its value, two that exclude each
+    /// other. The text says which (`WEIGHT needs a value`).
+    Syntax(String),
     /// A number that does not parse as a 64-bit integer (Redis' `string2ll` rules).
     NotInteger,
     /// A number outside its option's range.
@@ -23,14 +30,25 @@ pub enum ArgError {
     },
     /// `COMPAT` names no flavour.
     UnknownCompat,
+    /// Neither `SAMPLE` nor `KEYS` was given and the default sample is more than
+    /// `ringslot.max-sample`.
+    DefaultSample {
+        /// The configured limit.
+        limit: u64,
+    },
     /// The engine refused a value (weight, vnodes, sample size).
     Engine(EngineError),
+}
+
+fn flavour_names() -> String {
+    let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
+    names.join(", ")
 }
 
 impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ArgError::Syntax => f.write_str("ERR syntax error"),
+            ArgError::Syntax(hint) => write!(f, "ERR syntax error, {hint}"),
             ArgError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
             ArgError::OutOfRange { option, min, max } if *max == i64::MAX => {
                 write!(f, "ERR {option} must be {min} or more")
@@ -39,9 +57,13 @@ impl fmt::Display for ArgError {
                 write!(f, "ERR {option} must be between {min} and {max}")
             }
             ArgError::UnknownCompat => {
-                let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
-                write!(f, "ERR COMPAT must be one of {}", names.join(", "))
+                write!(f, "ERR COMPAT must be one of {}", flavour_names())
             }
+            ArgError::DefaultSample { limit } => write!(
+                f,
+                "ERR the default SAMPLE {DEFAULT_SAMPLE} is more than ringslot.max-sample \
+                 ({limit}): give SAMPLE n (at most {limit}) or KEYS pattern"
+            ),
             ArgError::Engine(e) => write!(f, "ERR {e}"),
         }
     }
@@ -51,6 +73,19 @@ impl From<EngineError> for ArgError {
     fn from(e: EngineError) -> Self {
         ArgError::Engine(e)
     }
+}
+
+/// `ERR syntax error, unknown option '<arg>' (<command> takes <takes>)`.
+fn unknown(arg: &[u8], command: &str, takes: &str) -> ArgError {
+    ArgError::Syntax(format!(
+        "unknown option {} ({command} takes {takes})",
+        shown(arg)
+    ))
+}
+
+/// `ERR syntax error, <option> needs a value`.
+fn needs_value(option: &str) -> ArgError {
+    ArgError::Syntax(format!("{option} needs a value"))
 }
 
 /// Parses a signed 64-bit integer exactly as Redis' `string2ll` does: an optional `-`, then
@@ -113,15 +148,20 @@ pub fn parse_create(opts: &[&[u8]]) -> Result<CreateOptions, ArgError> {
     let mut rest = opts.iter();
     while let Some(&opt) = rest.next() {
         if is_keyword(opt, "COMPAT") {
-            let name = rest.next().ok_or(ArgError::Syntax)?;
+            let name = rest.next().ok_or_else(|| {
+                ArgError::Syntax(format!("COMPAT needs a value: one of {}", flavour_names()))
+            })?;
             parsed.flavour = Flavour::from_name(name).ok_or(ArgError::UnknownCompat)?;
         } else if is_keyword(opt, "VNODES") {
-            let n = rest.next().ok_or(ArgError::Syntax)?;
-            parsed.vnodes = Some(integer(n)?);
+            parsed.vnodes = Some(integer(rest.next().ok_or_else(|| needs_value("VNODES"))?)?);
         } else if is_keyword(opt, "HASHTAG") {
             parsed.hashtag = true;
         } else {
-            return Err(ArgError::Syntax);
+            return Err(unknown(
+                opt,
+                "RING.CREATE",
+                "COMPAT name, VNODES n and HASHTAG",
+            ));
         }
     }
     Ok(parsed)
@@ -136,18 +176,30 @@ pub struct AddArgs<'a> {
     pub nodes: Vec<&'a [u8]>,
 }
 
-/// Parses the arguments after the key of `RING.ADD`. A first argument `WEIGHT` is the option
-/// when more arguments follow it (add a node called `weight` with `WEIGHT 1 weight`).
+/// Parses the arguments after the key of `RING.ADD`. `WEIGHT w` comes first, as options do
+/// in `ZADD`. Without it, an argument `WEIGHT` is refused rather than taken for a node (a
+/// forgotten value, or options after the nodes); a node really named `WEIGHT` is added after
+/// an explicit `WEIGHT w`.
 pub fn parse_add<'a>(rest: &[&'a [u8]]) -> Result<AddArgs<'a>, ArgError> {
     match rest {
-        [first, ..] if is_keyword(first, "WEIGHT") && rest.len() > 1 => match rest {
-            [_, w, nodes @ ..] if !nodes.is_empty() => Ok(AddArgs {
-                weight: Some(integer(w)?),
+        [first, w, nodes @ ..] if is_keyword(first, "WEIGHT") => {
+            let weight = Some(integer(w)?);
+            if nodes.is_empty() {
+                return Err(ArgError::Syntax(
+                    "RING.ADD needs a node after WEIGHT w".into(),
+                ));
+            }
+            Ok(AddArgs {
+                weight,
                 nodes: nodes.to_vec(),
-            }),
-            _ => Err(ArgError::Syntax),
-        },
-        [] => Err(ArgError::Syntax),
+            })
+        }
+        [first] if is_keyword(first, "WEIGHT") => Err(needs_value("WEIGHT")),
+        [] => Err(ArgError::Syntax("RING.ADD needs a node".into())),
+        nodes if nodes.iter().any(|n| is_keyword(n, "WEIGHT")) => Err(ArgError::Syntax(
+            "WEIGHT w goes before the nodes (to add a node named WEIGHT, give WEIGHT w first)"
+                .into(),
+        )),
         nodes => Ok(AddArgs {
             weight: None,
             nodes: nodes.to_vec(),
@@ -160,7 +212,8 @@ pub fn parse_add<'a>(rest: &[&'a [u8]]) -> Result<AddArgs<'a>, ArgError> {
 pub fn parse_get(opts: &[&[u8]]) -> Result<Option<usize>, ArgError> {
     match opts {
         [] => Ok(None),
-        [kw, n] if is_keyword(kw, "COUNT") => {
+        [kw] if is_keyword(kw, "COUNT") => Err(needs_value("COUNT")),
+        [kw, n, rest @ ..] if is_keyword(kw, "COUNT") => {
             let n = integer(n)?;
             if n < 1 {
                 return Err(ArgError::OutOfRange {
@@ -169,16 +222,20 @@ pub fn parse_get(opts: &[&[u8]]) -> Result<Option<usize>, ArgError> {
                     max: i64::MAX,
                 });
             }
-            Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
+            match rest.first() {
+                Some(extra) => Err(unknown(extra, "RING.GET", "COUNT n")),
+                None => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            }
         }
-        _ => Err(ArgError::Syntax),
+        [other, ..] => Err(unknown(other, "RING.GET", "COUNT n")),
     }
 }
 
 /// What `RING.MOVES` evaluates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Members<'a> {
-    /// `SAMPLE n` (or the default): the members `key:0 .. key:n-1`.
+    /// `SAMPLE n` (or the default): the sample members of the ring (see
+    /// [`crate::engine::sample`]).
     Sample(u64),
     /// `KEYS pattern`: the keys of the current database matching the glob.
     Keys(&'a [u8]),
@@ -193,22 +250,47 @@ pub struct MovesArgs<'a> {
     pub members: Members<'a>,
 }
 
-/// Parses the arguments after the key of `RING.MOVES`. `WEIGHT` (default 1) goes with `ADD`
-/// only; `SAMPLE` and `KEYS` exclude each other. `SAMPLE` must be `1..=max_sample`; above
-/// `max_sample` the error names `ringslot.max-sample`.
+/// Parses the arguments after the key of `RING.MOVES`. `WEIGHT` goes with `ADD` only (on a
+/// node of the ring it evaluates a re-weight); `SAMPLE` and `KEYS` exclude each other.
+/// `SAMPLE` must be `1..=max_sample`; above `max_sample` the error names
+/// `ringslot.max-sample`, and so does the default sample when it is larger than the limit.
 pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'a>, ArgError> {
     let (adding, node, mut opts) = match rest {
         [op, node, opts @ ..] if is_keyword(op, "ADD") => (true, *node, opts.iter()),
         [op, node, opts @ ..] if is_keyword(op, "DEL") => (false, *node, opts.iter()),
-        _ => return Err(ArgError::Syntax),
+        [op, ..] => {
+            return Err(ArgError::Syntax(format!(
+                "the change is ADD node or DEL node, not {}",
+                shown(op)
+            )))
+        }
+        [] => {
+            return Err(ArgError::Syntax(
+                "the change is ADD node or DEL node".into(),
+            ))
+        }
+    };
+    let takes = if adding {
+        "WEIGHT w, SAMPLE n and KEYS pattern"
+    } else {
+        "SAMPLE n and KEYS pattern"
     };
     let mut weight: Option<i64> = None;
     let mut members: Option<Members<'a>> = None;
+    let exclusive = || ArgError::Syntax("SAMPLE and KEYS exclude each other".into());
     while let Some(&opt) = opts.next() {
-        if is_keyword(opt, "WEIGHT") && adding {
-            weight = Some(integer(opts.next().ok_or(ArgError::Syntax)?)?);
-        } else if is_keyword(opt, "SAMPLE") && !matches!(members, Some(Members::Keys(_))) {
-            let n = integer(opts.next().ok_or(ArgError::Syntax)?)?;
+        if is_keyword(opt, "WEIGHT") {
+            if !adding {
+                return Err(ArgError::Syntax(
+                    "WEIGHT goes with ADD only (DEL removes the node)".into(),
+                ));
+            }
+            weight = Some(integer(opts.next().ok_or_else(|| needs_value("WEIGHT"))?)?);
+        } else if is_keyword(opt, "SAMPLE") {
+            if matches!(members, Some(Members::Keys(_))) {
+                return Err(exclusive());
+            }
+            let n = integer(opts.next().ok_or_else(|| needs_value("SAMPLE"))?)?;
             if n < 1 {
                 return Err(ArgError::OutOfRange {
                     option: "SAMPLE",
@@ -225,22 +307,31 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
                 .into());
             }
             members = Some(Members::Sample(n));
-        } else if is_keyword(opt, "KEYS") && !matches!(members, Some(Members::Sample(_))) {
-            members = Some(Members::Keys(opts.next().ok_or(ArgError::Syntax)?));
+        } else if is_keyword(opt, "KEYS") {
+            if matches!(members, Some(Members::Sample(_))) {
+                return Err(exclusive());
+            }
+            let pattern = opts
+                .next()
+                .ok_or_else(|| ArgError::Syntax("KEYS needs a pattern".into()))?;
+            members = Some(Members::Keys(pattern));
         } else {
-            return Err(ArgError::Syntax);
+            return Err(unknown(opt, "RING.MOVES", takes));
         }
     }
     let node = node.to_vec();
     let change = if adding {
-        Change::Add {
-            node,
-            weight: weight.unwrap_or(1),
-        }
+        Change::Add { node, weight }
     } else {
         Change::Del { node }
     };
-    let members = members.unwrap_or(Members::Sample(DEFAULT_SAMPLE.min(max_sample)));
+    let members = match members {
+        Some(m) => m,
+        None if DEFAULT_SAMPLE > max_sample => {
+            return Err(ArgError::DefaultSample { limit: max_sample })
+        }
+        None => Members::Sample(DEFAULT_SAMPLE),
+    };
     Ok(MovesArgs { change, members })
 }
 
@@ -250,6 +341,14 @@ mod tests {
 
     fn v(args: &[&'static str]) -> Vec<&'static [u8]> {
         args.iter().map(|a| a.as_bytes()).collect()
+    }
+
+    fn syntax(hint: &str) -> Result<(), String> {
+        Err(format!("ERR syntax error, {hint}"))
+    }
+
+    fn text<T>(r: Result<T, ArgError>) -> Result<(), String> {
+        r.map(|_| ()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -278,8 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn error_texts_are_the_cores() {
-        assert_eq!(ArgError::Syntax.to_string(), "ERR syntax error");
+    fn error_texts() {
         assert_eq!(
             ArgError::NotInteger.to_string(),
             "ERR value is not an integer or out of range"
@@ -302,6 +400,10 @@ mod tests {
             .to_string(),
             "ERR COUNT must be 1 or more"
         );
+        assert_eq!(
+            ArgError::UnknownCompat.to_string(),
+            "ERR COMPAT must be one of native, ketama, groupcache"
+        );
     }
 
     #[test]
@@ -312,7 +414,14 @@ mod tests {
         assert_eq!(o.vnodes, None);
         let o = parse_create(&v(&["VNODES", "10", "vnodes", "20"])).unwrap();
         assert_eq!(o.vnodes, Some(20));
-        assert_eq!(parse_create(&v(&["VNODES"])), Err(ArgError::Syntax));
+        assert_eq!(
+            text(parse_create(&v(&["VNODES"]))),
+            syntax("VNODES needs a value")
+        );
+        assert_eq!(
+            text(parse_create(&v(&["COMPAT"]))),
+            syntax("COMPAT needs a value: one of native, ketama, groupcache")
+        );
         assert_eq!(
             parse_create(&v(&["VNODES", "x"])),
             Err(ArgError::NotInteger)
@@ -321,7 +430,10 @@ mod tests {
             parse_create(&v(&["COMPAT", "x"])),
             Err(ArgError::UnknownCompat)
         );
-        assert_eq!(parse_create(&v(&["FOO"])), Err(ArgError::Syntax));
+        assert_eq!(
+            text(parse_create(&v(&["FOO"]))),
+            syntax("unknown option 'FOO' (RING.CREATE takes COMPAT name, VNODES n and HASHTAG)")
+        );
     }
 
     #[test]
@@ -330,17 +442,28 @@ mod tests {
         assert_eq!((a.weight, a.nodes.len()), (None, 2));
         let a = parse_add(&v(&["weight", "3", "a"])).unwrap();
         assert_eq!((a.weight, a.nodes), (Some(3), vec![&b"a"[..]]));
-        // A lone `WEIGHT` is a node name.
+        // A node named like the keyword, after an explicit WEIGHT.
+        let a = parse_add(&v(&["WEIGHT", "1", "WEIGHT"])).unwrap();
+        assert_eq!(a.nodes, vec![&b"WEIGHT"[..]]);
+        // A forgotten value is not a node.
         assert_eq!(
-            parse_add(&v(&["WEIGHT"])).unwrap().nodes,
-            vec![&b"WEIGHT"[..]]
+            text(parse_add(&v(&["WEIGHT"]))),
+            syntax("WEIGHT needs a value")
         );
-        assert_eq!(parse_add(&v(&["WEIGHT", "3"])), Err(ArgError::Syntax));
+        let late = syntax(
+            "WEIGHT w goes before the nodes (to add a node named WEIGHT, give WEIGHT w first)",
+        );
+        assert_eq!(text(parse_add(&v(&["a", "WEIGHT", "2"]))), late);
+        assert_eq!(text(parse_add(&v(&["a", "weight"]))), late);
+        assert_eq!(
+            text(parse_add(&v(&["WEIGHT", "3"]))),
+            syntax("RING.ADD needs a node after WEIGHT w")
+        );
         assert_eq!(
             parse_add(&v(&["WEIGHT", "x", "a"])),
             Err(ArgError::NotInteger)
         );
-        assert_eq!(parse_add(&v(&[])), Err(ArgError::Syntax));
+        assert_eq!(text(parse_add(&v(&[]))), syntax("RING.ADD needs a node"));
     }
 
     #[test]
@@ -351,9 +474,18 @@ mod tests {
             parse_get(&v(&["COUNT", "0"])),
             Err(ArgError::OutOfRange { .. })
         ));
-        assert_eq!(parse_get(&v(&["COUNT"])), Err(ArgError::Syntax));
-        assert_eq!(parse_get(&v(&["COUNT", "1", "x"])), Err(ArgError::Syntax));
-        assert_eq!(parse_get(&v(&["LIMIT", "1"])), Err(ArgError::Syntax));
+        assert_eq!(
+            text(parse_get(&v(&["COUNT"]))),
+            syntax("COUNT needs a value")
+        );
+        assert_eq!(
+            text(parse_get(&v(&["COUNT", "1", "x"]))),
+            syntax("unknown option 'x' (RING.GET takes COUNT n)")
+        );
+        assert_eq!(
+            text(parse_get(&v(&["LIMIT", "1"]))),
+            syntax("unknown option 'LIMIT' (RING.GET takes COUNT n)")
+        );
     }
 
     #[test]
@@ -363,7 +495,7 @@ mod tests {
             m.change,
             Change::Add {
                 node: b"n".to_vec(),
-                weight: 2
+                weight: Some(2)
             }
         );
         assert_eq!(m.members, Members::Sample(10));
@@ -378,14 +510,29 @@ mod tests {
         let m = parse_moves(&v(&["ADD", "n"]), 1_000_000).unwrap();
         assert_eq!(m.members, Members::Sample(DEFAULT_SAMPLE));
         assert_eq!(
-            parse_moves(&v(&["DEL", "n", "WEIGHT", "2"]), 100),
-            Err(ArgError::Syntax)
+            text(parse_moves(&v(&["DEL", "n", "WEIGHT", "2"]), 100)),
+            syntax("WEIGHT goes with ADD only (DEL removes the node)")
+        );
+        for order in [["SAMPLE", "1", "KEYS", "*"], ["KEYS", "*", "SAMPLE", "1"]] {
+            let mut args = vec!["ADD", "n"];
+            args.extend(order);
+            assert_eq!(
+                text(parse_moves(&v(&args), 100)),
+                syntax("SAMPLE and KEYS exclude each other")
+            );
+        }
+        assert_eq!(
+            text(parse_moves(&v(&["MOVE", "n"]), 100)),
+            syntax("the change is ADD node or DEL node, not 'MOVE'")
         );
         assert_eq!(
-            parse_moves(&v(&["ADD", "n", "SAMPLE", "1", "KEYS", "*"]), 100),
-            Err(ArgError::Syntax)
+            text(parse_moves(&v(&["ADD", "n", "FOO", "1"]), 100)),
+            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n and KEYS pattern)")
         );
-        assert_eq!(parse_moves(&v(&["MOVE", "n"]), 100), Err(ArgError::Syntax));
+        assert_eq!(
+            text(parse_moves(&v(&["ADD", "n", "KEYS"]), 100)),
+            syntax("KEYS needs a pattern")
+        );
         assert_eq!(
             parse_moves(&v(&["ADD", "n", "SAMPLE", "101"]), 100),
             Err(ArgError::Engine(EngineError::TooManyMembers {
@@ -400,5 +547,14 @@ mod tests {
                 ..
             })
         ));
+        // The default sample is never cut silently.
+        assert_eq!(
+            text(parse_moves(&v(&["ADD", "n"]), 10)),
+            Err(
+                "ERR the default SAMPLE 100000 is more than ringslot.max-sample (10): give \
+                 SAMPLE n (at most 10) or KEYS pattern"
+                    .to_string()
+            )
+        );
     }
 }

@@ -179,7 +179,7 @@ impl<'a> Call<'a> {
 
     /// Sends `reply` (build all of it before sending).
     pub fn reply(&self, reply: &Reply) {
-        reply.send(self.ctx);
+        reply.send(self.ctx, self.flags().contains(ContextFlags::FLAGS_RESP3));
     }
 }
 
@@ -290,12 +290,12 @@ mod tests {
     #[test]
     fn errors_carry_their_full_text() {
         assert_eq!(
-            CommandError::from(EngineError::UnknownNode).to_string(),
-            "ERR no such node in the ring"
+            CommandError::from(EngineError::UnknownNode(b"n".to_vec())).to_string(),
+            "ERR no such node 'n' in the ring"
         );
         assert_eq!(
-            CommandError::from(ArgError::Syntax).to_string(),
-            "ERR syntax error"
+            CommandError::from(ArgError::NotInteger).to_string(),
+            "ERR value is not an integer or out of range"
         );
         assert_eq!(
             CommandError::WrongType.to_string(),

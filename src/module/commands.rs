@@ -13,6 +13,7 @@ use super::args::{self, Members};
 use super::call::{Call, CommandError};
 use super::reply::Reply;
 use super::{config_u64, DEFAULT_VNODES, MAX_POINTS, MAX_SAMPLE};
+use crate::engine::error::shown;
 use crate::engine::{key_slot, sample_members, EngineError, Flavour, Topology, WhatIf};
 use redis_module::{ContextFlags, RedisValue};
 use std::sync::atomic::Ordering;
@@ -36,7 +37,11 @@ pub fn create(call: &Call) -> Result<(), CommandError> {
     let opts = args::parse_create(&call.rest(2, 0, usize::MAX)?)?;
     let key = call.write_ring()?;
     if !key.is_empty() {
-        return Err(CommandError::Text("ERR key already exists".into()));
+        let name = call.key_name()?;
+        return Err(CommandError::Text(format!(
+            "ERR key {} already exists",
+            shown(name.as_slice())
+        )));
     }
     key.create(Topology::new(opts.flavour, opts.vnodes, opts.hashtag)?)?;
     call.propagate("ring.create")?;

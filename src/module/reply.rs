@@ -15,7 +15,8 @@ pub enum Reply<'a> {
     Text(String),
     /// An integer.
     Int(i64),
-    /// A double (RESP3 double; RESP2 bulk string).
+    /// A double: a RESP3 double; under RESP2 a bulk string of the shortest decimal text that
+    /// reads back to the same double (`0.2`, not Redis 7.0's `0.20000000000000001`).
     Double(f64),
     /// A boolean (RESP3 boolean; RESP2 integer 0 or 1).
     Bool(bool),
@@ -35,8 +36,8 @@ impl Reply<'_> {
         Reply::Int(n.try_into().unwrap_or(i64::MAX))
     }
 
-    /// Sends the reply to the client of `ctx`.
-    pub fn send(&self, ctx: *mut raw::RedisModuleCtx) {
+    /// Sends the reply to the client of `ctx` (`resp3`: the client speaks RESP3).
+    pub fn send(&self, ctx: *mut raw::RedisModuleCtx, resp3: bool) {
         let len = |n: usize| c_long::try_from(n).unwrap_or(c_long::MAX);
         match self {
             Reply::Bulk(bytes) => {
@@ -48,8 +49,13 @@ impl Reply<'_> {
             Reply::Int(n) => {
                 raw::reply_with_long_long(ctx, c_longlong::from(*n));
             }
-            Reply::Double(f) => {
+            Reply::Double(f) if resp3 => {
                 raw::reply_with_double(ctx, *f);
+            }
+            Reply::Double(f) => {
+                // Rust's `Display` of an f64 is the shortest text that parses back to it.
+                let text = f.to_string();
+                raw::reply_with_string_buffer(ctx, text.as_ptr().cast::<c_char>(), text.len());
             }
             Reply::Bool(b) => {
                 raw::reply_with_bool(ctx, c_int::from(*b));
@@ -63,7 +69,7 @@ impl Reply<'_> {
             Reply::Array(items) => {
                 raw::reply_with_array(ctx, len(items.len()));
                 for item in items {
-                    item.send(ctx);
+                    item.send(ctx, resp3);
                 }
             }
             Reply::Map(fields) => {
@@ -74,7 +80,7 @@ impl Reply<'_> {
                         field.as_ptr().cast::<c_char>(),
                         field.len(),
                     );
-                    value.send(ctx);
+                    value.send(ctx, resp3);
                 }
             }
         }

@@ -41,7 +41,6 @@ const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
 const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
 const INSERT: u32 = raw::REDISMODULE_CMD_KEY_INSERT;
 const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
-const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
 
 const KEY_ONLY: &[Arg] = &[Arg::key()];
 
@@ -91,7 +90,7 @@ pub static COMMANDS: [Command; 11] = [
         name: "ring.del",
         flags: "write deny-oom",
         arity: -3,
-        key_flags: RW | DELETE,
+        key_flags: RW | UPDATE,
         summary: "Removes nodes from a ring, draining their slots to the others",
         complexity: "O(P + S) for P points and S slots",
         since: "0.1.0",
@@ -177,7 +176,7 @@ pub static COMMANDS: [Command; 11] = [
         name: "ring.info",
         flags: "readonly",
         arity: 2,
-        key_flags: RO,
+        key_flags: RO | ACCESS,
         summary: "Returns the ring's configuration and balance figures",
         complexity: "O(P + S)",
         since: "0.1.0",
@@ -188,7 +187,7 @@ pub static COMMANDS: [Command; 11] = [
         name: "ring.moves",
         flags: "readonly",
         arity: -4,
-        key_flags: RO,
+        key_flags: RO | ACCESS,
         summary: "Evaluates what adding or removing a node would move under the ring, the slots and modulo",
         complexity: "O(M log P + P + S) for M members",
         since: "0.1.0",
