@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test lint bench bench-migration bench-balance bench-throughput clean
+.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif clean
 
 all: release
 
@@ -38,6 +38,12 @@ test: build
 	$(CARGO) test --workspace --benches --no-run
 	$(CARGO) test --workspace --lib --bins --tests
 
+## soak: the long data-safety runs (100000 fuzzed calls that must leave rings unchanged,
+## 20000 replicated writes with replica restarts, 20 SIGKILLs under appendfsync always);
+## minutes, so not part of `make test`, which runs short versions of each
+soak: build
+	RINGSLOT_SOAK=1 $(CARGO) test --test module_soak --test module_errors -- --nocapture
+
 ## lint: formatting and clippy, as CI would want them
 lint:
 	$(CARGO) fmt --all -- --check
@@ -71,3 +77,19 @@ bench-balance: release
 bench-throughput: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  throughput $(BENCH_ARGS)
+
+## bench-limits: what the module holds Redis' main thread for, on a temporary redis-server:
+## bulk RING.ADD / RING.DEL of 100000 nodes against a rebuild, AOF replay against RDB load,
+## what-ifs on a 10M-point ring and on a ring with a 64 KiB name, the ACL outcome of a
+## keyspace walk, and the longest hold of every command at the default limits; report on
+## stdout and in bench/out/limits.md.
+bench-limits: release
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  limits $(BENCH_ARGS)
+
+## bench-whatif: RING.MOVES ... KEYS over 1M and 10M real keys in the background, beside the
+## inline run (1M), with the PING latency another client sees; on a temporary redis-server
+## (about 2 GB of memory); report on stdout and in bench/out/whatif.md.
+bench-whatif: release
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  whatif $(BENCH_ARGS)

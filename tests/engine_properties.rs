@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use ringslot::engine::keyslot::SLOT_COUNT;
-use ringslot::engine::{Flavour, Ring, Topology};
+use ringslot::engine::{Change, Flavour, Ring, Topology};
 use std::collections::BTreeSet;
 
 fn names(max: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -182,6 +182,84 @@ proptest! {
             }
             let owners: BTreeSet<usize> = t.slot_table().ranges().iter().map(|r| r.2).collect();
             prop_assert!(owners.iter().all(|&o| o < nodes.len()));
+        }
+    }
+
+    /// The what-if (which looks only at the points that change) predicts exactly what the
+    /// change does: for every member, the owner before and after under the ring, the slot
+    /// table and modulo, compared by name with a copy of the topology changed through the
+    /// writes (`add` / `del`), and the moved share of the hash space with a sweep over both
+    /// rings' points. All flavours, joins, re-weights up and down, removals.
+    #[test]
+    fn what_if_predicts_the_change(
+        start in prop::collection::vec(1u32..4, 1..12), op in 0u8..3, pick in any::<u16>(),
+        weight in 1u32..5, members in members(), vnodes in 1u32..24,
+    ) {
+        for flavour in Flavour::ALL {
+            let vnodes = (!flavour.fixes_vnodes()).then_some(i64::from(vnodes));
+            let mut t = Topology::new(flavour, vnodes, false).unwrap();
+            for (i, &w) in start.iter().enumerate() {
+                let name = format!("10.2.0.{i}:6379");
+                t.add(&[name.as_bytes()], Some(i64::from(w)), u64::MAX).unwrap();
+            }
+            let target = format!("10.2.0.{}:6379", usize::from(pick) % start.len());
+            let change = match op {
+                0 => Change::Add { node: b"joiner:6379".to_vec(), weight: Some(i64::from(weight)) },
+                1 => Change::Add { node: target.clone().into_bytes(), weight: Some(i64::from(weight)) },
+                _ => Change::Del { node: target.clone().into_bytes() },
+            };
+            let w = t.what_if(&change, &members, u64::MAX).unwrap();
+            let mut after = t.clone();
+            let changed: Vec<u8> = match &change {
+                Change::Add { node, weight } => {
+                    after.add(&[node.as_slice()], *weight, u64::MAX).unwrap();
+                    node.clone()
+                }
+                Change::Del { node } => { after.del(&[node.as_slice()]); node.clone() }
+            };
+            let name = |topo: &Topology, i: Option<usize>| i.map(|i| topo.nodes()[i].name.clone());
+            let (mut ring, mut slots, mut modulo) = ((0, 0), (0, 0), (0, 0));
+            let tally = |acc: &mut (u64, u64), b: Option<Vec<u8>>, a: Option<Vec<u8>>| {
+                if b != a {
+                    acc.0 += 1;
+                    if b.is_some() && a.is_some() && b.as_ref() != Some(&changed) && a.as_ref() != Some(&changed) {
+                        acc.1 += 1;
+                    }
+                }
+            };
+            for m in &members {
+                tally(&mut ring, name(&t, t.ring().owner(m)), name(&after, after.ring().owner(m)));
+                tally(&mut slots, t.slot(m).1.map(<[u8]>::to_vec), after.slot(m).1.map(<[u8]>::to_vec));
+                let h = t.ring().member_hash(m);
+                let modn = |topo: &Topology| {
+                    let n = topo.nodes().len() as u64;
+                    h.checked_rem(n).map(|i| topo.nodes()[i as usize].name.clone())
+                };
+                tally(&mut modulo, modn(&t), modn(&after));
+            }
+            prop_assert_eq!((w.ring.moved, w.ring.between_old), ring, "{:?} ring", flavour);
+            prop_assert_eq!((w.slots.moved, w.slots.between_old), slots, "{:?} slots", flavour);
+            prop_assert_eq!((w.modulo.moved, w.modulo.between_old), modulo, "{:?} modulo", flavour);
+            // The moved share: sweep the union of both rings' points.
+            let (bh, _) = t.ring().points();
+            let (ah, _) = after.ring().points();
+            let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
+            bounds.sort_unstable();
+            bounds.dedup();
+            let space = flavour.space();
+            let mut moved = 0u128;
+            for (k, &x) in bounds.iter().enumerate() {
+                let arc = match k.checked_sub(1) {
+                    Some(j) => u128::from(x - bounds[j]),
+                    None => u128::from(x) + space - u128::from(bounds[bounds.len() - 1]),
+                };
+                let by_hash = |topo: &Topology| name(topo, topo.ring().owner_of_hash(x));
+                if by_hash(&t) != by_hash(&after) {
+                    moved += arc;
+                }
+            }
+            let expected = if bounds.is_empty() { 0.0 } else { moved as f64 / space as f64 };
+            prop_assert!((w.ring_space - expected).abs() < 1e-12, "{:?}: {} vs {}", flavour, w.ring_space, expected);
         }
     }
 }

@@ -706,10 +706,52 @@ fn configurations_drive_new_rings_and_limits() {
     let got: std::collections::BTreeMap<String, String> =
         got.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect();
     assert_eq!(got["ringslot.default-vnodes"], "160");
-    assert_eq!(got["ringslot.max-points"], "10000000");
-    assert_eq!(got["ringslot.max-sample"], "1000000");
+    assert_eq!(got["ringslot.max-points"], "1000000");
+    assert_eq!(got["ringslot.max-sample"], "1000000000");
+    assert_eq!(got["ringslot.inline-limit"], "100000");
+    assert_eq!(got["ringslot.max-background"], "2");
     assert!(e(&mut con, "CONFIG SET ringslot.default-vnodes 0").starts_with("ERR"));
     assert!(e(&mut con, "CONFIG SET ringslot.max-sample abc").starts_with("ERR"));
+}
+
+#[test]
+fn bad_loadmodule_arguments_stop_the_load_with_a_reason() {
+    // Issue 10: the crate took module arguments as unchecked defaults, so `max-points 0`
+    // started a server with a value CONFIG SET refuses, and unknown names were ignored.
+    for (args, reason) in [
+        (
+            &["max-points", "0"][..],
+            "module argument 'max-points' is '0': it must be an integer from 1 to 100000000",
+        ),
+        (
+            &["max-points", "-5"],
+            "module argument 'max-points' is '-5': it must be an integer from 1 to 100000000",
+        ),
+        (
+            &["max-sample", "0"],
+            "module argument 'max-sample' is '0': it must be an integer from 1 to 1000000000000",
+        ),
+        (
+            &["default-vnodes", "200000"],
+            "module argument 'default-vnodes' is '200000': it must be an integer from 1 to 100000",
+        ),
+        (
+            &["nosuch-option", "5"],
+            "unknown module argument 'nosuch-option'",
+        ),
+        (&["max_sample", "5"], "unknown module argument 'max_sample'"),
+        (
+            &["max-sample"],
+            "module argument 'max-sample' needs a value",
+        ),
+    ] {
+        let err = match Server::builder().module_args(args).start() {
+            Ok(_) => panic!("{args:?}: the server started"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(reason), "{args:?}: {err}");
+        assert!(err.contains("Can't load module"), "{err}");
+    }
 }
 
 #[test]

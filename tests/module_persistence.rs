@@ -284,3 +284,58 @@ fn the_shipped_redis_conf_keeps_rings_across_a_restart() {
     let mut con = server.client();
     assert_eq!(snapshot(&mut con, b"kept"), before);
 }
+
+#[test]
+fn the_aof_rewrite_adds_runs_of_nodes_and_replays_a_big_ring_exactly() {
+    // Issue 10: the rewrite emitted one RING.ADD per node, and replaying N of them costs N
+    // incremental changes (quadratic). Now one RING.ADD per run of nodes of one weight, at
+    // most 4096 nodes each: 5000 nodes of weight 1, 2 of weight 3, 1000 of weight 1 make
+    // 2 + 1 + 1 commands, and the replay rebuilds the same ring (history-dependent slots
+    // included).
+    let server = Server::start_with(&[], &aof_args());
+    let mut con = server.client();
+    wait_aof_rewrite(&mut con);
+    q(&mut con, "RING.CREATE big:aof VNODES 4");
+    let add = |con: &mut Connection, weight: u32, range: std::ops::Range<u32>| {
+        let names: Vec<String> = range
+            .map(|i| format!("10.{}.{}.1:6379", i / 250, i % 250))
+            .collect();
+        let mut args: Vec<&[u8]> = vec![b"RING.ADD", b"big:aof", b"WEIGHT"];
+        let w = weight.to_string();
+        args.push(w.as_bytes());
+        args.extend(names.iter().map(|n| n.as_bytes()));
+        call(con, &args).unwrap();
+    };
+    add(&mut con, 1, 0..5000);
+    add(&mut con, 3, 5000..5002);
+    add(&mut con, 1, 5002..6002);
+    q(&mut con, "RING.ASSIGN big:aof 100 200 10.0.7.1:6379");
+    let before = (
+        snapshot(&mut con, b"big:aof"),
+        info_state(&mut con, b"big:aof"),
+    );
+    q(&mut con, "BGREWRITEAOF");
+    wait_aof_rewrite(&mut con);
+    let aof_dir = server.dir.path().join("appendonlydir");
+    let base = std::fs::read_dir(&aof_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
+        .expect("a base AOF");
+    let text = String::from_utf8_lossy(&std::fs::read(base.path()).unwrap()).into_owned();
+    assert_eq!(
+        text.matches("RING.ADD").count(),
+        4,
+        "runs of one weight, 4096 at most"
+    );
+    let dir = server.stop();
+    let server = Server::start_in(dir, &[], &aof_args());
+    let mut con = server.client();
+    assert_eq!(
+        (
+            snapshot(&mut con, b"big:aof"),
+            info_state(&mut con, b"big:aof")
+        ),
+        before
+    );
+}

@@ -3,11 +3,13 @@
 //! tables and written as CSV and SVG charts. See BENCHMARKS.md for results and how to run it.
 
 mod balance;
+mod limits;
 mod migration;
 mod report;
 mod scenario;
 mod server;
 mod throughput;
+mod whatif;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -58,6 +60,60 @@ enum Command {
     /// Requests per second of RING.GET, RING.SLOT and RING.MGET against GET and PING
     /// (redis-benchmark), memory per point and DEBUG RELOAD time, on its own server.
     Throughput(ThroughputArgs),
+    /// How long commands hold Redis' main thread: bulk changes against a rebuild, AOF replay
+    /// against RDB load, what-ifs on big rings, the ACL outcome of a keyspace walk, and every
+    /// command at the default limits, on its own server.
+    Limits(LimitsArgs),
+    /// RING.MOVES ... KEYS over millions of real keys: background against inline, and the
+    /// latency another client sees meanwhile, on its own server.
+    Whatif(WhatifArgs),
+}
+
+#[derive(Args)]
+struct WhatifArgs {
+    /// Keyspace sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    keys: Vec<u64>,
+    /// Nodes of the ring (one more joins).
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Measure the inline path too for keyspaces up to this size.
+    #[arg(long, default_value_t = 1_000_000)]
+    inline_up_to: u64,
+    /// Seconds of PING with nothing running, for the baseline.
+    #[arg(long, default_value_t = 2)]
+    baseline_secs: u64,
+    /// Stem of the output file.
+    #[arg(long, default_value = "whatif")]
+    name: String,
+}
+
+#[derive(Args)]
+struct LimitsArgs {
+    /// Nodes of the bulk RING.ADD / RING.DEL rows.
+    #[arg(long, default_value_t = 100_000)]
+    bulk_nodes: usize,
+    /// VNODES of the bulk rows.
+    #[arg(long, default_value_t = 100)]
+    bulk_vnodes: u32,
+    /// Node counts of the AOF replay rows, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2000,5000")]
+    aof_nodes: Vec<usize>,
+    /// Nodes of the big what-if ring.
+    #[arg(long, default_value_t = 1000)]
+    huge_nodes: usize,
+    /// VNODES of the big what-if ring.
+    #[arg(long, default_value_t = 10_000)]
+    huge_vnodes: u32,
+    /// Bytes of the long ring name.
+    #[arg(long, default_value_t = 65_536)]
+    name_bytes: usize,
+    /// Runs of each short measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Stem of the output file.
+    #[arg(long, default_value = "limits")]
+    name: String,
 }
 
 #[derive(Args)]
@@ -198,6 +254,12 @@ fn real_main() -> Result<()> {
     if let Command::Throughput(a) = &cli.command {
         return throughput_cmd(g, a);
     }
+    if let Command::Limits(a) = &cli.command {
+        return limits_cmd(g, a);
+    }
+    if let Command::Whatif(a) = &cli.command {
+        return whatif_cmd(g, a);
+    }
     // The server: ours (stopped when `_own` drops) or the one at --url.
     let (_own, url) = match &g.url {
         Some(url) => (None, url.clone()),
@@ -217,7 +279,9 @@ fn real_main() -> Result<()> {
     let md = match &cli.command {
         Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
         Command::Balance(a) => balance_cmd(&mut con, g, a)?,
-        Command::Throughput(_) => unreachable!("handled above"),
+        Command::Throughput(_) | Command::Limits(_) | Command::Whatif(_) => {
+            unreachable!("handled above")
+        }
     };
     println!("{md}");
     eprintln!(
@@ -387,6 +451,59 @@ fn throughput_cmd(g: &Global, a: &ThroughputArgs) -> Result<()> {
         md.find("\n\n").map_or(0, |i| i + 2),
         &format!("- module `{}`\n", module.display()),
     );
+    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
+    println!("{md}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn limits_cmd(g: &Global, a: &LimitsArgs) -> Result<()> {
+    if g.url.is_some() {
+        bail!(
+            "limits needs its own server (it flushes it and changes its configuration): drop --url"
+        );
+    }
+    let module = module_path(g.module.as_deref())?;
+    eprintln!("starting redis-server with {}", module.display());
+    let own = Server::builder()
+        .binary(&g.redis_server)
+        .module(&module)
+        .start()?;
+    let mut con = server::connect(&own.url())?;
+    let opts = limits::Options {
+        bulk_nodes: a.bulk_nodes,
+        bulk_vnodes: a.bulk_vnodes,
+        aof_nodes: a.aof_nodes.clone(),
+        huge_nodes: a.huge_nodes,
+        huge_vnodes: a.huge_vnodes,
+        name_bytes: a.name_bytes,
+        repeat: a.repeat,
+    };
+    let md = limits::measure(&mut con, &own.url(), &opts)?;
+    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
+    println!("{md}");
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn whatif_cmd(g: &Global, a: &WhatifArgs) -> Result<()> {
+    if g.url.is_some() {
+        bail!("whatif needs its own server (it flushes it and fills it with keys): drop --url");
+    }
+    let module = module_path(g.module.as_deref())?;
+    eprintln!("starting redis-server with {}", module.display());
+    let own = Server::builder()
+        .binary(&g.redis_server)
+        .module(&module)
+        .start()?;
+    let mut con = server::connect(&own.url())?;
+    let opts = whatif::Options {
+        keys: a.keys.clone(),
+        nodes: a.nodes,
+        inline_up_to: a.inline_up_to,
+        baseline_secs: a.baseline_secs,
+    };
+    let md = whatif::measure(&mut con, &own.url(), &opts)?;
     let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
     println!("{md}");
     eprintln!("wrote {}", path.display());

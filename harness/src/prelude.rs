@@ -186,6 +186,16 @@ impl Rng {
     }
 }
 
+/// How long a soak test runs: `short` rounds in `make test`, `long` when `RINGSLOT_SOAK` is
+/// set (`make soak`).
+pub fn soak(short: usize, long: usize) -> usize {
+    if std::env::var_os("RINGSLOT_SOAK").is_some() {
+        long
+    } else {
+        short
+    }
+}
+
 /// Waits (at most 20 s) until the server is done with any AOF rewrite.
 pub fn wait_aof_rewrite(con: &mut Connection) {
     let deadline = Instant::now() + Duration::from_secs(20);

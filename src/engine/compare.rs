@@ -3,7 +3,8 @@
 
 use super::error::EngineError;
 use super::keyslot::{key_slot, SLOT_COUNT};
-use super::topology::{check_weight, Topology};
+use super::ring::delta::NodeChange;
+use super::topology::{check_weight, follow_nodes, Topology};
 
 /// A node change to evaluate, as the write that would make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,32 +55,26 @@ pub struct WhatIf {
     pub modulo: SchemeMoves,
 }
 
+/// Counts moves under one scheme; owners are in the common index space of
+/// [`crate::engine::ring::delta`] (the ring's node indices, the joining node after them).
+#[derive(Default)]
 struct Counter {
     moved: u64,
     between_old: u64,
 }
 
 impl Counter {
-    /// Counts one member whose owner was `before` (old index, mapped through `old_to_new`) and
-    /// is `after` (new index); `changed` is the new index of the node that joined or was
-    /// re-weighted.
-    fn count(
-        &mut self,
-        before: Option<usize>,
-        after: Option<usize>,
-        old_to_new: &[Option<usize>],
-        changed: Option<usize>,
-    ) {
-        let mapped = before.and_then(|b| old_to_new.get(b).copied().flatten());
-        if mapped == after && before.is_some() {
-            return;
-        }
-        if before.is_none() && after.is_none() {
+    /// Counts one member whose owner was `before` and is `after`; `changed` is the node that
+    /// joins, leaves or is re-weighted.
+    fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: usize) {
+        if before == after {
             return;
         }
         self.moved += 1;
-        if mapped.is_some() && after.is_some() && after != changed && mapped != changed {
-            self.between_old += 1;
+        if let (Some(b), Some(a)) = (before, after) {
+            if b != changed && a != changed {
+                self.between_old += 1;
+            }
         }
     }
 
@@ -98,9 +93,13 @@ impl Counter {
 
 impl Topology {
     /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
-    /// change would rebalance it) and modulo, changing nothing. Errors: adding a node already
-    /// in the ring without a weight, removing an unknown node, a bad weight, a ring that would
-    /// have more than `max_points` points after the change (checked before anything is built).
+    /// change would rebalance it) and modulo, changing nothing and copying nothing of the
+    /// ring: the ring side looks only at the points that change ([`Ring::delta`]), the slot
+    /// side rebalances a copy of the 16384-slot table. Cost: O(k log k) for the k points that
+    /// change, O(S + N log N) for the table, then O(log P) per member. Errors: adding a node
+    /// already in the ring without a weight, removing an unknown node, a bad weight, a ring
+    /// that would have more than `max_points` points after the change (checked before
+    /// anything is built).
     pub fn what_if<I, M>(
         &self,
         change: &Change,
@@ -112,74 +111,88 @@ impl Topology {
         M: AsRef<[u8]>,
     {
         let nodes = self.nodes();
+        let count = nodes.len();
         let total_weight: f64 = nodes.iter().map(|n| f64::from(n.weight)).sum();
-        let identity = || (0..nodes.len()).map(Some).collect::<Vec<_>>();
-        // Everything that can refuse the change comes before the copy of the ring is made.
-        // `changed` is the index (after the change) of the node that joins or is re-weighted.
-        let (after, old_to_new, changed, ideal) = match change {
+        // Weights in the common index space after the change (0: the node leaves).
+        let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
+        // Names matter only to lay out an empty slot table (as `--cluster create` would).
+        let mut names: Vec<&[u8]> = if self.slot_table().is_empty() {
+            nodes.iter().map(|n| n.name.as_slice()).collect()
+        } else {
+            Vec::new()
+        };
+        let (node_change, changed, ideal) = match change {
             Change::Add { node, weight } => {
                 let weight = weight.map(check_weight).transpose()?;
                 if node.is_empty() {
                     return Err(EngineError::EmptyNodeName);
                 }
-                let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
-                let (changed, ideal) = match (self.ring().node_index(node), weight) {
+                match (self.ring().node_index(node), weight) {
                     (Some(_), None) => return Err(EngineError::NodeExists(node.clone())),
-                    (Some(i), Some(w)) => {
+                    (Some(index), Some(w)) => {
                         // A re-weight: a perfect scheme moves the change of the node's share.
-                        let old = f64::from(weights.get(i).copied().unwrap_or(0));
+                        let old = f64::from(weights.get(index).copied().unwrap_or(0));
                         let new_total = total_weight - old + f64::from(w);
-                        if let Some(slot) = weights.get_mut(i) {
+                        if let Some(slot) = weights.get_mut(index) {
                             *slot = w;
                         }
-                        (i, (f64::from(w) / new_total - old / total_weight).abs())
+                        let ideal = (f64::from(w) / new_total - old / total_weight).abs();
+                        (NodeChange::Reweight { index, weight: w }, index, ideal)
                     }
                     (None, w) => {
                         let w = w.unwrap_or(1);
                         weights.push(w);
-                        (nodes.len(), f64::from(w) / (total_weight + f64::from(w)))
+                        names.push(node);
+                        let ideal = f64::from(w) / (total_weight + f64::from(w));
+                        (
+                            NodeChange::Join {
+                                name: node,
+                                weight: w,
+                            },
+                            count,
+                            ideal,
+                        )
                     }
-                };
-                self.check_points(&weights, max_points)?;
-                let mut after = self.clone();
-                let weight = weight.map_or(1, i64::from);
-                after.add(&[node.as_slice()], Some(weight), max_points)?;
-                (after, identity(), Some(changed), ideal)
+                }
             }
             Change::Del { node } => {
-                let gone = self
+                let index = self
                     .ring()
                     .node_index(node)
                     .ok_or_else(|| EngineError::UnknownNode(node.clone()))?;
-                let mut after = self.clone();
-                after.del(&[node.as_slice()]);
-                let ideal = nodes
-                    .get(gone)
-                    .map_or(0.0, |n| f64::from(n.weight) / total_weight);
-                let map = (0..nodes.len())
-                    .map(|i| match i.cmp(&gone) {
-                        std::cmp::Ordering::Less => Some(i),
-                        std::cmp::Ordering::Equal => None,
-                        std::cmp::Ordering::Greater => Some(i - 1),
-                    })
-                    .collect();
-                (after, map, None, ideal)
+                let ideal = f64::from(weights.get(index).copied().unwrap_or(0)) / total_weight;
+                if let Some(slot) = weights.get_mut(index) {
+                    *slot = 0;
+                }
+                (NodeChange::Leave { index }, index, ideal)
             }
         };
+        if !matches!(node_change, NodeChange::Leave { .. }) {
+            self.check_points(&weights, max_points)?;
+        }
+        let delta = self.ring().delta(node_change);
+        let mut slots_after = self.slot_table().clone();
+        // As the write would: a re-weight to the weight a node has changes nothing.
+        let same = weights.iter().zip(nodes).all(|(&w, n)| w == n.weight) && weights.len() == count;
+        if !same {
+            follow_nodes(&mut slots_after, &names, &weights);
+        }
+        // Modulo over the nodes in order, before and after; the index after the change mapped
+        // back to the common space (past a node that leaves, one more).
+        let (n_before, n_after) = (
+            count as u64,
+            weights.iter().filter(|&&w| w > 0).count() as u64,
+        );
+        let modulo_after = |hash: u64| -> Option<usize> {
+            let i = hash.checked_rem(n_after)? as usize;
+            Some(match node_change {
+                NodeChange::Leave { index } if i >= index => i + 1,
+                _ => i,
+            })
+        };
 
-        let (n_before, n_after) = (nodes.len() as u64, after.nodes().len() as u64);
-        let mut ring = Counter {
-            moved: 0,
-            between_old: 0,
-        };
-        let mut slots = Counter {
-            moved: 0,
-            between_old: 0,
-        };
-        let mut modulo = Counter {
-            moved: 0,
-            between_old: 0,
-        };
+        let (mut ring, mut slots, mut modulo) =
+            (Counter::default(), Counter::default(), Counter::default());
         let mut members_seen = 0u64;
         for member in members {
             let member = member.as_ref();
@@ -187,93 +200,29 @@ impl Topology {
             let hash = self.ring().member_hash(member);
             ring.count(
                 self.ring().owner_of_hash(hash),
-                after.ring().owner_of_hash(hash),
-                &old_to_new,
+                delta.owner_after(hash),
                 changed,
             );
             let slot = key_slot(member);
             slots.count(
                 self.slot_table().owner(slot),
-                after.slot_table().owner(slot),
-                &old_to_new,
+                slots_after.owner(slot),
                 changed,
             );
             let m_before = hash.checked_rem(n_before).map(|i| i as usize);
-            let m_after = hash.checked_rem(n_after).map(|i| i as usize);
-            modulo.count(m_before, m_after, &old_to_new, changed);
+            modulo.count(m_before, modulo_after(hash), changed);
         }
-
         let slots_moved = (0..SLOT_COUNT as u16)
-            .filter(|&s| {
-                let before = self
-                    .slot_table()
-                    .owner(s)
-                    .and_then(|b| old_to_new.get(b).copied().flatten());
-                before != after.slot_table().owner(s)
-            })
+            .filter(|&s| self.slot_table().owner(s) != slots_after.owner(s))
             .count() as u32;
-
         Ok(WhatIf {
             members: members_seen,
             ideal,
             ring: ring.finish(members_seen),
-            ring_space: moved_space(self, &after, &old_to_new),
+            ring_space: delta.moved_space(),
             slots: slots.finish(members_seen),
             slots_moved,
             modulo: modulo.finish(members_seen),
         })
     }
-}
-
-/// Exact fraction of the hash space whose owner differs between two rings of one flavour,
-/// by one sweep over the union of their points (owners of `before` mapped by `old_to_new`).
-fn moved_space(before: &Topology, after: &Topology, old_to_new: &[Option<usize>]) -> f64 {
-    let (bh, bo) = before.ring().points();
-    let (ah, ao) = after.ring().points();
-    let space = before.ring().flavour().space();
-    if bh.is_empty() && ah.is_empty() {
-        return 0.0;
-    }
-    if bh.is_empty() || ah.is_empty() {
-        return 1.0;
-    }
-    // Owner of the values in (prev, boundary] for each ring: the first point >= boundary.
-    let owner_at = |hashes: &[u64], owners: &[u32], i: usize| -> Option<usize> {
-        let i = if i >= hashes.len() { 0 } else { i };
-        owners.get(i).map(|&o| o as usize)
-    };
-    let map_before = |o: Option<usize>| o.and_then(|o| old_to_new.get(o).copied().flatten());
-    let (mut i, mut j) = (0usize, 0usize);
-    let mut prev: Option<u64> = None;
-    let mut moved: u128 = 0;
-    loop {
-        let next = match (bh.get(i), ah.get(j)) {
-            (Some(&x), Some(&y)) => x.min(y),
-            (Some(&x), None) => x,
-            (None, Some(&y)) => y,
-            (None, None) => break,
-        };
-        let arc = match prev {
-            None => u128::from(next) + 1,
-            Some(p) => u128::from(next - p),
-        };
-        if map_before(owner_at(bh, bo, i)) != owner_at(ah, ao, j) {
-            moved += arc;
-        }
-        prev = Some(next);
-        while bh.get(i) == Some(&next) {
-            i += 1;
-        }
-        while ah.get(j) == Some(&next) {
-            j += 1;
-        }
-    }
-    // The wrap-around arc after the last boundary belongs to the first points of both rings.
-    if let Some(p) = prev {
-        let tail = space - 1 - u128::from(p);
-        if map_before(owner_at(bh, bo, 0)) != owner_at(ah, ao, 0) {
-            moved += tail;
-        }
-    }
-    moved as f64 / space as f64
 }

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod error;
 pub mod flavour;
+pub mod glob;
 pub mod keyslot;
 pub mod ring;
 pub mod sample;
@@ -13,6 +14,7 @@ pub mod topology;
 pub use compare::{Change, SchemeMoves, WhatIf};
 pub use error::EngineError;
 pub use flavour::Flavour;
+pub use glob::glob_match;
 pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
 pub use sample::{sample_members, DEFAULT_SAMPLE};

@@ -16,6 +16,8 @@
 //! never move anything; ringslot reads "threshold 0" as "always rebalance".
 
 use super::keyslot::SLOT_COUNT;
+use fnv::FnvHashMap;
+use std::collections::VecDeque;
 
 /// Slot owner value meaning "no node".
 const NONE: u32 = u32::MAX;
@@ -86,13 +88,17 @@ impl SlotTable {
         ranges
     }
 
-    /// Gives slots `start..=end` to node `owner`. Callers check `start <= end <= 16383`; slots
-    /// outside the table are ignored.
-    pub fn assign(&mut self, start: u16, end: u16, owner: usize) {
+    /// Gives slots `start..=end` to node `owner` and returns whether any slot changed owner
+    /// (O(end - start)). Callers check `start <= end <= 16383`; slots outside the table are
+    /// ignored.
+    pub fn assign(&mut self, start: u16, end: u16, owner: usize) -> bool {
         let owner = u32::try_from(owner).unwrap_or(NONE);
-        if let Some(range) = self.owners.get_mut(usize::from(start)..=usize::from(end)) {
-            range.fill(owner);
-        }
+        let Some(range) = self.owners.get_mut(usize::from(start)..=usize::from(end)) else {
+            return false;
+        };
+        let changed = range.iter().any(|&o| o != owner);
+        range.fill(owner);
+        changed
     }
 
     /// Lays out every slot over `masters` (node indices, in the order redis-cli deals them; see
@@ -152,10 +158,20 @@ impl SlotTable {
                 }
             }
         }
-        let mut order: Vec<usize> = (0..weights.len()).collect();
-        order.sort_by_key(|&i| balance.get(i).copied().unwrap_or(0));
+        let order = stable_order_by(&balance);
 
         let mut moved = 0;
+        // Where each donor's next slot is, from its first slot on: a donor only gives in one
+        // rebalance, so its slots before this position are gone already, and each slot is
+        // looked at once in all (16384 donors of one slot each do not each scan from slot 0).
+        let mut next = vec![usize::MAX; weights.len()];
+        for (slot, &o) in self.owners.iter().enumerate() {
+            if let Some(n) = next.get_mut(o as usize) {
+                if *n == usize::MAX {
+                    *n = slot;
+                }
+            }
+        }
         let (mut dst_i, mut src_i) = (0usize, order.len() - 1);
         while dst_i < src_i {
             let (Some(&dst), Some(&src)) = (order.get(dst_i), order.get(src_i)) else {
@@ -165,7 +181,9 @@ impl SlotTable {
             let sb = balance.get(src).map_or(0, |b| b.abs());
             let num = db.min(sb);
             if num > 0 {
-                moved += self.move_lowest(src, dst, num as usize);
+                if let Some(from) = next.get_mut(src) {
+                    moved += self.move_lowest(src, dst, num as usize, from);
+                }
             }
             if let Some(b) = balance.get_mut(dst) {
                 *b += num;
@@ -183,34 +201,37 @@ impl SlotTable {
         moved
     }
 
-    /// Moves the `count` lowest-numbered slots of `src` to `dst`; returns how many moved.
-    fn move_lowest(&mut self, src: usize, dst: usize, count: usize) -> usize {
+    /// Moves the `count` lowest-numbered slots of `src` at or after slot `*from` to `dst`,
+    /// leaves `*from` after the last one moved; returns how many moved.
+    fn move_lowest(&mut self, src: usize, dst: usize, count: usize, from: &mut usize) -> usize {
         let (src, dst) = (src as u32, dst as u32);
         let mut moved = 0;
-        for o in self.owners.iter_mut() {
+        for (slot, o) in self.owners.iter_mut().enumerate().skip(*from) {
             if moved >= count {
                 break;
             }
             if *o == src {
                 *o = dst;
                 moved += 1;
+                *from = slot + 1;
             }
         }
         moved
     }
 
-    /// Renumbers owners after node `removed` left the node list: its slots become unassigned
-    /// and higher indices shift down by one.
-    pub fn remove_node(&mut self, removed: usize) {
-        let removed = removed as u32;
+    /// Renumbers owners after the nodes marked in `gone` (by old index) left the node list:
+    /// their slots become unassigned and the others take their new index (their position
+    /// among the survivors). One pass over the table, however many nodes leave.
+    pub fn remove_nodes(&mut self, gone: &[bool]) {
+        let mut new_index = Vec::with_capacity(gone.len());
+        let mut next = 0u32;
+        for &g in gone {
+            new_index.push(if g { NONE } else { next });
+            next += u32::from(!g);
+        }
         for o in self.owners.iter_mut() {
-            if *o == NONE {
-                continue;
-            }
-            if *o == removed {
-                *o = NONE;
-            } else if *o > removed {
-                *o -= 1;
+            if let Some(&n) = new_index.get(*o as usize) {
+                *o = n;
             }
         }
     }
@@ -221,31 +242,75 @@ impl SlotTable {
     }
 }
 
+/// The indices of `keys` sorted by key, equal keys in index order (a stable sort, as glibc's
+/// `qsort` sorts redis-cli's balances), by counting: the keys of a rebalance lie within
+/// -16384..=16384, so this is O(N + 32768) instead of O(N log N) for a ring of N nodes.
+fn stable_order_by(keys: &[i64]) -> Vec<usize> {
+    let (Some(&lo), Some(&hi)) = (keys.iter().min(), keys.iter().max()) else {
+        return Vec::new();
+    };
+    let span = usize::try_from(i128::from(hi) - i128::from(lo)).unwrap_or(usize::MAX);
+    if span > 4 * SLOT_COUNT + keys.len() {
+        // Not a rebalance's balances: an ordinary stable sort.
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by_key(|&i| keys.get(i).copied().unwrap_or(0));
+        return order;
+    }
+    let bucket = |k: i64| usize::try_from(i128::from(k) - i128::from(lo)).unwrap_or(0);
+    let mut start = vec![0usize; span + 2];
+    for &k in keys {
+        if let Some(c) = start.get_mut(bucket(k) + 1) {
+            *c += 1;
+        }
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut order = vec![0usize; keys.len()];
+    for (i, &k) in keys.iter().enumerate() {
+        if let Some(at) = start.get_mut(bucket(k)) {
+            if let Some(slot) = order.get_mut(*at) {
+                *slot = i;
+            }
+            *at += 1;
+        }
+    }
+    order
+}
+
 /// The order in which `redis-cli --cluster create` deals nodes to masters: grouped by host
 /// (the name before its last `:`; hosts in order of first appearance), then taken round-robin
 /// across hosts, so that consecutive masters sit on different hosts where possible.
 pub fn create_master_order(names: &[&[u8]]) -> Vec<usize> {
-    let host = |name: &[u8]| -> Vec<u8> {
+    let host = |name: &'_ [u8]| -> Vec<u8> {
         match name.iter().rposition(|&b| b == b':') {
             Some(colon) => name.get(..colon).unwrap_or(name).to_vec(),
             None => name.to_vec(),
         }
     };
-    let mut groups: Vec<(Vec<u8>, std::collections::VecDeque<usize>)> = Vec::new();
+    // Hosts in order of first appearance, each with its nodes in order: O(N) with a map
+    // from host to group.
+    let mut group_of: FnvHashMap<Vec<u8>, usize> = FnvHashMap::default();
+    let mut groups: Vec<VecDeque<usize>> = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        let h = host(name);
-        match groups.iter_mut().find(|(g, _)| *g == h) {
-            Some((_, members)) => members.push_back(i),
-            None => groups.push((h, std::collections::VecDeque::from([i]))),
+        let g = *group_of.entry(host(name)).or_insert_with(|| {
+            groups.push(VecDeque::new());
+            groups.len() - 1
+        });
+        if let Some(members) = groups.get_mut(g) {
+            members.push_back(i);
         }
     }
+    // Round-robin across hosts; a host with no node left drops out, so the rounds cost
+    // O(N) in all, however unequal the hosts.
     let mut order = Vec::with_capacity(names.len());
-    while order.len() < names.len() {
-        for (_, members) in groups.iter_mut() {
+    while !groups.is_empty() {
+        for members in groups.iter_mut() {
             if let Some(i) = members.pop_front() {
                 order.push(i);
             }
         }
+        groups.retain(|members| !members.is_empty());
     }
     order
 }
@@ -271,6 +336,28 @@ mod tests {
     fn create_deals_masters_round_robin_by_host() {
         let names: [&[u8]; 4] = [b"a:1", b"a:2", b"b:1", b"b:2"];
         assert_eq!(create_master_order(&names), vec![0, 2, 1, 3]);
+        // Unequal hosts: a host with nodes left keeps its turn after the others run out.
+        let names: [&[u8]; 6] = [b"a:1", b"b:1", b"a:2", b"c:1", b"a:3", b"b:2"];
+        assert_eq!(create_master_order(&names), vec![0, 1, 3, 2, 5, 4]);
+    }
+
+    #[test]
+    fn counting_order_is_a_stable_sort() {
+        let keys = [3, -1, 0, 3, -1, 16384, -16384, 0];
+        let mut expected: Vec<usize> = (0..keys.len()).collect();
+        expected.sort_by_key(|&i| keys[i]);
+        assert_eq!(stable_order_by(&keys), expected);
+        assert_eq!(stable_order_by(&[]), Vec::<usize>::new());
+        let wide = [i64::MAX, i64::MIN, 0];
+        assert_eq!(stable_order_by(&wide), vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn removing_nodes_renumbers_in_one_pass() {
+        let mut t = SlotTable::new();
+        t.create_layout(&[0, 1, 2, 3]);
+        t.remove_nodes(&[false, true, false, true]);
+        assert_eq!(t.ranges(), vec![(0, 4095, 0), (8192, 12287, 1)]);
     }
 
     #[test]

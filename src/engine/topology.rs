@@ -212,13 +212,9 @@ impl Topology {
         }
         let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
         self.check_points(&weights, max_points)?;
+        let names: Vec<&[u8]> = nodes.iter().map(|(n, _)| n.as_slice()).collect();
+        follow_nodes(&mut self.slots, &names, &weights);
         self.ring.set_nodes(nodes);
-        if self.slots.is_empty() {
-            let names: Vec<&[u8]> = self.nodes().iter().map(|n| n.name.as_slice()).collect();
-            self.slots.create_layout(&create_master_order(&names));
-        } else {
-            self.slots.rebalance(&weights);
-        }
         Ok((added, true))
     }
 
@@ -243,10 +239,8 @@ impl Topology {
     pub fn del(&mut self, names: &[&[u8]]) -> usize {
         let mut gone = vec![false; self.ring.nodes().len()];
         for name in names {
-            if let Some(i) = self.ring.node_index(name) {
-                if let Some(g) = gone.get_mut(i) {
-                    *g = true;
-                }
+            if let Some(g) = self.ring.node_index(name).and_then(|i| gone.get_mut(i)) {
+                *g = true;
             }
         }
         let removed = gone.iter().filter(|&&g| g).count();
@@ -260,14 +254,8 @@ impl Topology {
             .zip(&gone)
             .map(|(n, &g)| if g { 0 } else { n.weight })
             .collect();
-        if removed == gone.len() {
-            self.slots.clear();
-        } else {
-            self.slots.rebalance(&weights);
-        }
-        for (i, _) in gone.iter().enumerate().rev().filter(|(_, &g)| g) {
-            self.slots.remove_node(i);
-        }
+        follow_nodes(&mut self.slots, &[], &weights);
+        self.slots.remove_nodes(&gone);
         let survivors = self
             .ring
             .nodes()
@@ -281,9 +269,9 @@ impl Topology {
     }
 
     /// Gives slots `start..=end` to the existing node `node`, as `CLUSTER ADDSLOTSRANGE` /
-    /// `CLUSTER SETSLOT ... NODE` would. Errors: a range outside `0..=16383` or reversed, an
-    /// unknown node.
-    pub fn assign(&mut self, start: i64, end: i64, node: &[u8]) -> Result<(), EngineError> {
+    /// `CLUSTER SETSLOT ... NODE` would, and returns whether any slot changed owner (O(range)).
+    /// Errors: a range outside `0..=16383` or reversed, an unknown node.
+    pub fn assign(&mut self, start: i64, end: i64, node: &[u8]) -> Result<bool, EngineError> {
         let range_ok = 0 <= start && start <= end && end < SLOT_COUNT as i64;
         if !range_ok {
             return Err(EngineError::BadSlotRange { start, end });
@@ -292,8 +280,7 @@ impl Topology {
             .ring
             .node_index(node)
             .ok_or_else(|| EngineError::UnknownNode(node.to_vec()))?;
-        self.slots.assign(start as u16, end as u16, owner);
-        Ok(())
+        Ok(self.slots.assign(start as u16, end as u16, owner))
     }
 
     /// The owner of `member` on the ring, `None` on a ring without points.
@@ -398,6 +385,21 @@ impl Topology {
             slot_peak_to_mean: self.slot_peak_to_mean(),
             memory_bytes: self.memory_bytes(),
         }
+    }
+}
+
+/// Brings a slot table in line with a new node list (index = node; `names` and `weights` in
+/// node order, weight 0 for a node that leaves), as a real cluster would be: an empty table
+/// gets the `redis-cli --cluster create` layout over the nodes, a table whose nodes all leave
+/// is emptied, and any other change is a `redis-cli --cluster rebalance` with the weights.
+/// (`names` is read only for the create layout.)
+pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) {
+    if weights.iter().all(|&w| w == 0) {
+        slots.clear();
+    } else if slots.is_empty() {
+        slots.create_layout(&create_master_order(names));
+    } else {
+        slots.rebalance(weights);
     }
 }
 

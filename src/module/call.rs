@@ -8,7 +8,7 @@
 
 use super::args::ArgError;
 use super::reply::Reply;
-use super::ringtype::RING_TYPE;
+use super::ringtype::{RingMut, RingValue, RING_TYPE};
 use crate::engine::{EngineError, Topology};
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisError, RedisString};
@@ -17,6 +17,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// The module's context pointer, as Redis passes it.
 pub type RawCtx = *mut raw::RedisModuleCtx;
@@ -152,9 +153,20 @@ impl<'a> Call<'a> {
         let name = self.key_name()?;
         let key = RedisKey::open(self.ctx, &name);
         let ring = key
-            .get_value::<Topology>(&RING_TYPE)
+            .get_value::<RingValue>(&RING_TYPE)
             .map_err(|_| CommandError::WrongType)?;
-        f(ring)
+        f(ring.map(RingValue::topology))
+    }
+
+    /// A snapshot of the ring at the key (`None` when the key is missing) that later writes
+    /// do not change; `WRONGTYPE` for another type.
+    pub fn ring_snapshot(&self) -> Result<Option<Arc<Topology>>, CommandError> {
+        let name = self.key_name()?;
+        let key = RedisKey::open(self.ctx, &name);
+        let ring = key
+            .get_value::<RingValue>(&RING_TYPE)
+            .map_err(|_| CommandError::WrongType)?;
+        Ok(ring.map(RingValue::snapshot))
     }
 
     /// Opens the key for writing; see [`WritableRing`].
@@ -162,7 +174,7 @@ impl<'a> Call<'a> {
         let name = self.key_name()?;
         let key = RedisKeyWritable::open(self.ctx, &name);
         // Check the type now, so that every later access is a ring or nothing.
-        key.get_value::<Topology>(&RING_TYPE)
+        key.get_value::<RingValue>(&RING_TYPE)
             .map_err(|_| CommandError::WrongType)?;
         Ok(WritableRing { key })
     }
@@ -189,9 +201,13 @@ pub struct WritableRing {
 }
 
 impl WritableRing {
-    /// The ring, `None` when the key is missing.
-    pub fn ring(&self) -> Option<&mut Topology> {
-        self.key.get_value::<Topology>(&RING_TYPE).ok().flatten()
+    /// The ring, to change, `None` when the key is missing.
+    pub fn ring(&self) -> Option<RingMut<'_>> {
+        self.key
+            .get_value::<RingValue>(&RING_TYPE)
+            .ok()
+            .flatten()
+            .map(RingValue::modify)
     }
 
     /// Whether the key holds nothing.
@@ -201,7 +217,7 @@ impl WritableRing {
 
     /// Stores `ring` at the empty key.
     pub fn create(&self, ring: Topology) -> Result<(), CommandError> {
-        Ok(self.key.set_value(&RING_TYPE, ring)?)
+        Ok(self.key.set_value(&RING_TYPE, RingValue::new(ring))?)
     }
 }
 
@@ -218,7 +234,7 @@ pub fn run_caught<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 
 /// Replies with an error: the whole `text` (which starts with its code, `ERR ...`), with any
 /// NUL byte (which would end the C string early) shown as `\x00`.
-fn reply_error(ctx: RawCtx, error: &CommandError) {
+pub(crate) fn reply_error(ctx: RawCtx, error: &CommandError) {
     match error {
         CommandError::WrongArity => {
             // SAFETY: a plain read of a function-pointer static set by RedisModule_Init.

@@ -10,13 +10,16 @@
 //! MULTI/EXEC).
 
 use super::args::{self, Members};
+use super::background::{self, Run, Source};
 use super::call::{Call, CommandError};
+use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_POINTS, MAX_SAMPLE};
+use super::keys::{self, KeyWalk, Reader};
 use super::reply::Reply;
-use super::{config_u64, DEFAULT_VNODES, MAX_POINTS, MAX_SAMPLE};
 use crate::engine::error::shown;
 use crate::engine::{key_slot, sample_members, EngineError, Flavour, Topology, WhatIf};
-use redis_module::{ContextFlags, RedisValue};
+use redis_module::ContextFlags;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// `ringslot.max-points`, except for commands replayed from the AOF or sent by a master,
 /// which were accepted once already and must rebuild the same ring whatever this server's
@@ -28,7 +31,7 @@ fn max_points(call: &Call) -> u64 {
     {
         u64::MAX
     } else {
-        config_u64(&MAX_POINTS)
+        config::get(&MAX_POINTS)
     }
 }
 
@@ -56,7 +59,7 @@ pub fn add(call: &Call) -> Result<(), CommandError> {
     let limit = max_points(call);
     let key = call.write_ring()?;
     let (added, changed) = match key.ring() {
-        Some(ring) => ring.add(&parsed.nodes, parsed.weight, limit)?,
+        Some(mut ring) => ring.add(&parsed.nodes, parsed.weight, limit)?,
         None => {
             let vnodes = DEFAULT_VNODES.load(Ordering::Relaxed);
             let mut ring = Topology::implicit(vnodes)?;
@@ -82,7 +85,7 @@ pub fn add(call: &Call) -> Result<(), CommandError> {
 pub fn del(call: &Call) -> Result<(), CommandError> {
     let nodes = call.rest(2, 1, usize::MAX)?;
     let key = call.write_ring()?;
-    let removed = key.ring().map_or(0, |ring| ring.del(&nodes));
+    let removed = key.ring().map_or(0, |mut ring| ring.del(&nodes));
     if removed > 0 {
         call.propagate("ring.del")?;
     }
@@ -99,15 +102,15 @@ pub fn assign(call: &Call) -> Result<(), CommandError> {
     let (start, end) = (args::integer(start)?, args::integer(end)?);
     let key = call.write_ring()?;
     match key.ring() {
-        Some(ring) => {
-            let before = ring.slot_table().ranges();
-            ring.assign(start, end, node)?;
-            if ring.slot_table().ranges() != before {
+        Some(mut ring) => {
+            if ring.assign(start, end, node)? {
                 call.propagate("ring.assign")?;
             }
         }
         // No ring, no node: report the range or the node as an existing empty ring would.
-        None => Topology::new(Flavour::Native, None, false)?.assign(start, end, node)?,
+        None => {
+            Topology::new(Flavour::Native, None, false)?.assign(start, end, node)?;
+        }
     }
     call.reply(&Reply::Ok);
     Ok(())
@@ -245,55 +248,100 @@ pub fn info(call: &Call) -> Result<(), CommandError> {
     })
 }
 
-/// The keys of the current database matching the glob `pattern`, found with `SCAN cursor
-/// MATCH pattern COUNT 1000` (so that `KEYS`' full list is never built): at most `limit` of
-/// them, else `TooManyMatches` as soon as one more turns up. No other client runs and the
-/// keyspace is not resized within one command, so SCAN returns each key once. As on any read,
-/// expired keys it meets are deleted (and the deletion replicated); `KEYS` on Redis 7.0 only
-/// skipped them.
-fn matching_keys(call: &Call, pattern: &[u8], limit: u64) -> Result<Vec<Vec<u8>>, CommandError> {
-    let unexpected = || CommandError::Text("ERR internal error: unexpected SCAN reply".into());
-    let bytes = |v: RedisValue| match v {
-        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.into_bytes()),
-        RedisValue::StringBuffer(b) => Some(b),
-        _ => None,
-    };
+/// The keys of the current database that match `pattern` and that `reader` may read, walked
+/// on the main thread (see [`super::keys`]): at most `ringslot.max-sample` of them, else
+/// `TooManyMatches`.
+fn matching_keys(
+    call: &Call,
+    pattern: &[u8],
+    reader: Reader,
+) -> Result<Vec<Vec<u8>>, CommandError> {
     let ctx = call.context();
-    let mut keys = Vec::new();
-    let mut cursor = b"0".to_vec();
-    loop {
-        let args: [&[u8]; 5] = [&cursor, b"MATCH", pattern, b"COUNT", b"1000"];
-        let RedisValue::Array(reply) = ctx.call("SCAN", &args[..])? else {
-            return Err(unexpected());
-        };
-        let mut reply = reply.into_iter();
-        let (Some(next), Some(RedisValue::Array(batch))) = (reply.next(), reply.next()) else {
-            return Err(unexpected());
-        };
-        for item in batch {
-            keys.push(bytes(item).ok_or_else(unexpected)?);
-        }
-        if keys.len() as u64 > limit {
+    let limit = config::get(&MAX_SAMPLE);
+    let mut walk = KeyWalk::new(pattern, reader)?;
+    let mut found = Vec::new();
+    while !walk.is_done() {
+        // SAFETY: the live context of this call, on the main thread; the whole walk happens
+        // within this call.
+        unsafe { walk.step(ctx.ctx, 1000, &mut found)? };
+        if found.len() as u64 > limit {
             return Err(EngineError::TooManyMatches { limit }.into());
         }
-        cursor = bytes(next).ok_or_else(unexpected)?;
-        if cursor == b"0" {
-            return Ok(keys);
-        }
     }
+    Ok(found)
 }
 
 /// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern]` -> the what-if map.
 /// Changes nothing. A missing key is evaluated as the implicit ring `RING.ADD` would create.
+///
+/// Work up to `ringslot.inline-limit` (sample members, or the keys of the database a `KEYS`
+/// walk visits) runs inline; more runs in the background ([`background`]), except where the
+/// client cannot be blocked (`MULTI`, scripts), where it is refused.
 pub fn moves(call: &Call) -> Result<(), CommandError> {
     let rest = call.rest(2, 2, usize::MAX)?;
-    let max_sample = config_u64(&MAX_SAMPLE);
-    let max_points = config_u64(&MAX_POINTS);
-    let parsed = args::parse_moves(&rest, max_sample)?;
-    // The keys are found before the ring is opened: SCAN may delete expired keys.
-    let keys = match parsed.members {
-        Members::Keys(pattern) => Some(matching_keys(call, pattern, max_sample)?),
-        Members::Sample(_) => None,
+    let parsed = args::parse_moves(&rest, config::get(&MAX_SAMPLE))?;
+    let max_points = config::get(&MAX_POINTS);
+    let inline = config::get(&INLINE_LIMIT);
+    let ctx = call.context();
+    let flags = call.flags();
+    // The walk's rights are the caller's, checked before anything runs.
+    let plan = match parsed.members {
+        Members::Sample(n) => Plan::Sample(n),
+        Members::Keys(pattern) => {
+            // SAFETY: the live context of this call, on the main thread.
+            let reader = unsafe { keys::caller(ctx.ctx, &flags) };
+            reader.check_scan()?;
+            // SAFETY: as above.
+            let size = unsafe { keys::db_size(ctx.ctx) };
+            Plan::Keys {
+                pattern,
+                reader,
+                size,
+            }
+        }
+    };
+    let (work, what) = match &plan {
+        Plan::Sample(n) => (*n, format!("SAMPLE {n} is")),
+        Plan::Keys { size, .. } => (*size, format!("the database holds {size} keys,")),
+    };
+    if work > inline {
+        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+        if flags.intersects(blocked) {
+            return Err(CommandError::Text(format!(
+                "ERR {what} more than ringslot.inline-limit ({inline}), the most RING.MOVES does \
+                 on Redis' main thread, and here (MULTI, a script) it cannot run in the background"
+            )));
+        }
+        let topo = match call.ring_snapshot()? {
+            Some(topo) => topo,
+            None => Arc::new(Topology::implicit(DEFAULT_VNODES.load(Ordering::Relaxed))?),
+        };
+        let source = match plan {
+            Plan::Sample(count) => Source::Sample {
+                name: call.key_name()?.as_slice().to_vec(),
+                count,
+            },
+            Plan::Keys {
+                pattern, reader, ..
+            } => Source::Keys {
+                walk: KeyWalk::new(pattern, reader)?,
+                limit: config::get(&MAX_SAMPLE),
+            },
+        };
+        let run = Run {
+            topo,
+            change: parsed.change,
+            source,
+            max_points,
+        };
+        // SAFETY: the live context of this call, on the main thread, which may block.
+        return unsafe { background::start(ctx.ctx, run) };
+    }
+    let keys = match plan {
+        Plan::Keys {
+            pattern, reader, ..
+        } => Some(matching_keys(call, pattern, reader)?),
+        Plan::Sample(_) => None,
     };
     let name = call.key_name()?;
     let result = call.read_ring(|ring| {
@@ -319,8 +367,20 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// What a `RING.MOVES` evaluates, as planned on the main thread.
+enum Plan<'a> {
+    /// `SAMPLE n`.
+    Sample(u64),
+    /// `KEYS pattern`, walked with `reader`'s rights over a database of `size` keys.
+    Keys {
+        pattern: &'a [u8],
+        reader: Reader,
+        size: u64,
+    },
+}
+
 /// The map `RING.MOVES` replies.
-fn what_if_reply(result: &WhatIf) -> Reply<'static> {
+pub(crate) fn what_if_reply(result: &WhatIf) -> Reply<'static> {
     Reply::Map(vec![
         ("members", Reply::count(result.members)),
         ("ideal", Reply::Double(result.ideal)),

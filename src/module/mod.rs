@@ -6,31 +6,24 @@
 //! - [`call`]: one call (arguments, the ring at its key, errors, dispatch);
 //! - [`commands`]: the handlers; [`args`]: their option parsing; [`reply`]: reply trees;
 //! - [`ringtype`]: the `ringslot1` data type (RDB, AOF, copy, memory, digest);
-//! - [`cmdinfo`]: `COMMAND INFO` / `DOCS` for a table entry.
+//! - [`cmdinfo`]: `COMMAND INFO` / `DOCS` for a table entry;
+//! - [`config`]: the `ringslot.*` configurations; [`keys`]: the keyspace walk of `KEYS`;
+//! - [`background`]: `RING.MOVES` on a worker thread; [`stats`]: `INFO ringslot`.
 
 pub mod args;
+pub mod background;
 pub mod call;
 pub mod cmdinfo;
 pub mod commands;
+pub mod config;
+pub mod keys;
 pub mod reply;
 pub mod ringtype;
+pub mod stats;
 pub mod table;
 
 use redis_module::alloc::RedisAlloc;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
-
-/// `ringslot.default-vnodes`: VNODES of the rings `RING.ADD` creates (default 160).
-pub static DEFAULT_VNODES: AtomicI64 = AtomicI64::new(160);
-/// `ringslot.max-points`: the most points one ring may have (default 10000000).
-pub static MAX_POINTS: AtomicI64 = AtomicI64::new(10_000_000);
-/// `ringslot.max-sample`: the most members `RING.MOVES` evaluates (default 1000000).
-pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(1_000_000);
-
-/// The current value of an `i64` configuration as a `u64` (configurations are >= 1).
-pub fn config_u64(config: &AtomicI64) -> u64 {
-    u64::try_from(config.load(Ordering::Relaxed)).unwrap_or(0)
-}
 
 /// The global allocator: Redis' allocator once the module API is initialised (so that
 /// `INFO memory` and `maxmemory` see the module's memory), the system allocator before that.

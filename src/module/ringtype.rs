@@ -1,4 +1,6 @@
-//! The ring data type, `ringslot1`: one [`Topology`] per key.
+//! The ring data type, `ringslot1`: one [`RingValue`] per key, which shares its [`Topology`]
+//! with the background what-ifs that evaluate a snapshot of it (a write while one runs copies
+//! the topology first).
 //!
 //! RDB encoding (encoding version 1), all integers as RDB unsigned:
 //! flavour code (0 native, 1 ketama, 2 groupcache), vnodes, hashtag (0/1), node count, then
@@ -6,16 +8,21 @@
 //! start, end and node index. Points are not stored: they are a pure function of the rest
 //! and are rebuilt on load.
 //!
-//! AOF rewrite emits `RING.CREATE` with the configuration, one `RING.ADD key WEIGHT w node`
-//! per node in order, then one `RING.ASSIGN key start end node` per slot range, so that the
-//! replayed file ends with the same slot table whatever the rebalancing in between did.
+//! AOF rewrite emits `RING.CREATE` with the configuration (the flavour named), then the nodes
+//! in order as `RING.ADD key WEIGHT w node ...`, one command per run of consecutive nodes of
+//! one weight (at most 4096 nodes each), then one `RING.ASSIGN key start end node` per slot
+//! range, so that the replayed file ends with the same slot table whatever the rebalancing in
+//! between did.
 
+use super::stats;
 use crate::engine::{Flavour, Topology};
 use redis_module::native_types::RedisType;
-use redis_module::{logging, raw};
+use redis_module::{logging, raw, RedisString};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::Arc;
 
 /// The type's name as `TYPE` shows it (exactly 9 characters, as Redis requires).
 pub const TYPE_NAME: &str = "ringslot1";
@@ -49,14 +56,85 @@ pub static RING_TYPE: RedisType = RedisType::new(
     },
 );
 
+/// What a ring key holds: its topology, shared with the snapshots of background what-ifs, and
+/// counted in `INFO ringslot` (`rings`, `ring_points`) for as long as the key holds it.
+#[derive(Debug)]
+pub struct RingValue {
+    topo: Arc<Topology>,
+}
+
+impl RingValue {
+    /// The value of a ring key holding `topo`.
+    pub fn new(topo: Topology) -> RingValue {
+        stats::add(&stats::RINGS, 1);
+        stats::add(&stats::POINTS, topo.ring().point_count() as i64);
+        RingValue {
+            topo: Arc::new(topo),
+        }
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// A snapshot for a background run: O(1), and unchanged by later writes.
+    pub fn snapshot(&self) -> Arc<Topology> {
+        Arc::clone(&self.topo)
+    }
+
+    /// The topology for a change: its own copy first if a snapshot shares it. The point count
+    /// of `INFO ringslot` follows the change when the guard is dropped.
+    pub fn modify(&mut self) -> RingMut<'_> {
+        let before = self.topo.ring().point_count() as i64;
+        RingMut {
+            value: self,
+            before,
+        }
+    }
+}
+
+impl Drop for RingValue {
+    fn drop(&mut self) {
+        stats::add(&stats::RINGS, -1);
+        stats::add(&stats::POINTS, -(self.topo.ring().point_count() as i64));
+    }
+}
+
+/// A topology being changed (see [`RingValue::modify`]).
+pub struct RingMut<'a> {
+    value: &'a mut RingValue,
+    before: i64,
+}
+
+impl std::ops::Deref for RingMut<'_> {
+    type Target = Topology;
+    fn deref(&self) -> &Topology {
+        &self.value.topo
+    }
+}
+
+impl std::ops::DerefMut for RingMut<'_> {
+    fn deref_mut(&mut self) -> &mut Topology {
+        Arc::make_mut(&mut self.value.topo)
+    }
+}
+
+impl Drop for RingMut<'_> {
+    fn drop(&mut self) {
+        let after = self.value.topo.ring().point_count() as i64;
+        stats::add(&stats::POINTS, after - self.before);
+    }
+}
+
 /// # Safety
-/// `value` must be a `Topology` created by this module (Redis only hands back our values).
+/// `value` must be a `RingValue` created by this module (Redis only hands back our values).
 unsafe fn topology<'a>(value: *const c_void) -> &'a Topology {
-    &*value.cast::<Topology>()
+    (*value.cast::<RingValue>()).topology()
 }
 
 fn into_value(topology: Topology) -> *mut c_void {
-    Box::into_raw(Box::new(topology)).cast()
+    Box::into_raw(Box::new(RingValue::new(topology))).cast()
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
@@ -135,6 +213,9 @@ const RING_CREATE: &CStr = c"RING.CREATE";
 const RING_ADD: &CStr = c"RING.ADD";
 const RING_ASSIGN: &CStr = c"RING.ASSIGN";
 
+/// The most nodes one `RING.ADD` of an AOF rewrite names.
+const ADD_CHUNK: usize = 4096;
+
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -185,17 +266,39 @@ unsafe fn emit_commands(
             c"HASHTAG".as_ptr(),
         );
     }
-    for node in topo.nodes() {
+    // Runs of consecutive nodes of one weight, one RING.ADD each (at most ADD_CHUNK nodes):
+    // the replay then pays one incremental change per run, not one per node.
+    let nodes = topo.nodes();
+    let mut from = 0;
+    while let Some(first) = nodes.get(from) {
+        let run = nodes
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .take(ADD_CHUNK)
+            .take_while(|n| n.weight == first.weight)
+            .count();
+        let weight = first.weight.to_string();
+        let mut args: Vec<RedisString> = Vec::with_capacity(run + 2);
+        args.push(RedisString::create_from_slice(ptr::null_mut(), b"WEIGHT"));
+        args.push(RedisString::create_from_slice(
+            ptr::null_mut(),
+            weight.as_bytes(),
+        ));
+        for node in nodes.get(from..from + run).unwrap_or(&[]) {
+            args.push(RedisString::create_from_slice(ptr::null_mut(), &node.name));
+        }
+        let mut raw_args: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+        // "v": an array of strings and its length; Redis takes its own references.
         emit(
             aof,
             RING_ADD.as_ptr(),
-            c"sclb".as_ptr(),
+            c"sv".as_ptr(),
             key,
-            c"WEIGHT".as_ptr(),
-            c_longlong::from(node.weight),
-            node.name.as_ptr().cast::<c_char>(),
-            node.name.len(),
+            raw_args.as_mut_ptr(),
+            raw_args.len(),
         );
+        from += run.max(1);
     }
     for (start, end, node) in topo.slot_ranges() {
         emit(
@@ -245,7 +348,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
-        drop(Box::from_raw(value.cast::<Topology>()));
+        drop(Box::from_raw(value.cast::<RingValue>()));
     }
 }
 

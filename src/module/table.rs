@@ -189,7 +189,7 @@ pub static COMMANDS: [Command; 11] = [
         arity: -4,
         key_flags: RO | ACCESS,
         summary: "Evaluates what adding or removing a node would move under the ring, the slots and modulo",
-        complexity: "O(M log P + P + S) for M members",
+        complexity: "O(M log P + K log K + S + N) for M members, K points that change, S slots, N nodes",
         since: "0.1.0",
         args: &[
             Arg::key(),

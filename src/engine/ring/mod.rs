@@ -6,8 +6,10 @@
 //! node of the first point at or after the member's hash, wrapping to the first point.
 //!
 //! - [`index`]: the bucket index that makes a lookup read one bucket instead of a binary search;
-//! - [`update`]: node changes that hash only the points that come or go.
+//! - [`update`]: node changes that hash only the points that come or go;
+//! - [`delta`]: what a change would do, without applying it (what-ifs).
 
+pub mod delta;
 pub mod index;
 mod update;
 
@@ -36,6 +38,8 @@ pub struct Ring {
     vnodes: u32,
     hashtag: bool,
     nodes: Vec<Node>,
+    /// Node indices sorted by name, for lookups by name in O(log N).
+    by_name: Vec<u32>,
     hashes: Vec<u64>,
     owners: Vec<u32>,
     index: BucketIndex,
@@ -50,6 +54,7 @@ impl Ring {
             vnodes,
             hashtag,
             nodes: Vec::new(),
+            by_name: Vec::new(),
             hashes: Vec::new(),
             owners: Vec::new(),
             index: BucketIndex::new(flavour.hash_bits()),
@@ -78,7 +83,12 @@ impl Ring {
 
     /// Position of the node called `name` in [`Ring::nodes`], if any.
     pub fn node_index(&self, name: &[u8]) -> Option<usize> {
-        self.nodes.iter().position(|n| n.name == name)
+        let node_name = |&i: &u32| self.nodes.get(i as usize).map(|n| n.name.as_slice());
+        let at = self
+            .by_name
+            .binary_search_by(|i| node_name(i).cmp(&Some(name)))
+            .ok()?;
+        self.by_name.get(at).map(|&i| i as usize)
     }
 
     /// Total number of points on the ring.
@@ -116,20 +126,26 @@ impl Ring {
         self.flavour.member_hash(hashed)
     }
 
-    /// Index of the first point at or after `hash`, wrapping to 0; `None` on a ring without
-    /// points.
-    fn point_at_or_after(&self, hash: u64) -> Option<usize> {
-        if self.hashes.is_empty() {
-            return None;
-        }
-        let i = match self.index.range(hash, self.hashes.len()) {
+    /// Index of the first point at or after `hash` (the point count when there is none), found
+    /// through the bucket index: one bucket read and a search among a handful of points.
+    fn first_at_or_after(&self, hash: u64) -> usize {
+        match self.index.range(hash, self.hashes.len()) {
             Some((lo, hi)) => {
                 let within = self.hashes.get(lo..hi).unwrap_or(&[]);
                 lo + within.partition_point(|&p| p < hash)
             }
             // Only a hash outside the flavour's space gets here; search everything.
             None => self.hashes.partition_point(|&p| p < hash),
-        };
+        }
+    }
+
+    /// Index of the first point at or after `hash`, wrapping to 0; `None` on a ring without
+    /// points.
+    fn point_at_or_after(&self, hash: u64) -> Option<usize> {
+        if self.hashes.is_empty() {
+            return None;
+        }
+        let i = self.first_at_or_after(hash);
         Some(if i >= self.hashes.len() { 0 } else { i })
     }
 
@@ -204,11 +220,29 @@ impl Ring {
         self.hashes.capacity() * 8
             + self.owners.capacity() * 4
             + self.index.memory_bytes()
+            + self.by_name.capacity() * 4
             + self
                 .nodes
                 .iter()
                 .map(|n| n.name.capacity() + std::mem::size_of::<Node>())
                 .sum::<usize>()
+    }
+}
+
+/// The name of node `index` of `nodes` (empty when out of range).
+pub(crate) fn node_name(nodes: &[Node], index: u32) -> &[u8] {
+    nodes.get(index as usize).map_or(&[], |n| n.name.as_slice())
+}
+
+/// Whether point `a` sorts before point `b` (both `(hash, owner index into nodes)`): by hash,
+/// then by node name (`by_name`) or by owner index (ketama's rule).
+pub(crate) fn point_before(by_name: bool, nodes: &[Node], a: (u64, u32), b: (u64, u32)) -> bool {
+    if a.0 != b.0 {
+        a.0 < b.0
+    } else if by_name {
+        node_name(nodes, a.1) < node_name(nodes, b.1)
+    } else {
+        a.1 < b.1
     }
 }
 

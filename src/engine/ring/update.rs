@@ -3,7 +3,7 @@
 //! rather than rebuilt, so that a change costs about one pass over the points and no rehash
 //! or sort of the whole ring.
 
-use super::{Node, Ring};
+use super::{node_name, point_before, Node, Ring};
 use fnv::FnvHashMap;
 
 /// Owner mapping of a node that leaves the ring.
@@ -22,6 +22,10 @@ impl Ring {
         let dropped = self.drop_points(&change);
         self.insert_points(&change.added, &change.nodes);
         self.nodes = change.nodes;
+        self.by_name = (0..self.nodes.len() as u32).collect();
+        let nodes = &self.nodes;
+        self.by_name
+            .sort_unstable_by(|&a, &b| node_name(nodes, a).cmp(node_name(nodes, b)));
         if self.hashes.capacity() > self.hashes.len() + self.hashes.len() / 8 + 16 {
             self.hashes.shrink_to_fit();
             self.owners.shrink_to_fit();
@@ -284,23 +288,6 @@ struct PlannedChange {
     lost: FnvHashMap<(u64, u32), u32>,
     /// Old node index -> whether the node loses points listed in `lost`.
     shrunk: Vec<bool>,
-}
-
-/// The name of node `index` of `nodes` (empty when out of range).
-fn node_name(nodes: &[Node], index: u32) -> &[u8] {
-    nodes.get(index as usize).map_or(&[], |n| n.name.as_slice())
-}
-
-/// Whether point `a` sorts before point `b` (both `(hash, owner index into nodes)`): by hash,
-/// then by node name (`by_name`) or by owner index (ketama's rule).
-fn point_before(by_name: bool, nodes: &[Node], a: (u64, u32), b: (u64, u32)) -> bool {
-    if a.0 != b.0 {
-        a.0 < b.0
-    } else if by_name {
-        node_name(nodes, a.1) < node_name(nodes, b.1)
-    } else {
-        a.1 < b.1
-    }
 }
 
 #[cfg(test)]

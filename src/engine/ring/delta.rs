@@ -1,0 +1,416 @@
+//! What a change of one ring's node set does to its points, without applying it: the points
+//! that come and go, an owner lookup on the changed ring that combines the unchanged ring with
+//! them, and the exact share of the hash space whose owner changes. Its cost grows with the
+//! points that change (O(k log k) to build, O(log P + log k) per lookup), never with a copy of
+//! the ring: what-ifs (`RING.MOVES`) use it on rings of any size.
+//!
+//! Owners are named in one index space for both rings: the ring's node indices, and
+//! [`RingDelta::joined`] (= the node count) for a node that joins.
+
+use super::{node_name, point_before, Node, Ring};
+use fnv::FnvHashMap;
+
+/// The points a node-set change adds and removes.
+#[derive(Debug, Clone)]
+pub struct RingDelta<'a> {
+    ring: &'a Ring,
+    /// Points that come in, as (hash, owner), sorted in the changed ring's order.
+    added: Vec<(u64, u32)>,
+    /// Points that go, as (hash, owner), sorted: only those with no copy left (a node can
+    /// hold two points of one hash, and losing one of them changes no lookup).
+    removed: Vec<(u64, u32)>,
+    /// The name of the node that joins, if any (for the name tie rule).
+    joining: Option<&'a [u8]>,
+}
+
+/// A change to one node, as [`Ring::delta`] takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeChange<'a> {
+    /// The node `name` (not in the ring) joins with `weight`.
+    Join {
+        /// Its name.
+        name: &'a [u8],
+        /// Its weight, >= 1.
+        weight: u32,
+    },
+    /// The node at `index` takes `weight` (>= 1).
+    Reweight {
+        /// Its index in the ring.
+        index: usize,
+        /// Its new weight.
+        weight: u32,
+    },
+    /// The node at `index` leaves.
+    Leave {
+        /// Its index in the ring.
+        index: usize,
+    },
+}
+
+impl Ring {
+    /// What `change` does to the points, in the common index space (see the module docs).
+    /// Cost: the points of the changed node (and, for ketama, whose counts depend on every
+    /// weight, the few points each other node gains or loses), hashed and sorted.
+    pub fn delta<'a>(&'a self, change: NodeChange<'a>) -> RingDelta<'a> {
+        let (changed_node, weight, joining) = match change {
+            NodeChange::Join { name, weight } => (self.nodes.len(), weight, Some(name)),
+            NodeChange::Reweight { index, weight } => (index, weight, None),
+            NodeChange::Leave { index } => (index, 0, None),
+        };
+        // Only ketama's counts depend on every weight (and on the server count); the other
+        // flavours' counts change for the changed node alone, so only it is looked at.
+        if !self.flavour.fixes_vnodes() {
+            let count = u64::from(self.vnodes) * u64::from(weight);
+            return self.delta_of(&[(changed_node, count)], joining);
+        }
+        let mut weights: Vec<u32> = self.nodes.iter().map(|n| n.weight).collect();
+        match weights.get_mut(changed_node) {
+            Some(w) => *w = weight,
+            None => weights.push(weight),
+        }
+        // A leaving node counts as weight 0 for its own points, but not in ketama's formula,
+        // whose server count drops by one.
+        let counts: Vec<u64> = match change {
+            NodeChange::Leave { index } => {
+                let present: Vec<u32> = weights
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != index)
+                    .map(|(_, &w)| w)
+                    .collect();
+                let mut counts = Ring::planned_points(self.flavour, self.vnodes, &present);
+                counts.insert(index.min(counts.len()), 0);
+                counts
+            }
+            _ => Ring::planned_points(self.flavour, self.vnodes, &weights),
+        };
+        let counts: Vec<(usize, u64)> = counts.into_iter().enumerate().collect();
+        self.delta_of(&counts, joining)
+    }
+
+    /// The delta of nodes taking new point counts (`(index, count)`, the joining node at the
+    /// node count).
+    fn delta_of<'a>(&'a self, counts: &[(usize, u64)], joining: Option<&'a [u8]>) -> RingDelta<'a> {
+        let mut added = Vec::new();
+        let mut lost: FnvHashMap<(u64, u32), u32> = FnvHashMap::default();
+        let mut scratch = Vec::new();
+        for &(i, count) in counts {
+            let now = u32::try_from(count).unwrap_or(u32::MAX);
+            let (name, before) = match self.nodes.get(i) {
+                Some(n) => (n.name.as_slice(), n.points),
+                None => (joining.unwrap_or_default(), 0),
+            };
+            if now == before {
+                continue;
+            }
+            scratch.clear();
+            let (from, to) = (now.min(before), now.max(before));
+            self.flavour.push_points(name, from, to, &mut scratch);
+            if now > before {
+                added.extend(scratch.iter().map(|&h| (h, i as u32)));
+            } else {
+                for &h in &scratch {
+                    *lost.entry((h, i as u32)).or_insert(0) += 1;
+                }
+            }
+        }
+        let mut delta = RingDelta {
+            ring: self,
+            added,
+            removed: Vec::new(),
+            joining,
+        };
+        let by_name = self.flavour.ties_by_name();
+        delta.added.sort_unstable();
+        if by_name {
+            let nodes = &self.nodes;
+            let joining = delta.joining;
+            for run in delta.added.chunk_by_mut(|a, b| a.0 == b.0) {
+                if run.len() > 1 {
+                    run.sort_by(|a, b| {
+                        name_of(nodes, joining, a.1).cmp(name_of(nodes, joining, b.1))
+                    });
+                }
+            }
+        }
+        // A point goes from a lookup only when every copy of it goes.
+        delta.removed = lost
+            .into_iter()
+            .filter(|&((h, o), n)| self.copies(h, o) <= n)
+            .map(|(point, _)| point)
+            .collect();
+        delta.removed.sort_unstable();
+        delta
+    }
+
+    /// How many points of owner `o` have hash `h`.
+    fn copies(&self, h: u64, o: u32) -> u32 {
+        let lo = self.first_at_or_after(h);
+        let run = self.hashes.get(lo..).unwrap_or(&[]);
+        let len = run.iter().take_while(|&&p| p == h).count();
+        self.owners
+            .get(lo..lo + len)
+            .map_or(0, |run| run.iter().filter(|&&x| x == o).count() as u32)
+    }
+}
+
+/// The name of `owner` in the common index space.
+fn name_of<'n>(nodes: &'n [Node], joining: Option<&'n [u8]>, owner: u32) -> &'n [u8] {
+    if owner as usize == nodes.len() {
+        joining.unwrap_or_default()
+    } else {
+        node_name(nodes, owner)
+    }
+}
+
+impl RingDelta<'_> {
+    /// The index the joining node has in the common space (the ring's node count).
+    pub fn joined(&self) -> usize {
+        self.ring.nodes.len()
+    }
+
+    /// The points the change adds and removes.
+    pub fn changed_points(&self) -> usize {
+        self.added.len() + self.removed.len()
+    }
+
+    fn is_removed(&self, i: usize) -> bool {
+        match (self.ring.hashes.get(i), self.ring.owners.get(i)) {
+            (Some(&h), Some(&o)) => self.removed.binary_search(&(h, o)).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Whether point `a` comes before point `b` in the changed ring (both in the common space).
+    fn before(&self, a: (u64, u32), b: (u64, u32)) -> bool {
+        if a.0 != b.0 || !self.ring.flavour.ties_by_name() {
+            return point_before(false, &[], a, b);
+        }
+        let name = |o| name_of(&self.ring.nodes, self.joining, o);
+        name(a.1) < name(b.1)
+    }
+
+    /// The owner (common index space) of `hash` on the changed ring; `None` when it has no
+    /// points.
+    pub fn owner_after(&self, hash: u64) -> Option<usize> {
+        self.owner_after_from(hash, self.ring.first_at_or_after(hash))
+    }
+
+    /// [`RingDelta::owner_after`], given `at`, the index of the ring's first point at or after
+    /// `hash` (the point count when there is none).
+    fn owner_after_from(&self, hash: u64, at: usize) -> Option<usize> {
+        let ring = self.ring;
+        let points = ring.hashes.len();
+        // The first surviving old point at or after `hash`, wrapping.
+        let mut old = None;
+        let mut i = if at >= points { 0 } else { at };
+        for _ in 0..points {
+            if self.removed.is_empty() || !self.is_removed(i) {
+                old = match (ring.hashes.get(i), ring.owners.get(i)) {
+                    (Some(&h), Some(&o)) => Some((h, o)),
+                    _ => None,
+                };
+                break;
+            }
+            i = if i + 1 >= points { 0 } else { i + 1 };
+        }
+        let j = self.added.partition_point(|&(h, _)| h < hash);
+        let new = self.added.get(j).or_else(|| self.added.first()).copied();
+        // Distance clockwise from `hash`, so that a wrapped point counts as far.
+        let distance = |h: u64| h.wrapping_sub(hash);
+        let winner = match (old, new) {
+            (Some(o), Some(n)) => {
+                let (d_o, d_n) = (distance(o.0), distance(n.0));
+                if d_n < d_o || (d_n == d_o && self.before(n, o)) {
+                    n
+                } else {
+                    o
+                }
+            }
+            (Some(p), None) | (None, Some(p)) => p,
+            (None, None) => return None,
+        };
+        Some(winner.1 as usize)
+    }
+
+    /// The exact fraction of the hash space whose owner (common index space) differs between
+    /// the ring and the changed ring. Only the arcs that end at a changed point can change
+    /// owner: an arc `(prev, x]` between consecutive points of either ring is owned by the
+    /// first point at or after `x`, which is the same point in both rings unless a point at
+    /// `x` came or went. Cost: O(k (log k + 1)) for k changed points, each placed among the
+    /// ring's points once through the bucket index.
+    pub fn moved_space(&self) -> f64 {
+        let ring = self.ring;
+        let space = ring.flavour.space();
+        let points = ring.hashes.len();
+        let after_empty = self.added.is_empty() && self.removed.len() == points;
+        match (points == 0, after_empty) {
+            (true, true) => return 0.0,
+            (true, false) | (false, true) => return 1.0,
+            (false, false) => {}
+        }
+        let added: Vec<u64> = self.added.iter().map(|p| p.0).collect();
+        let mut changed: Vec<u64> = added.clone();
+        if !self.removed.is_empty() {
+            changed.extend(self.removed.iter().map(|p| p.0));
+            changed.sort_unstable();
+        }
+        changed.dedup();
+        // Where each changed hash falls among the ring's points: independent lookups, so that
+        // the CPU overlaps their cache misses on a big ring.
+        let at: Vec<usize> = changed.iter().map(|&x| ring.first_at_or_after(x)).collect();
+        let arc_from = |prev: u64, x: u64| -> u128 {
+            match prev.cmp(&x) {
+                std::cmp::Ordering::Less => u128::from(x - prev),
+                std::cmp::Ordering::Greater => u128::from(x) + space - u128::from(prev),
+                std::cmp::Ordering::Equal => space,
+            }
+        };
+        let mut moved: u128 = 0;
+        for (&x, &i) in changed.iter().zip(&at) {
+            // The point of either ring just before x (any old point bounds an arc: it is a
+            // point of the ring before the change), wrapping to the largest.
+            let old_prev = match i.checked_sub(1) {
+                Some(k) => ring.hashes.get(k),
+                None => ring.hashes.last(),
+            };
+            let j = added.partition_point(|&p| p < x);
+            let added_prev = match j.checked_sub(1) {
+                Some(k) => added.get(k),
+                None => added.last(),
+            };
+            let arc = [old_prev, added_prev]
+                .into_iter()
+                .flatten()
+                .map(|&p| arc_from(p, x))
+                .min()
+                .unwrap_or(space);
+            let before = ring
+                .owners
+                .get(if i >= points { 0 } else { i })
+                .map(|&o| o as usize);
+            if before != self.owner_after_from(x, i) {
+                moved += arc;
+            }
+        }
+        moved as f64 / space as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::flavour::Flavour;
+
+    /// A change, the node list after it, and the common index of each node after it.
+    type Case<'a> = (NodeChange<'a>, Vec<(Vec<u8>, u32)>, Vec<u32>);
+
+    /// The owner (common index space) of `hash` on `after`, a ring built from scratch with
+    /// the change applied, whose node `i` is `map[i]` in the common space.
+    fn rebuilt_owner(after: &Ring, map: &[u32], hash: u64) -> Option<usize> {
+        after.owner_of_hash(hash).map(|i| map[i] as usize)
+    }
+
+    fn names(n: usize) -> Vec<(Vec<u8>, u32)> {
+        (0..n)
+            .map(|i| (format!("10.1.0.{i}:6379").into_bytes(), 1 + (i % 3) as u32))
+            .collect()
+    }
+
+    #[test]
+    fn lookups_and_moved_space_equal_a_rebuilt_ring() {
+        for flavour in Flavour::ALL {
+            let nodes = names(12);
+            let mut ring = Ring::new(flavour, 20, false);
+            ring.set_nodes(nodes.clone());
+            let n = nodes.len() as u32;
+            let cases: Vec<Case> = vec![
+                (
+                    NodeChange::Join {
+                        name: b"joiner",
+                        weight: 2,
+                    },
+                    [nodes.clone(), vec![(b"joiner".to_vec(), 2)]].concat(),
+                    (0..=n).collect(),
+                ),
+                (
+                    NodeChange::Reweight {
+                        index: 4,
+                        weight: 3,
+                    },
+                    nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (m, w))| (m.clone(), if i == 4 { 3 } else { *w }))
+                        .collect(),
+                    (0..n).collect(),
+                ),
+                (
+                    NodeChange::Reweight {
+                        index: 2,
+                        weight: 1,
+                    },
+                    nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (m, w))| (m.clone(), if i == 2 { 1 } else { *w }))
+                        .collect(),
+                    (0..n).collect(),
+                ),
+                (
+                    NodeChange::Leave { index: 5 },
+                    nodes
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != 5)
+                        .map(|(_, x)| x.clone())
+                        .collect(),
+                    (0..n).filter(|&i| i != 5).collect(),
+                ),
+            ];
+            for (change, after_nodes, map) in cases {
+                let delta = ring.delta(change);
+                let mut after = Ring::new(flavour, 20, false);
+                after.set_nodes(after_nodes);
+                // Probe at every point of both rings and next to it.
+                let (bh, _) = ring.points();
+                let (ah, _) = after.points();
+                for &p in bh.iter().chain(ah) {
+                    for h in [p.wrapping_sub(1), p, p.wrapping_add(1)] {
+                        let h = if flavour.hash_bits() == 32 {
+                            h & 0xFFFF_FFFF
+                        } else {
+                            h
+                        };
+                        assert_eq!(
+                            delta.owner_after(h),
+                            rebuilt_owner(&after, &map, h),
+                            "{flavour:?} {change:?} at {h}"
+                        );
+                    }
+                }
+                // The moved share by a sweep over both rings' owned values.
+                let mut moved = 0u128;
+                let space = flavour.space();
+                let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
+                bounds.sort_unstable();
+                bounds.dedup();
+                for (k, &x) in bounds.iter().enumerate() {
+                    let arc = match k.checked_sub(1).map(|j| bounds[j]) {
+                        Some(p) => u128::from(x - p),
+                        None => u128::from(x) + space - u128::from(*bounds.last().unwrap()),
+                    };
+                    if ring.owner_of_hash(x) != rebuilt_owner(&after, &map, x) {
+                        moved += arc;
+                    }
+                }
+                let expected = moved as f64 / space as f64;
+                assert!(
+                    (delta.moved_space() - expected).abs() < 1e-12,
+                    "{flavour:?} {change:?}: {} vs {expected}",
+                    delta.moved_space()
+                );
+            }
+        }
+    }
+}

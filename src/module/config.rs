@@ -1,0 +1,229 @@
+//! The module's configurations (`CONFIG GET/SET ringslot.<name>`, `ringslot.<name> <value>` in
+//! the configuration file, or `<name> <value>` pairs after the module path on
+//! `--loadmodule`): one table, registered in `init`, with the range every way of setting them
+//! is checked against.
+
+use crate::engine::topology::MAX_VNODES;
+use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
+use redis_module::{raw, Context, RedisString};
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// One integer configuration.
+pub struct Setting {
+    /// Its name after `ringslot.`.
+    pub name: &'static str,
+    /// Its current value.
+    pub value: &'static AtomicI64,
+    /// The value it has unless set.
+    pub default: i64,
+    /// The smallest value accepted.
+    pub min: i64,
+    /// The largest value accepted.
+    pub max: i64,
+}
+
+/// The current value of a setting, as a `u64` (every setting is >= 1).
+pub fn get(value: &AtomicI64) -> u64 {
+    u64::try_from(value.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// `ringslot.default-vnodes`: VNODES of the rings `RING.ADD` creates.
+pub static DEFAULT_VNODES: AtomicI64 = AtomicI64::new(160);
+/// `ringslot.max-points`: the most points a command may give one ring.
+pub static MAX_POINTS: AtomicI64 = AtomicI64::new(1_000_000);
+/// `ringslot.max-sample`: the most members one `RING.MOVES` evaluates.
+pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(1_000_000_000);
+/// `ringslot.inline-limit`: the most members or keys a `RING.MOVES` works through on Redis'
+/// main thread; past it, it runs in the background.
+pub static INLINE_LIMIT: AtomicI64 = AtomicI64::new(100_000);
+/// `ringslot.max-background`: the most `RING.MOVES` running in the background at once.
+pub static MAX_BACKGROUND: AtomicI64 = AtomicI64::new(2);
+
+/// Every configuration. The defaults keep every command within about 100 ms of the main
+/// thread on a 2-vCPU machine (README, Configuration): building a ring costs about 60 ns a
+/// point, a what-if about 1 µs a key walked.
+pub static SETTINGS: [Setting; 5] = [
+    Setting {
+        name: "default-vnodes",
+        value: &DEFAULT_VNODES,
+        default: 160,
+        min: 1,
+        max: MAX_VNODES as i64,
+    },
+    Setting {
+        name: "max-points",
+        value: &MAX_POINTS,
+        default: 1_000_000,
+        min: 1,
+        max: 100_000_000,
+    },
+    Setting {
+        name: "max-sample",
+        value: &MAX_SAMPLE,
+        default: 1_000_000_000,
+        min: 1,
+        max: 1_000_000_000_000,
+    },
+    Setting {
+        name: "inline-limit",
+        value: &INLINE_LIMIT,
+        default: 100_000,
+        min: 1,
+        max: 1_000_000_000,
+    },
+    Setting {
+        name: "max-background",
+        value: &MAX_BACKGROUND,
+        default: 2,
+        min: 1,
+        max: 64,
+    },
+];
+
+/// Why the `--loadmodule` arguments were refused: the log line names the argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgsError {
+    /// A name that is no setting.
+    Unknown(String),
+    /// A name without a value after it.
+    MissingValue(&'static str),
+    /// A value that is no integer, or out of the setting's range.
+    BadValue {
+        /// The setting.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// Its range.
+        min: i64,
+        /// Its range.
+        max: i64,
+    },
+}
+
+impl fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+        match self {
+            ArgsError::Unknown(name) => write!(
+                f,
+                "unknown module argument '{name}' (ringslot takes {}, each followed by its value)",
+                names.join(", ")
+            ),
+            ArgsError::MissingValue(name) => write!(f, "module argument '{name}' needs a value"),
+            ArgsError::BadValue {
+                name,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "module argument '{name}' is '{value}': it must be an integer from {min} to {max}"
+            ),
+        }
+    }
+}
+
+/// Checks `<name> <value>` pairs (the `--loadmodule` arguments) against [`SETTINGS`], as
+/// `CONFIG SET` would, and returns the values to set; nothing is set when any pair is wrong.
+pub fn parse_args(args: &[&[u8]]) -> Result<Vec<(&'static Setting, i64)>, ArgsError> {
+    let mut parsed = Vec::new();
+    let mut rest = args.iter();
+    while let Some(&name) = rest.next() {
+        let text = String::from_utf8_lossy(name);
+        let setting = SETTINGS
+            .iter()
+            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+            .ok_or_else(|| ArgsError::Unknown(text.into_owned()))?;
+        let value = rest.next().ok_or(ArgsError::MissingValue(setting.name))?;
+        let bad = || ArgsError::BadValue {
+            name: setting.name,
+            value: String::from_utf8_lossy(value).into_owned(),
+            min: setting.min,
+            max: setting.max,
+        };
+        let n = super::args::parse_integer(value).ok_or_else(bad)?;
+        if !(setting.min..=setting.max).contains(&n) {
+            return Err(bad());
+        }
+        parsed.push((setting, n));
+    }
+    Ok(parsed)
+}
+
+/// Registers every setting, applies the configuration file's values (`LoadConfigs`), then the
+/// `--loadmodule` arguments. Error: a message for the log; the module then does not load.
+pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
+    for s in &SETTINGS {
+        register_i64_configuration(
+            ctx,
+            s.name,
+            s.value,
+            s.default,
+            s.min,
+            s.max,
+            ConfigurationFlags::DEFAULT,
+            None,
+        );
+    }
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init; called in
+    // OnLoad, after the configurations are registered, as the API requires.
+    if let Some(load) = unsafe { raw::RedisModule_LoadConfigs } {
+        if unsafe { load(ctx.ctx) } != raw::Status::Ok as i32 {
+            return Err("a ringslot.* setting of the configuration file was refused".into());
+        }
+    }
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    for (setting, value) in parse_args(&args).map_err(|e| e.to_string())? {
+        setting.value.store(value, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(args: &[&'static str]) -> Vec<&'static [u8]> {
+        args.iter().map(|a| a.as_bytes()).collect()
+    }
+
+    #[test]
+    fn module_arguments_are_checked_like_config_set() {
+        let ok = parse_args(&v(&["max-sample", "5", "DEFAULT-VNODES", "20"])).unwrap();
+        assert_eq!(
+            ok.iter().map(|(s, n)| (s.name, *n)).collect::<Vec<_>>(),
+            vec![("max-sample", 5), ("default-vnodes", 20)]
+        );
+        for (args, text) in [
+            (
+                &["max-points", "0"][..],
+                "module argument 'max-points' is '0': it must be an integer from 1 to 100000000",
+            ),
+            (
+                &["max-points", "-5"],
+                "module argument 'max-points' is '-5': it must be an integer from 1 to 100000000",
+            ),
+            (
+                &["default-vnodes", "200000"],
+                "module argument 'default-vnodes' is '200000': it must be an integer from 1 to 100000",
+            ),
+            (
+                &["max-sample", "x"],
+                "module argument 'max-sample' is 'x': it must be an integer from 1 to 1000000000000",
+            ),
+            (&["max-sample"], "module argument 'max-sample' needs a value"),
+            (
+                &["max_sample", "5"],
+                "unknown module argument 'max_sample' (ringslot takes default-vnodes, max-points, \
+                 max-sample, inline-limit, max-background, each followed by its value)",
+            ),
+        ] {
+            assert_eq!(
+                parse_args(&v(args)).map(|_| ()).map_err(|e| e.to_string()),
+                Err(text.to_string()),
+                "{args:?}"
+            );
+        }
+    }
+}
