@@ -143,6 +143,18 @@ fn the_walk_has_the_callers_rights() {
             "{user}"
         );
     }
+    // From a script the walk has the rights of the script's caller, also of one that may not
+    // run PING (the module asks RedisModule_Call "C" whether the script's client has a user).
+    q(&mut admin, "ACL SETUSER noping on >pw ~app:* +@all -ping");
+    for user in ["limited", "noping"] {
+        let mut con = server.client();
+        q(&mut con, &format!("AUTH {user} pw"));
+        let script = "return redis.call('RING.MOVES', KEYS[1], 'ADD', 'x', 'KEYS', '*')";
+        let args: [&[u8]; 4] = [b"EVAL", script.as_bytes(), b"1", b"app:ring"];
+        // A script hands the map on as a flat field/value array, which map() reads.
+        let members = int(&map(&call(&mut con, &args).unwrap())["members"]);
+        assert_eq!(members, 7, "{user}");
+    }
     let mut con = server.client();
     q(&mut con, "AUTH noscan pw");
     let err = moves(&mut con, "*").unwrap_err();

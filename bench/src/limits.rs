@@ -337,6 +337,21 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         let args: Vec<String> = cmd.split(' ').map(String::from).collect();
         holds.push((cmd.to_string(), held(con, &args)?));
     }
+    // One node holding almost every point (VNODES 1): leaving or shrinking, it removes a
+    // million points, in long runs that lookups on the changed ring must jump.
+    run(con, &["RING.CREATE", "heavy:ring", "VNODES", "1"])?;
+    run(con, &["RING.ADD", "heavy:ring", "WEIGHT", "999999", "a"])?;
+    run(con, &["RING.ADD", "heavy:ring", "b"])?;
+    for cmd in [
+        "RING.MOVES heavy:ring DEL a SAMPLE 100000",
+        "RING.MOVES heavy:ring ADD a WEIGHT 1 SAMPLE 100000",
+    ] {
+        let args: Vec<String> = cmd.split(' ').map(String::from).collect();
+        holds.push((
+            format!("{cmd} (a 1M-point node of 1M points)"),
+            held(con, &args)?,
+        ));
+    }
     run(con, &["DEBUG", "POPULATE", "99999", "key", "8"])?;
     holds.push((
         "RING.MOVES max:ring ADD nX KEYS * (100000 keys, the inline limit)".into(),

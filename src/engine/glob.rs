@@ -6,7 +6,9 @@
 //! range whose ends may come in either order, `\x` the byte x), `\x` the byte x elsewhere.
 //! Bytes compare as C's signed `char`, so a range with an end at or above 0x80 behaves as it
 //! does in Redis; an unterminated `[` set ends with the pattern. As in `KEYS` and `SCAN`, the
-//! pattern `*` alone matches every name, the empty one included.
+//! pattern `*` alone matches every name, the empty one included. As in Redis 7.2 and later
+//! (`util.c`, a fix for a stack overflow), a pattern whose `*`s nest more than 1000 deep
+//! matches nothing, so that matching never runs out of stack.
 
 /// Whether `name` matches `pattern` (see the module docs).
 pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
@@ -14,8 +16,11 @@ pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
         return true;
     }
     let mut give_up = false;
-    matches_from(pattern, name, &mut give_up)
+    matches_from(pattern, name, &mut give_up, 0)
 }
+
+/// The deepest nesting of `*` matched, as Redis 7.2's `stringmatchlen_impl()`.
+const MAX_NESTING: u32 = 1000;
 
 /// The byte at `i` of `s`, or 0 past its end (where Redis reads the terminating NUL).
 fn at(s: &[u8], i: usize) -> u8 {
@@ -31,7 +36,11 @@ fn signed(b: u8) -> i32 {
 /// pattern anywhere in the rest of the name, so that earlier `*`s need not try longer runs.
 /// Positions move as the pointers of `stringmatchlen()` do, so that its edge cases come out the
 /// same.
-fn matches_from(p: &[u8], s: &[u8], give_up: &mut bool) -> bool {
+/// `nesting` counts the `*`s this call is inside of (see the module docs).
+fn matches_from(p: &[u8], s: &[u8], give_up: &mut bool, nesting: u32) -> bool {
+    if nesting > MAX_NESTING {
+        return false;
+    }
     let (mut pi, mut si) = (0usize, 0usize);
     while pi < p.len() && si < s.len() {
         match at(p, pi) {
@@ -44,7 +53,7 @@ fn matches_from(p: &[u8], s: &[u8], give_up: &mut bool) -> bool {
                 }
                 let rest = p.get(pi + 1..).unwrap_or(&[]);
                 while si < s.len() {
-                    if matches_from(rest, s.get(si..).unwrap_or(&[]), give_up) {
+                    if matches_from(rest, s.get(si..).unwrap_or(&[]), give_up, nesting + 1) {
                         return true;
                     }
                     if *give_up {
@@ -186,5 +195,16 @@ mod tests {
         let pattern = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
         let name = vec![b'a'; 200];
         assert!(!glob_match(pattern, &name));
+    }
+
+    #[test]
+    fn star_nesting_stops_at_1000_as_in_redis_7_2() {
+        // Redis 7.2.6 util.c: `if (nesting > 1000) return 0;`. 1000 nested `*` still match;
+        // 1001 match nothing (7.0 would recurse on), and 100000 do not exhaust the stack.
+        let name = vec![b'a'; 1200];
+        let pattern = |n: usize| b"*a".repeat(n);
+        assert!(glob_match(&pattern(1000), &name));
+        assert!(!glob_match(&pattern(1001), &name));
+        assert!(!glob_match(&pattern(100_000), &vec![b'a'; 100_000]));
     }
 }

@@ -96,11 +96,14 @@ enum Outcome {
 /// The pointers a worker needs, sent to its thread.
 struct Handles {
     bc: *mut raw::RedisModuleBlockedClient,
+    /// The thread-safe context of `bc`, made on the main thread (null when this Redis has
+    /// none).
+    tsc: RawCtx,
 }
 
-// SAFETY: a blocked client handle is meant to be used from another thread (that is what
-// `RedisModule_GetThreadSafeContext` and `RedisModule_UnblockClient` are for); the worker is
-// its only user until it unblocks it.
+// SAFETY: a blocked client handle and its thread-safe context are meant to be used from
+// another thread (that is what `RedisModule_ThreadSafeContextLock` and
+// `RedisModule_UnblockClient` are for); the worker is their only user until it unblocks it.
 unsafe impl Send for Handles {}
 
 /// Starts `run` for the client of `ctx`: blocks it and spawns the worker. Errors:
@@ -138,13 +141,19 @@ pub unsafe fn start(ctx: RawCtx, run: Run) -> Result<(), CommandError> {
         ));
     }
     on_disconnect_set(bc, Some(disconnected));
+    // Made here, on the main thread: RedisModule_GetThreadSafeContext reads the blocked
+    // client, which a disconnect frees on the main thread.
+    let tsc = raw::RedisModule_GetThreadSafeContext
+        .map(|get| get(bc))
+        .unwrap_or(std::ptr::null_mut());
     let state = Arc::new(RunState::default());
     runs().push((bc as usize, Arc::clone(&state)));
-    let handles = Handles { bc };
+    let handles = Handles { bc, tsc };
     let spawned = std::thread::Builder::new()
         .name("ringslot-moves".into())
         .spawn(move || work(handles, run, state));
     if spawned.is_err() {
+        free_context(tsc);
         // Nothing will unblock the client: say why now.
         let outcome = Outcome::Failed(CommandError::Text(
             "ERR could not start a background thread".into(),
@@ -157,27 +166,56 @@ pub unsafe fn start(ctx: RawCtx, run: Run) -> Result<(), CommandError> {
 /// The worker: evaluates, then hands the outcome to the main thread.
 fn work(handles: Handles, run: Run, state: Arc<RunState>) {
     let started = Instant::now();
-    let bc = handles.bc;
-    // SAFETY: `bc` is this run's blocked client, not unblocked yet.
-    let tsc = unsafe { raw::RedisModule_GetThreadSafeContext.map(|get| get(bc)) }
-        .unwrap_or(std::ptr::null_mut());
+    let Handles { bc, tsc } = handles;
     let outcome = super::call::run_caught(|| evaluate(run, tsc, &state)).unwrap_or_else(|why| {
         Outcome::Failed(CommandError::Text(format!(
             "ERR internal error in a background RING.MOVES: {why}"
         )))
     });
-    if !tsc.is_null() {
-        // SAFETY: created above, freed once, after its last use.
-        if let Some(free) = unsafe { raw::RedisModule_FreeThreadSafeContext } {
-            unsafe { free(tsc) };
-        }
-    }
+    free_context(tsc);
     finish(
         bc,
         outcome,
         state.evaluated.load(Ordering::Relaxed),
         started,
     );
+}
+
+/// Frees a run's thread-safe context (null: nothing to free), once, after its last use.
+fn free_context(tsc: RawCtx) {
+    if tsc.is_null() {
+        return;
+    }
+    // SAFETY: made by RedisModule_GetThreadSafeContext in `start`; each run frees it once.
+    if let Some(free) = unsafe { raw::RedisModule_FreeThreadSafeContext } {
+        unsafe { free(tsc) };
+    }
+}
+
+/// Holds the server lock through a thread-safe context; unlocks on drop, so that even an
+/// unwind out of the locked section leaves Redis running.
+struct ServerLock(RawCtx);
+
+impl ServerLock {
+    /// Takes the lock.
+    ///
+    /// # Safety
+    /// `tsc` must be a live thread-safe context, used from a thread other than the main one.
+    unsafe fn take(tsc: RawCtx) -> ServerLock {
+        if let Some(lock) = raw::RedisModule_ThreadSafeContextLock {
+            lock(tsc);
+        }
+        ServerLock(tsc)
+    }
+}
+
+impl Drop for ServerLock {
+    fn drop(&mut self) {
+        // SAFETY: the context locked in `take`, still live.
+        if let Some(unlock) = unsafe { raw::RedisModule_ThreadSafeContextUnlock } {
+            unsafe { unlock(self.0) };
+        }
+    }
 }
 
 /// Records the end of a run and unblocks its client with `outcome`.
@@ -304,14 +342,8 @@ impl Iterator for KeyFeed<'_> {
             // SAFETY: the thread-safe context of this run's blocked client; the slice is
             // read between lock and unlock, as RedisModule_Scan requires from a thread.
             let step = unsafe {
-                if let Some(lock) = raw::RedisModule_ThreadSafeContextLock {
-                    lock(self.tsc);
-                }
-                let step = self.walk.step(self.tsc, SLICE, &mut self.slice);
-                if let Some(unlock) = raw::RedisModule_ThreadSafeContextUnlock {
-                    unlock(self.tsc);
-                }
-                step
+                let _lock = ServerLock::take(self.tsc);
+                self.walk.step(self.tsc, SLICE, &mut self.slice)
             };
             if let Err(e) = step {
                 self.error = Some(e);

@@ -289,7 +289,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
         Members::Sample(n) => Plan::Sample(n),
         Members::Keys(pattern) => {
             // SAFETY: the live context of this call, on the main thread.
-            let reader = unsafe { keys::caller(ctx.ctx, &flags) };
+            let reader = unsafe { keys::caller(ctx.ctx) };
             reader.check_scan()?;
             // SAFETY: as above.
             let size = unsafe { keys::db_size(ctx.ctx) };

@@ -10,7 +10,7 @@
 
 use super::call::{CommandError, RawCtx};
 use crate::engine::glob_match;
-use redis_module::{raw, ContextFlags};
+use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -84,12 +84,13 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// The reader of the current call: the client's ACL user; Redis' root when the client has
-/// none (the AOF, a module's call without the `C` flag).
+/// The reader of the current call: the client's ACL user (a script's: its caller's; a module
+/// call's with the `C` flag: the module's user); Redis' root when the client has none (the
+/// AOF, a module's call without `C`).
 ///
 /// # Safety
 /// `ctx` must be the live context of a command call on the main thread.
-pub unsafe fn caller(ctx: RawCtx, flags: &ContextFlags) -> Reader {
+pub unsafe fn caller(ctx: RawCtx) -> Reader {
     let (Some(client_id), Some(by_id)) = (
         raw::RedisModule_GetClientId,
         raw::RedisModule_GetClientUserNameById,
@@ -104,9 +105,11 @@ pub unsafe fn caller(ctx: RawCtx, flags: &ContextFlags) -> Reader {
     if !name.is_null() {
         return Reader::User(take_bytes(ctx, name));
     }
-    // Not a connected client: a script's client carries its caller's user; any other (a
-    // module's temporary client) is root.
-    if errno() == ENOENT && flags.contains(ContextFlags::LUA) {
+    // Not a connected client: a script's client, which carries its caller's user, or a
+    // module's RedisModule_Call client, which carries the user of a "C" call or none. No user
+    // is what Redis treats as the superuser. On 7.0 RedisModule_GetCurrentUserName reads the
+    // user without checking that there is one, so ask first.
+    if errno() == ENOENT && has_user(ctx) {
         if let Some(current) = raw::RedisModule_GetCurrentUserName {
             let name = current(ctx);
             if !name.is_null() {
@@ -117,8 +120,34 @@ pub unsafe fn caller(ctx: RawCtx, flags: &ContextFlags) -> Reader {
     Reader::Root
 }
 
+/// Whether the client of `ctx` carries an ACL user. RedisModule_Call with "C" (run as the
+/// context's user) refuses with `ENOTSUP`, before it looks at the command, exactly when there
+/// is none (`module.c`, 7.0); otherwise it runs `PING` as that user, or refuses it for want of
+/// the right, and either way there is a user.
+///
+/// # Safety
+/// `ctx` must be the live context of a command call on the main thread.
+unsafe fn has_user(ctx: RawCtx) -> bool {
+    let (Some(call), Some(free)) = (raw::RedisModule_Call, raw::RedisModule_FreeCallReply) else {
+        return false;
+    };
+    // Every refusal sets errno.
+    let reply = call(ctx, c"PING".as_ptr(), c"C".as_ptr());
+    let refused_for_no_user = reply.is_null() && errno() == ENOTSUP;
+    if !reply.is_null() {
+        free(reply);
+    }
+    !refused_for_no_user
+}
+
 /// `ENOENT` (2 on every platform Redis runs on).
 const ENOENT: i32 = 2;
+
+/// `ENOTSUP` on Linux (95); on macOS, 45.
+#[cfg(target_os = "linux")]
+const ENOTSUP: i32 = 95;
+#[cfg(not(target_os = "linux"))]
+const ENOTSUP: i32 = 45;
 
 /// An ACL user fetched for one use, freed on drop.
 struct User(*mut raw::RedisModuleUser);

@@ -8,7 +8,6 @@
 //! [`RingDelta::joined`] (= the node count) for a node that joins.
 
 use super::{node_name, point_before, Node, Ring};
-use fnv::FnvHashMap;
 
 /// The points a node-set change adds and removes.
 #[derive(Debug, Clone)]
@@ -16,9 +15,14 @@ pub struct RingDelta<'a> {
     ring: &'a Ring,
     /// Points that come in, as (hash, owner), sorted in the changed ring's order.
     added: Vec<(u64, u32)>,
-    /// Points that go, as (hash, owner), sorted: only those with no copy left (a node can
-    /// hold two points of one hash, and losing one of them changes no lookup).
-    removed: Vec<(u64, u32)>,
+    /// The ring indices of the points that go, sorted: only those with no copy left (a node
+    /// can hold two points of one hash, and losing one of them changes no lookup).
+    removed_at: Vec<usize>,
+    /// For each entry of `removed_at`, the index of the first surviving point after it, or
+    /// the point count when none survives before the end of the ring.
+    survivor_after: Vec<usize>,
+    /// The first surviving index of the ring; `None` when every point goes.
+    first_survivor: Option<usize>,
     /// The name of the node that joins, if any (for the name tie rule).
     joining: Option<&'a [u8]>,
 }
@@ -90,34 +94,75 @@ impl Ring {
 
     /// The delta of nodes taking new point counts (`(index, count)`, the joining node at the
     /// node count).
+    ///
+    /// The points that go are found in one of two ways, whichever costs less: when few go,
+    /// each is hashed and looked up (O(k log P)); when many go (a node with many points
+    /// leaves or is re-weighted down), one pass over the ring's owners collects the shrinking
+    /// nodes' points and a merge with the hashed losses picks those that go, and a node that
+    /// leaves is not hashed at all (O(P + k log k)).
     fn delta_of<'a>(&'a self, counts: &[(usize, u64)], joining: Option<&'a [u8]>) -> RingDelta<'a> {
+        let points = self.hashes.len();
+        let before_of = |i: usize| self.nodes.get(i).map_or(0, |n| n.points);
+        let now_of = |count: u64| u32::try_from(count).unwrap_or(u32::MAX);
+        let losing: u64 = counts
+            .iter()
+            .map(|&(i, c)| u64::from(before_of(i).saturating_sub(now_of(c))))
+            .sum();
+        // A lookup costs a few cache misses; a pass over the owners, a few nanoseconds a point.
+        let scan = losing.saturating_mul(32) >= points as u64;
+        let slots = self.nodes.len() + 1;
+        let (mut emptied, mut shrinking) = if scan {
+            (vec![false; slots], vec![false; slots])
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut added = Vec::new();
-        let mut lost: FnvHashMap<(u64, u32), u32> = FnvHashMap::default();
+        let mut lost: Vec<(u64, u32)> = Vec::new();
         let mut scratch = Vec::new();
         for &(i, count) in counts {
-            let now = u32::try_from(count).unwrap_or(u32::MAX);
-            let (name, before) = match self.nodes.get(i) {
-                Some(n) => (n.name.as_slice(), n.points),
-                None => (joining.unwrap_or_default(), 0),
+            let now = now_of(count);
+            let before = before_of(i);
+            let name = match self.nodes.get(i) {
+                Some(n) => n.name.as_slice(),
+                None => joining.unwrap_or_default(),
             };
             if now == before {
                 continue;
             }
+            if now < before && scan {
+                if now == 0 {
+                    // Every point of the node goes: the pass over the owners finds them.
+                    if let Some(e) = emptied.get_mut(i) {
+                        *e = true;
+                    }
+                    continue;
+                }
+                if let Some(s) = shrinking.get_mut(i) {
+                    *s = true;
+                }
+            }
             scratch.clear();
             let (from, to) = (now.min(before), now.max(before));
             self.flavour.push_points(name, from, to, &mut scratch);
+            let points = scratch.iter().map(|&h| (h, i as u32));
             if now > before {
-                added.extend(scratch.iter().map(|&h| (h, i as u32)));
+                added.extend(points);
             } else {
-                for &h in &scratch {
-                    *lost.entry((h, i as u32)).or_insert(0) += 1;
-                }
+                lost.extend(points);
             }
         }
+        lost.sort_unstable();
+        let removed_at = if scan {
+            self.removed_by_scan(&lost, &emptied, &shrinking)
+        } else {
+            self.removed_by_lookup(&lost)
+        };
         let mut delta = RingDelta {
             ring: self,
             added,
-            removed: Vec::new(),
+            removed_at: Vec::new(),
+            survivor_after: Vec::new(),
+            first_survivor: None,
             joining,
         };
         let by_name = self.flavour.ties_by_name();
@@ -133,24 +178,76 @@ impl Ring {
                 }
             }
         }
-        // A point goes from a lookup only when every copy of it goes.
-        delta.removed = lost
-            .into_iter()
-            .filter(|&((h, o), n)| self.copies(h, o) <= n)
-            .map(|(point, _)| point)
-            .collect();
-        delta.removed.sort_unstable();
+        delta.index_removed(removed_at);
         delta
     }
 
-    /// How many points of owner `o` have hash `h`.
-    fn copies(&self, h: u64, o: u32) -> u32 {
-        let lo = self.first_at_or_after(h);
-        let run = self.hashes.get(lo..).unwrap_or(&[]);
-        let len = run.iter().take_while(|&&p| p == h).count();
-        self.owners
-            .get(lo..lo + len)
-            .map_or(0, |run| run.iter().filter(|&&x| x == o).count() as u32)
+    /// The ring indices of the points that go, given the lost points as sorted (hash, owner):
+    /// a point goes only when every copy of it goes (a node can hold two points of one hash,
+    /// and losing one of them changes no lookup). One lookup per lost point.
+    fn removed_by_lookup(&self, lost: &[(u64, u32)]) -> Vec<usize> {
+        let mut at = Vec::with_capacity(lost.len());
+        for run in lost.chunk_by(|a, b| a == b) {
+            let Some(&(h, o)) = run.first() else {
+                continue;
+            };
+            let lo = self.first_at_or_after(h);
+            let same = self.hashes.get(lo..).unwrap_or(&[]);
+            let len = same.iter().take_while(|&&p| p == h).count();
+            let owners = self.owners.get(lo..lo + len).unwrap_or(&[]);
+            let copies = owners.iter().filter(|&&x| x == o).count();
+            if copies <= run.len() {
+                at.extend((lo..).zip(owners).filter(|&(_, &x)| x == o).map(|(i, _)| i));
+            }
+        }
+        at.sort_unstable();
+        at
+    }
+
+    /// [`Ring::removed_by_lookup`] by one pass over the owners: every point of an `emptied`
+    /// node goes; the points of a `shrinking` node are merged with the lost points (both in
+    /// hash order) and go when every copy is lost.
+    fn removed_by_scan(
+        &self,
+        lost: &[(u64, u32)],
+        emptied: &[bool],
+        shrinking: &[bool],
+    ) -> Vec<usize> {
+        let flag = |v: &[bool], o: u32| v.get(o as usize).copied().unwrap_or(false);
+        let mut at = Vec::new();
+        let mut mine = Vec::new();
+        for (i, &o) in self.owners.iter().enumerate() {
+            if flag(emptied, o) {
+                at.push(i);
+            } else if flag(shrinking, o) {
+                mine.push(i);
+            }
+        }
+        let hash = |i: usize| self.hashes.get(i).copied().unwrap_or_default();
+        let owner = |i: usize| self.owners.get(i).copied().unwrap_or_default();
+        let mut rest = lost;
+        for group in mine.chunk_by(|&a, &b| hash(a) == hash(b)) {
+            let Some(&first) = group.first() else {
+                continue;
+            };
+            let h = hash(first);
+            // Both lists are in hash order: a merge, not a search.
+            let skip = rest.iter().take_while(|p| p.0 < h).count();
+            rest = rest.get(skip..).unwrap_or(&[]);
+            let len = rest.iter().take_while(|p| p.0 == h).count();
+            let lost_here = rest.get(..len).unwrap_or(&[]);
+            // Groups hold the copies of one hash: one or two points.
+            for &i in group {
+                let o = owner(i);
+                let copies = group.iter().filter(|&&j| owner(j) == o).count();
+                let gone = lost_here.iter().filter(|p| p.1 == o).count();
+                if copies <= gone {
+                    at.push(i);
+                }
+            }
+        }
+        at.sort_unstable();
+        at
     }
 }
 
@@ -171,13 +268,47 @@ impl RingDelta<'_> {
 
     /// The points the change adds and removes.
     pub fn changed_points(&self) -> usize {
-        self.added.len() + self.removed.len()
+        self.added.len() + self.removed_at.len()
     }
 
-    fn is_removed(&self, i: usize) -> bool {
-        match (self.ring.hashes.get(i), self.ring.owners.get(i)) {
-            (Some(&h), Some(&o)) => self.removed.binary_search(&(h, o)).is_ok(),
-            _ => false,
+    /// Takes `at`, the sorted ring indices of the points that go, and fills `survivor_after`
+    /// and `first_survivor`, so that an owner lookup jumps over a run of removed points in
+    /// O(log k) instead of walking it (a node that leaves can hold long runs of consecutive
+    /// points). Cost: O(k).
+    fn index_removed(&mut self, at: Vec<usize>) {
+        let points = self.ring.hashes.len();
+        // Backwards, so that the survivor after a removed point's successor is known.
+        let mut after = vec![points; at.len()];
+        for k in (0..at.len()).rev() {
+            let next = at.get(k).map_or(points, |&i| i + 1);
+            let next_removed = at.get(k + 1) == Some(&next);
+            let found = if next_removed {
+                after.get(k + 1).copied().unwrap_or(points)
+            } else {
+                next
+            };
+            if let Some(slot) = after.get_mut(k) {
+                *slot = found;
+            }
+        }
+        self.first_survivor = match at.first() {
+            Some(0) => after.first().copied().filter(|&i| i < points),
+            _ if points == 0 => None,
+            _ => Some(0),
+        };
+        self.removed_at = at;
+        self.survivor_after = after;
+    }
+
+    /// The first surviving index at or after ring index `i` (< the point count), wrapping;
+    /// `None` when every point goes.
+    fn survivor_from(&self, i: usize) -> Option<usize> {
+        match self.removed_at.binary_search(&i) {
+            Err(_) => Some(i),
+            Ok(k) => match self.survivor_after.get(k) {
+                Some(&s) if s < self.ring.hashes.len() => Some(s),
+                _ => self.first_survivor,
+            },
         }
     }
 
@@ -202,18 +333,14 @@ impl RingDelta<'_> {
         let ring = self.ring;
         let points = ring.hashes.len();
         // The first surviving old point at or after `hash`, wrapping.
-        let mut old = None;
-        let mut i = if at >= points { 0 } else { at };
-        for _ in 0..points {
-            if self.removed.is_empty() || !self.is_removed(i) {
-                old = match (ring.hashes.get(i), ring.owners.get(i)) {
-                    (Some(&h), Some(&o)) => Some((h, o)),
-                    _ => None,
-                };
-                break;
-            }
-            i = if i + 1 >= points { 0 } else { i + 1 };
-        }
+        let start = if at >= points { 0 } else { at };
+        let old = match self.survivor_from(start) {
+            Some(i) if points > 0 => match (ring.hashes.get(i), ring.owners.get(i)) {
+                (Some(&h), Some(&o)) => Some((h, o)),
+                _ => None,
+            },
+            _ => None,
+        };
         let j = self.added.partition_point(|&(h, _)| h < hash);
         let new = self.added.get(j).or_else(|| self.added.first()).copied();
         // Distance clockwise from `hash`, so that a wrapped point counts as far.
@@ -243,7 +370,7 @@ impl RingDelta<'_> {
         let ring = self.ring;
         let space = ring.flavour.space();
         let points = ring.hashes.len();
-        let after_empty = self.added.is_empty() && self.removed.len() == points;
+        let after_empty = self.added.is_empty() && self.first_survivor.is_none();
         match (points == 0, after_empty) {
             (true, true) => return 0.0,
             (true, false) | (false, true) => return 1.0,
@@ -251,8 +378,9 @@ impl RingDelta<'_> {
         }
         let added: Vec<u64> = self.added.iter().map(|p| p.0).collect();
         let mut changed: Vec<u64> = added.clone();
-        if !self.removed.is_empty() {
-            changed.extend(self.removed.iter().map(|p| p.0));
+        if !self.removed_at.is_empty() {
+            let hashes = &ring.hashes;
+            changed.extend(self.removed_at.iter().filter_map(|&i| hashes.get(i)));
             changed.sort_unstable();
         }
         changed.dedup();
@@ -369,47 +497,136 @@ mod tests {
                 ),
             ];
             for (change, after_nodes, map) in cases {
-                let delta = ring.delta(change);
-                let mut after = Ring::new(flavour, 20, false);
-                after.set_nodes(after_nodes);
-                // Probe at every point of both rings and next to it.
-                let (bh, _) = ring.points();
-                let (ah, _) = after.points();
-                for &p in bh.iter().chain(ah) {
-                    for h in [p.wrapping_sub(1), p, p.wrapping_add(1)] {
-                        let h = if flavour.hash_bits() == 32 {
-                            h & 0xFFFF_FFFF
-                        } else {
-                            h
-                        };
-                        assert_eq!(
-                            delta.owner_after(h),
-                            rebuilt_owner(&after, &map, h),
-                            "{flavour:?} {change:?} at {h}"
-                        );
-                    }
-                }
-                // The moved share by a sweep over both rings' owned values.
-                let mut moved = 0u128;
-                let space = flavour.space();
-                let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
-                bounds.sort_unstable();
-                bounds.dedup();
-                for (k, &x) in bounds.iter().enumerate() {
-                    let arc = match k.checked_sub(1).map(|j| bounds[j]) {
-                        Some(p) => u128::from(x - p),
-                        None => u128::from(x) + space - u128::from(*bounds.last().unwrap()),
-                    };
-                    if ring.owner_of_hash(x) != rebuilt_owner(&after, &map, x) {
-                        moved += arc;
-                    }
-                }
-                let expected = moved as f64 / space as f64;
-                assert!(
-                    (delta.moved_space() - expected).abs() < 1e-12,
-                    "{flavour:?} {change:?}: {} vs {expected}",
-                    delta.moved_space()
+                check(&ring, 20, change, after_nodes, &map);
+            }
+        }
+    }
+
+    /// Checks `ring.delta(change)` against a ring rebuilt from `after_nodes` (see
+    /// [`rebuilt_owner`]): owners at, before and after every point of both rings, and the moved
+    /// share by a sweep over all of them.
+    fn check(
+        ring: &Ring,
+        vnodes: u32,
+        change: NodeChange,
+        after_nodes: Vec<(Vec<u8>, u32)>,
+        map: &[u32],
+    ) {
+        let flavour = ring.flavour;
+        let delta = ring.delta(change);
+        let mut after = Ring::new(flavour, vnodes, false);
+        after.set_nodes(after_nodes);
+        // Probe at every point of both rings and next to it.
+        let (bh, _) = ring.points();
+        let (ah, _) = after.points();
+        for &p in bh.iter().chain(ah) {
+            for h in [p.wrapping_sub(1), p, p.wrapping_add(1)] {
+                let h = if flavour.hash_bits() == 32 {
+                    h & 0xFFFF_FFFF
+                } else {
+                    h
+                };
+                assert_eq!(
+                    delta.owner_after(h),
+                    rebuilt_owner(&after, map, h),
+                    "{flavour:?} {change:?} at {h}"
                 );
+            }
+        }
+        // The moved share by a sweep over both rings' owned values.
+        let mut moved = 0u128;
+        let space = flavour.space();
+        let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        for (k, &x) in bounds.iter().enumerate() {
+            let arc = match k.checked_sub(1).map(|j| bounds[j]) {
+                Some(p) => u128::from(x - p),
+                None => u128::from(x) + space - u128::from(*bounds.last().unwrap()),
+            };
+            if ring.owner_of_hash(x) != rebuilt_owner(&after, map, x) {
+                moved += arc;
+            }
+        }
+        let expected = moved as f64 / space as f64;
+        assert!(
+            (delta.moved_space() - expected).abs() < 1e-12,
+            "{flavour:?} {change:?}: {} vs {expected}",
+            delta.moved_space()
+        );
+    }
+
+    #[test]
+    fn long_runs_of_removed_points_are_jumped_over() {
+        // VNODES 1 and a heavy node: the heavy node's points make long runs, so that a lookup
+        // after it leaves must jump them; the last case removes every point.
+        for flavour in Flavour::ALL {
+            let nodes = vec![(b"heavy".to_vec(), 400), (b"light".to_vec(), 1)];
+            let mut ring = Ring::new(flavour, 1, false);
+            ring.set_nodes(nodes.clone());
+            let light = vec![(b"light".to_vec(), 1)];
+            check(
+                &ring,
+                1,
+                NodeChange::Leave { index: 0 },
+                light.clone(),
+                &[1],
+            );
+            let thin = vec![(b"heavy".to_vec(), 1), (b"light".to_vec(), 1)];
+            check(
+                &ring,
+                1,
+                NodeChange::Reweight {
+                    index: 0,
+                    weight: 1,
+                },
+                thin,
+                &[0, 1],
+            );
+            check(
+                &ring,
+                1,
+                NodeChange::Leave { index: 1 },
+                vec![nodes[0].clone()],
+                &[0],
+            );
+            let mut alone = Ring::new(flavour, 1, false);
+            alone.set_nodes(light);
+            check(&alone, 1, NodeChange::Leave { index: 0 }, Vec::new(), &[]);
+        }
+    }
+
+    #[test]
+    fn both_ways_of_finding_the_points_that_go_agree() {
+        // 200 nodes: the lookup way, the merge of a shrinking node's points and the pass for
+        // a node that leaves must name the same ring indices.
+        for flavour in Flavour::ALL {
+            let mut ring = Ring::new(flavour, 20, false);
+            ring.set_nodes(names(200));
+            for k in [0usize, 7, 100, 199] {
+                let node = &ring.nodes[k];
+                // Ketama's points come four to a digest.
+                let unit = if flavour == Flavour::Ketama { 4 } else { 1 };
+                for now in [0, unit, node.points / 2 / unit * unit] {
+                    let mut hashes = Vec::new();
+                    flavour.push_points(&node.name, now, node.points, &mut hashes);
+                    let mut lost: Vec<(u64, u32)> = hashes.iter().map(|&h| (h, k as u32)).collect();
+                    lost.sort_unstable();
+                    let mut flags = vec![false; 201];
+                    flags[k] = true;
+                    let none = vec![false; 201];
+                    let by_lookup = ring.removed_by_lookup(&lost);
+                    assert_eq!(
+                        by_lookup.len(),
+                        (node.points - now) as usize,
+                        "{flavour:?} k {k} now {now} points {}",
+                        node.points
+                    );
+                    assert_eq!(ring.removed_by_scan(&lost, &none, &flags), by_lookup);
+                    if now == 0 {
+                        assert_eq!(ring.removed_by_scan(&[], &flags, &none), by_lookup);
+                    }
+                }
             }
         }
     }
