@@ -348,10 +348,11 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
     ] {
         let args: Vec<String> = cmd.split(' ').map(String::from).collect();
         holds.push((
-            format!("{cmd} (a 1M-point node of 1M points)"),
+            format!("{cmd} (a node holding 999999 of the 1000000 points)"),
             held(con, &args)?,
         ));
     }
+    run(con, &["DEL", "heavy:ring"])?;
     run(con, &["DEBUG", "POPULATE", "99999", "key", "8"])?;
     holds.push((
         "RING.MOVES max:ring ADD nX KEYS * (100000 keys, the inline limit)".into(),

@@ -330,6 +330,13 @@ impl RingDelta<'_> {
     /// [`RingDelta::owner_after`], given `at`, the index of the ring's first point at or after
     /// `hash` (the point count when there is none).
     fn owner_after_from(&self, hash: u64, at: usize) -> Option<usize> {
+        let next_added = self.added.partition_point(|&(h, _)| h < hash);
+        self.owner_after_at(hash, at, next_added)
+    }
+
+    /// [`RingDelta::owner_after_from`], given also `next_added`, the index of the first added
+    /// point at or after `hash`.
+    fn owner_after_at(&self, hash: u64, at: usize, next_added: usize) -> Option<usize> {
         let ring = self.ring;
         let points = ring.hashes.len();
         // The first surviving old point at or after `hash`, wrapping.
@@ -341,8 +348,11 @@ impl RingDelta<'_> {
             },
             _ => None,
         };
-        let j = self.added.partition_point(|&(h, _)| h < hash);
-        let new = self.added.get(j).or_else(|| self.added.first()).copied();
+        let new = self
+            .added
+            .get(next_added)
+            .or_else(|| self.added.first())
+            .copied();
         // Distance clockwise from `hash`, so that a wrapped point counts as far.
         let distance = |h: u64| h.wrapping_sub(hash);
         let winner = match (old, new) {
@@ -387,6 +397,14 @@ impl RingDelta<'_> {
         // Where each changed hash falls among the ring's points: independent lookups, so that
         // the CPU overlaps their cache misses on a big ring.
         let at: Vec<usize> = changed.iter().map(|&x| ring.first_at_or_after(x)).collect();
+        // The owner there before the change, read in a pass of its own for the same reason.
+        let owners_before: Vec<Option<usize>> = at
+            .iter()
+            .map(|&i| {
+                let i = if i >= points { 0 } else { i };
+                ring.owners.get(i).map(|&o| o as usize)
+            })
+            .collect();
         let arc_from = |prev: u64, x: u64| -> u128 {
             match prev.cmp(&x) {
                 std::cmp::Ordering::Less => u128::from(x - prev),
@@ -395,14 +413,18 @@ impl RingDelta<'_> {
             }
         };
         let mut moved: u128 = 0;
-        for (&x, &i) in changed.iter().zip(&at) {
+        // `changed` is sorted: the first added point at or after x only moves forward.
+        let mut j = 0;
+        for ((&x, &i), &before) in changed.iter().zip(&at).zip(&owners_before) {
             // The point of either ring just before x (any old point bounds an arc: it is a
             // point of the ring before the change), wrapping to the largest.
             let old_prev = match i.checked_sub(1) {
                 Some(k) => ring.hashes.get(k),
                 None => ring.hashes.last(),
             };
-            let j = added.partition_point(|&p| p < x);
+            while added.get(j).is_some_and(|&p| p < x) {
+                j += 1;
+            }
             let added_prev = match j.checked_sub(1) {
                 Some(k) => added.get(k),
                 None => added.last(),
@@ -413,11 +435,7 @@ impl RingDelta<'_> {
                 .map(|&p| arc_from(p, x))
                 .min()
                 .unwrap_or(space);
-            let before = ring
-                .owners
-                .get(if i >= points { 0 } else { i })
-                .map(|&o| o as usize);
-            if before != self.owner_after_from(x, i) {
+            if before != self.owner_after_at(x, i, j) {
                 moved += arc;
             }
         }
