@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif clean
+.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster clean
 
 all: release
 
@@ -93,3 +93,13 @@ bench-limits: release
 bench-whatif: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  whatif $(BENCH_ARGS)
+
+## bench-cluster: a throw-away Redis Cluster of 3 masters with the module and 1M keys: what a
+## 4th master costs under the slot scheme (predicted exactly with RING.MIRROR and RING.PLAN),
+## three rings and modulo (every key evaluated on its master), then the real add-node and
+## rebalance, with predicted against real; on free loopback ports, every server stopped at
+## the end; report on stdout and in bench/out/cluster.{md,csv,svg}. On your own cluster:
+## cargo run --release -p ringslot-bench -- --url redis://host:port cluster --add ip:port
+bench-cluster: release
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  cluster --local 3 --keys 1000000 $(BENCH_ARGS)

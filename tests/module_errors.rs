@@ -103,21 +103,21 @@ fn syntax_errors_say_what_is_wrong() {
         ("RING.MOVES err:syntax ADD c WEIGHT", "WEIGHT needs a value"),
         (
             "RING.MOVES err:syntax ADD c SAMPLE 1 KEYS *",
-            "SAMPLE and KEYS exclude each other",
+            "SAMPLE, KEYS and SLOTS exclude each other",
         ),
         (
             "RING.MOVES err:syntax ADD c KEYS * SAMPLE 1",
-            "SAMPLE and KEYS exclude each other",
+            "SAMPLE, KEYS and SLOTS exclude each other",
         ),
         ("RING.MOVES err:syntax ADD c KEYS", "KEYS needs a pattern"),
         ("RING.MOVES err:syntax ADD c SAMPLE", "SAMPLE needs a value"),
         (
             "RING.MOVES err:syntax ADD c FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n and KEYS pattern)",
+            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern and SLOTS start end)",
         ),
         (
             "RING.MOVES err:syntax DEL a FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes SAMPLE n and KEYS pattern)",
+            "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern and SLOTS start end)",
         ),
     ] {
         // Every such error still starts as the core's does, then says what is wrong.

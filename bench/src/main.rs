@@ -3,6 +3,7 @@
 //! tables and written as CSV and SVG charts. See BENCHMARKS.md for results and how to run it.
 
 mod balance;
+mod cluster;
 mod limits;
 mod migration;
 mod report;
@@ -67,6 +68,55 @@ enum Command {
     /// RING.MOVES ... KEYS over millions of real keys: background against inline, and the
     /// latency another client sees meanwhile, on its own server.
     Whatif(WhatifArgs),
+    /// What a change of masters costs on a real Redis Cluster: predicted from the live
+    /// cluster at --url (`--add ip:port` or `--del ip:port`), or, without --url, on a
+    /// throw-away cluster (--local N masters, --keys K) where the change is then made for
+    /// real and compared.
+    Cluster(ClusterArgs),
+}
+
+#[derive(Args)]
+struct ClusterArgs {
+    /// Without --url: masters of the throw-away cluster.
+    #[arg(long, default_value_t = 3)]
+    local: usize,
+    /// Without --url: keys loaded (`key:0` ...).
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Without --url: the last master leaves (drained, then removed) instead of one joining.
+    #[arg(long)]
+    remove: bool,
+    /// With --url: the master that joins, as `ip:port`.
+    #[arg(long, value_name = "IP:PORT", conflicts_with = "del")]
+    add: Option<String>,
+    /// With --add: its weight (redis-cli --cluster-weight; default 1).
+    #[arg(long, requires = "add")]
+    weight: Option<u32>,
+    /// With --url: the master that leaves, as `ip:port`.
+    #[arg(long, value_name = "IP:PORT")]
+    del: Option<String>,
+    /// Ring flavours evaluated, comma-separated (modulo comes with them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,ketama,groupcache"
+    )]
+    flavours: Vec<String>,
+    /// Slots per RING.MOVES ... SLOTS call (the work each call holds a master for).
+    #[arg(long, default_value_t = 256)]
+    chunk: u16,
+    /// Seconds the ring copies live on the masters if the run dies.
+    #[arg(long, default_value_t = 600)]
+    ttl: u64,
+    /// Without --url: also SCAN every master before and after, up to this many keys.
+    #[arg(long, default_value_t = 200_000)]
+    scan_limit: u64,
+    /// Without --url: redis-cli's --cluster-pipeline for the real rebalance.
+    #[arg(long, default_value_t = 10)]
+    pipeline: u32,
+    /// Stem of the output files.
+    #[arg(long, default_value = "cluster")]
+    name: String,
 }
 
 #[derive(Args)]
@@ -260,6 +310,9 @@ fn real_main() -> Result<()> {
     if let Command::Whatif(a) = &cli.command {
         return whatif_cmd(g, a);
     }
+    if let Command::Cluster(a) = &cli.command {
+        return cluster_cmd(g, a);
+    }
     // The server: ours (stopped when `_own` drops) or the one at --url.
     let (_own, url) = match &g.url {
         Some(url) => (None, url.clone()),
@@ -279,7 +332,7 @@ fn real_main() -> Result<()> {
     let md = match &cli.command {
         Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
         Command::Balance(a) => balance_cmd(&mut con, g, a)?,
-        Command::Throughput(_) | Command::Limits(_) | Command::Whatif(_) => {
+        Command::Throughput(_) | Command::Limits(_) | Command::Whatif(_) | Command::Cluster(_) => {
             unreachable!("handled above")
         }
     };
@@ -507,5 +560,70 @@ fn whatif_cmd(g: &Global, a: &WhatifArgs) -> Result<()> {
     let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
     println!("{md}");
     eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn cluster_cmd(g: &Global, a: &ClusterArgs) -> Result<()> {
+    for f in &a.flavours {
+        check_flavour(f)?;
+    }
+    if a.chunk == 0 {
+        bail!("--chunk needs at least 1 slot");
+    }
+    let opts = cluster::Options {
+        flavours: a.flavours.clone(),
+        chunk: a.chunk,
+        ttl_secs: a.ttl,
+        scan_limit: a.scan_limit,
+        pipeline: a.pipeline,
+    };
+    // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted; the
+    // servers of a local run are killed at once. A second Ctrl-C exits.
+    ctrlc::set_handler(|| {
+        if cluster::INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        let pids: Vec<String> = cluster::CHILDREN
+            .lock()
+            .map(|c| c.iter().map(u32::to_string).collect())
+            .unwrap_or_default();
+        if !pids.is_empty() {
+            eprintln!("ringslot-bench: interrupted; stopping the servers of the local cluster");
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .args(&pids)
+                .status();
+            std::process::exit(130);
+        }
+        eprintln!("ringslot-bench: interrupted; removing the ring copies");
+    })
+    .context("install the Ctrl-C handler")?;
+    let outcome = match &g.url {
+        Some(url) => {
+            let change = match (&a.add, &a.del) {
+                (Some(node), None) => cluster::Change::Add {
+                    node: node.clone(),
+                    weight: a.weight,
+                },
+                (None, Some(node)) => cluster::Change::Del { node: node.clone() },
+                _ => bail!(
+                    "with --url, name the change: --add ip:port [--weight w] or --del ip:port"
+                ),
+            };
+            cluster::predict_url(url, change, &opts)?
+        }
+        None => {
+            if a.add.is_some() || a.del.is_some() {
+                bail!("--add and --del name a change on a live cluster (--url); a local run adds a master, or removes one with --remove");
+            }
+            let module = module_path(g.module.as_deref())?;
+            let binary = g.redis_server.clone();
+            let builder = move || Server::builder().binary(&binary).module(&module);
+            cluster::local(a.local, a.keys, a.remove, &builder, &opts)?
+        }
+    };
+    let md = cluster::write_outputs(&g.out, &a.name, &outcome)?;
+    println!("{md}");
+    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
     Ok(())
 }

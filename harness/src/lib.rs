@@ -4,11 +4,13 @@
 //!   free loopback port, in its own temporary directory, stopped when dropped;
 //! - [`reply`]: one decoder of RESP2/RESP3 replies (integers, doubles, strings, arrays, maps
 //!   that are flat arrays under RESP2), returning errors;
+//! - [`cluster`]: real Redis Clusters (`redis-cli --cluster`, `CLUSTER NODES`, convergence);
 //! - [`client`]: sending commands with binary arguments and reading errors as their text;
 //! - [`prelude`]: the same for tests, panicking with the reply in the message, plus ring
 //!   snapshots, a seeded PRNG and the known-answer files.
 
 pub mod client;
+pub mod cluster;
 pub mod prelude;
 pub mod reply;
 pub mod server;

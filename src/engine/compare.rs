@@ -91,29 +91,45 @@ impl Counter {
     }
 }
 
+/// A change checked against a topology, in the common index space of
+/// [`crate::engine::ring::delta`].
+struct Prepared<'a> {
+    node_change: NodeChange<'a>,
+    /// The node that joins, leaves or is re-weighted.
+    changed: usize,
+    /// The fraction a perfect scheme moves.
+    ideal: f64,
+    /// Every node's weight after the change (0: it leaves; the joining node last).
+    weights: Vec<u32>,
+    /// The nodes' names (the joining node last), when the slot table is empty and needs them
+    /// for its create layout; empty otherwise.
+    names: Vec<&'a [u8]>,
+    /// The change changes nothing (a re-weight to the weight the node has).
+    same: bool,
+}
+
+/// One move of a rebalance plan, nodes by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedMove {
+    /// The node that gives the slots (`None`: unassigned slots).
+    pub from: Option<Vec<u8>>,
+    /// The node that takes them (`None`: they become unassigned).
+    pub to: Option<Vec<u8>>,
+    /// The slots, ascending.
+    pub slots: Vec<u16>,
+}
+
 impl Topology {
-    /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
-    /// change would rebalance it) and modulo, changing nothing and copying nothing of the
-    /// ring: the ring side looks only at the points that change ([`Ring::delta`]), the slot
-    /// side rebalances a copy of the 16384-slot table. Cost: O(k log k) for the k points that
-    /// change, O(S + N log N) for the table, then O(log P) per member. Errors: adding a node
-    /// already in the ring without a weight, removing an unknown node, a bad weight, a ring
-    /// that would have more than `max_points` points after the change (checked before
-    /// anything is built).
-    pub fn what_if<I, M>(
-        &self,
-        change: &Change,
-        members: I,
+    /// Checks `change` (as [`Topology::what_if`] documents its errors) and works out what it
+    /// needs, without copying anything of the ring.
+    fn prepare<'a>(
+        &'a self,
+        change: &'a Change,
         max_points: u64,
-    ) -> Result<WhatIf, EngineError>
-    where
-        I: IntoIterator<Item = M>,
-        M: AsRef<[u8]>,
-    {
+    ) -> Result<Prepared<'a>, EngineError> {
         let nodes = self.nodes();
         let count = nodes.len();
         let total_weight: f64 = nodes.iter().map(|n| f64::from(n.weight)).sum();
-        // Weights in the common index space after the change (0: the node leaves).
         let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
         // Names matter only to lay out an empty slot table (as `--cluster create` would).
         let mut names: Vec<&[u8]> = if self.slot_table().is_empty() {
@@ -170,10 +186,76 @@ impl Topology {
         if !matches!(node_change, NodeChange::Leave { .. }) {
             self.check_points(&weights, max_points)?;
         }
+        let same = weights.len() == count && weights.iter().zip(nodes).all(|(&w, n)| w == n.weight);
+        Ok(Prepared {
+            node_change,
+            changed,
+            ideal,
+            weights,
+            names,
+            same,
+        })
+    }
+
+    /// The slots `change` would move, as `redis-cli --cluster rebalance
+    /// --cluster-use-empty-masters` would move them (in the order it would, one entry per
+    /// "Moving N slots from A to B"), or as `--cluster create` lays out the first nodes.
+    /// Changes nothing. Errors: those of [`Topology::what_if`].
+    pub fn plan(&self, change: &Change, max_points: u64) -> Result<Vec<PlannedMove>, EngineError> {
+        let p = self.prepare(change, max_points)?;
+        if p.same {
+            return Ok(Vec::new());
+        }
+        let mut slots = self.slot_table().clone();
+        let moves = follow_nodes(&mut slots, &p.names, &p.weights);
+        let name = |i: Option<usize>| -> Option<Vec<u8>> {
+            let i = i?;
+            match (self.nodes().get(i), change) {
+                (Some(n), _) => Some(n.name.clone()),
+                (None, Change::Add { node, .. }) => Some(node.clone()),
+                (None, Change::Del { .. }) => None,
+            }
+        };
+        Ok(moves
+            .into_iter()
+            .map(|m| PlannedMove {
+                from: name(m.from),
+                to: name(m.to),
+                slots: m.slots,
+            })
+            .collect())
+    }
+
+    /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
+    /// change would rebalance it) and modulo, changing nothing and copying nothing of the
+    /// ring: the ring side looks only at the points that change ([`crate::engine::Ring::delta`]),
+    /// the slot side rebalances a copy of the 16384-slot table. Cost: O(k log k) for the k
+    /// points that change, O(S + N) for the table, then O(log P) per member. Errors: adding a
+    /// node already in the ring without a weight, removing an unknown node, a bad weight, a
+    /// ring that would have more than `max_points` points after the change (checked before
+    /// anything is built).
+    pub fn what_if<I, M>(
+        &self,
+        change: &Change,
+        members: I,
+        max_points: u64,
+    ) -> Result<WhatIf, EngineError>
+    where
+        I: IntoIterator<Item = M>,
+        M: AsRef<[u8]>,
+    {
+        let Prepared {
+            node_change,
+            changed,
+            ideal,
+            weights,
+            names,
+            same,
+        } = self.prepare(change, max_points)?;
+        let count = self.nodes().len();
         let delta = self.ring().delta(node_change);
         let mut slots_after = self.slot_table().clone();
         // As the write would: a re-weight to the weight a node has changes nothing.
-        let same = weights.iter().zip(nodes).all(|(&w, n)| w == n.weight) && weights.len() == count;
         if !same {
             follow_nodes(&mut slots_after, &names, &weights);
         }

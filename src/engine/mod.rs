@@ -1,6 +1,7 @@
 //! The placement engine: hashes, key slots, the ring, the slot table and the comparisons.
 //! No Redis type appears here, so everything is testable and benchmarkable in-process.
 
+pub mod cluster;
 pub mod compare;
 pub mod error;
 pub mod flavour;
@@ -11,12 +12,12 @@ pub mod sample;
 pub mod slots;
 pub mod topology;
 
-pub use compare::{Change, SchemeMoves, WhatIf};
+pub use compare::{Change, PlannedMove, SchemeMoves, WhatIf};
 pub use error::EngineError;
 pub use flavour::Flavour;
 pub use glob::glob_match;
 pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
 pub use sample::{sample_members, DEFAULT_SAMPLE};
-pub use slots::SlotTable;
+pub use slots::{slot_runs, SlotMove, SlotTable};
 pub use topology::{NodeStats, Topology};

@@ -133,12 +133,12 @@ impl SlotTable {
 
     /// Rebalances the table over nodes of the given weights (index = node; weight 0 drains a
     /// node), with the moves of `redis-cli --cluster rebalance --cluster-use-empty-masters`
-    /// (see the module docs). Returns the number of slots that changed owner. No-op when the
-    /// total weight is 0.
-    pub fn rebalance(&mut self, weights: &[u32]) -> usize {
+    /// (see the module docs). Returns the moves in the order it made them, as redis-cli prints
+    /// them ("Moving N slots from A to B"). No-op when the total weight is 0.
+    pub fn rebalance(&mut self, weights: &[u32]) -> Vec<SlotMove> {
         let total_weight: f32 = weights.iter().map(|&w| w as f32).sum();
         if weights.is_empty() || total_weight <= 0.0 {
-            return 0;
+            return Vec::new();
         }
         let counts = self.counts(weights.len());
         let mut balance: Vec<i64> = weights
@@ -160,7 +160,7 @@ impl SlotTable {
         }
         let order = stable_order_by(&balance);
 
-        let mut moved = 0;
+        let mut moves = Vec::new();
         // Where each donor's next slot is, from its first slot on: a donor only gives in one
         // rebalance, so its slots before this position are gone already, and each slot is
         // looked at once in all (16384 donors of one slot each do not each scan from slot 0).
@@ -182,7 +182,12 @@ impl SlotTable {
             let num = db.min(sb);
             if num > 0 {
                 if let Some(from) = next.get_mut(src) {
-                    moved += self.move_lowest(src, dst, num as usize, from);
+                    let slots = self.move_lowest(src, dst, num as usize, from);
+                    moves.push(SlotMove {
+                        from: Some(src),
+                        to: Some(dst),
+                        slots,
+                    });
                 }
             }
             if let Some(b) = balance.get_mut(dst) {
@@ -198,25 +203,44 @@ impl SlotTable {
                 }
             }
         }
-        moved
+        moves
     }
 
     /// Moves the `count` lowest-numbered slots of `src` at or after slot `*from` to `dst`,
-    /// leaves `*from` after the last one moved; returns how many moved.
-    fn move_lowest(&mut self, src: usize, dst: usize, count: usize, from: &mut usize) -> usize {
+    /// leaves `*from` after the last one moved; returns the slots moved.
+    fn move_lowest(&mut self, src: usize, dst: usize, count: usize, from: &mut usize) -> Vec<u16> {
         let (src, dst) = (src as u32, dst as u32);
-        let mut moved = 0;
+        let mut moved = Vec::with_capacity(count.min(SLOT_COUNT));
         for (slot, o) in self.owners.iter_mut().enumerate().skip(*from) {
-            if moved >= count {
+            if moved.len() >= count {
                 break;
             }
             if *o == src {
                 *o = dst;
-                moved += 1;
+                moved.push(slot as u16);
                 *from = slot + 1;
             }
         }
         moved
+    }
+
+    /// The ranges of slots no node owns, in slot order.
+    pub fn unassigned(&self) -> Vec<(u16, u16)> {
+        let free: Vec<u16> = (0..SLOT_COUNT as u16)
+            .filter(|&s| self.owner(s).is_none())
+            .collect();
+        slot_runs(&free)
+    }
+
+    /// Unassigns slots `start..=end`, as `CLUSTER DELSLOTSRANGE`; returns whether any slot had
+    /// an owner. Callers check `start <= end <= 16383`.
+    pub fn unassign(&mut self, start: u16, end: u16) -> bool {
+        let Some(range) = self.owners.get_mut(usize::from(start)..=usize::from(end)) else {
+            return false;
+        };
+        let changed = range.iter().any(|&o| o != NONE);
+        range.fill(NONE);
+        changed
     }
 
     /// Renumbers owners after the nodes marked in `gone` (by old index) left the node list:
@@ -240,6 +264,31 @@ impl SlotTable {
     pub fn memory_bytes(&self) -> usize {
         self.owners.capacity() * 4
     }
+}
+
+/// Slots that change owner together, as `redis-cli --cluster` moves them: from a node (`None`
+/// for unassigned slots) to a node (`None` when they become unassigned), as indices into the
+/// ring's nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotMove {
+    /// The node that gives the slots.
+    pub from: Option<usize>,
+    /// The node that takes them.
+    pub to: Option<usize>,
+    /// The slots, ascending.
+    pub slots: Vec<u16>,
+}
+
+/// `(start, end)` runs of consecutive slots, from slots in ascending order.
+pub fn slot_runs(slots: &[u16]) -> Vec<(u16, u16)> {
+    let mut runs: Vec<(u16, u16)> = Vec::new();
+    for &s in slots {
+        match runs.last_mut() {
+            Some(last) if u32::from(last.1) + 1 == u32::from(s) => last.1 = s,
+            _ => runs.push((s, s)),
+        }
+    }
+    runs
 }
 
 /// The indices of `keys` sorted by key, equal keys in index order (a stable sort, as glibc's
@@ -364,7 +413,21 @@ mod tests {
     fn rebalance_to_four_equal_nodes() {
         let mut t = SlotTable::new();
         t.create_layout(&[0, 1, 2]);
-        t.rebalance(&[1, 1, 1, 1]);
+        let moves = t.rebalance(&[1, 1, 1, 1]);
         assert_eq!(t.counts(4), vec![4096, 4096, 4096, 4096]);
+        // Each of the three gives its lowest 1365 or 1366 slots to the new node (redis-cli
+        // prints "Moving 1366 slots from ... to ..." then 1365 twice; donors from the back of
+        // its balance order).
+        let given: Vec<(Option<usize>, Option<usize>, usize)> = moves
+            .iter()
+            .map(|m| (m.from, m.to, m.slots.len()))
+            .collect();
+        assert_eq!(given.iter().map(|g| g.2).sum::<usize>(), 4096);
+        assert!(given.iter().all(|g| g.1 == Some(3)));
+        assert_eq!(
+            slot_runs(&moves[0].slots).len(),
+            1,
+            "the lowest slots, in one run"
+        );
     }
 }

@@ -5,7 +5,7 @@ use super::error::EngineError;
 use super::flavour::Flavour;
 use super::keyslot::{key_slot, SLOT_COUNT};
 use super::ring::{Node, Ring};
-use super::slots::{create_master_order, SlotTable};
+use super::slots::{create_master_order, SlotMove, SlotTable};
 use std::collections::HashMap;
 
 /// Largest `WEIGHT` accepted.
@@ -283,6 +283,16 @@ impl Topology {
         Ok(self.slots.assign(start as u16, end as u16, owner))
     }
 
+    /// Unassigns slots `start..=end`, as `CLUSTER DELSLOTSRANGE`; returns whether any slot had
+    /// an owner. Error: a range outside `0..=16383` or reversed.
+    pub fn unassign(&mut self, start: i64, end: i64) -> Result<bool, EngineError> {
+        let range_ok = 0 <= start && start <= end && end < SLOT_COUNT as i64;
+        if !range_ok {
+            return Err(EngineError::BadSlotRange { start, end });
+        }
+        Ok(self.slots.unassign(start as u16, end as u16))
+    }
+
     /// The owner of `member` on the ring, `None` on a ring without points.
     pub fn owner(&self, member: &[u8]) -> Option<&[u8]> {
         self.ring.owner(member).and_then(|i| self.node_name(i))
@@ -392,15 +402,42 @@ impl Topology {
 /// node order, weight 0 for a node that leaves), as a real cluster would be: an empty table
 /// gets the `redis-cli --cluster create` layout over the nodes, a table whose nodes all leave
 /// is emptied, and any other change is a `redis-cli --cluster rebalance` with the weights.
-/// (`names` is read only for the create layout.)
-pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) {
+/// Returns the moves made, in order. (`names` is read only for the create layout.)
+pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) -> Vec<SlotMove> {
     if weights.iter().all(|&w| w == 0) {
+        let moves = by_owner(slots, |owner| SlotMove {
+            from: Some(owner),
+            to: None,
+            slots: Vec::new(),
+        });
         slots.clear();
+        moves
     } else if slots.is_empty() {
         slots.create_layout(&create_master_order(names));
+        by_owner(slots, |owner| SlotMove {
+            from: None,
+            to: Some(owner),
+            slots: Vec::new(),
+        })
     } else {
-        slots.rebalance(weights);
+        slots.rebalance(weights)
     }
+}
+
+/// One move per owner of the table, holding its slots, owners in order of their first slot.
+fn by_owner(slots: &SlotTable, make: impl Fn(usize) -> SlotMove) -> Vec<SlotMove> {
+    let mut moves: Vec<SlotMove> = Vec::new();
+    let mut at_of: HashMap<usize, usize> = HashMap::new();
+    for (start, end, owner) in slots.ranges() {
+        let at = *at_of.entry(owner).or_insert_with(|| {
+            moves.push(make(owner));
+            moves.len() - 1
+        });
+        if let Some(m) = moves.get_mut(at) {
+            m.slots.extend(start..=end);
+        }
+    }
+    moves
 }
 
 /// The largest `share / ideal` over nodes with a non-zero ideal share; 0.0 when there are none.

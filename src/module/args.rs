@@ -239,9 +239,12 @@ pub enum Members<'a> {
     Sample(u64),
     /// `KEYS pattern`: the keys of the current database matching the glob.
     Keys(&'a [u8]),
+    /// `SLOTS start end`: this cluster node's keys in slots `start..=end`.
+    Slots(u16, u16),
 }
 
-/// Arguments of `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern]`.
+/// Arguments of `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start
+/// end]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MovesArgs<'a> {
     /// The change to evaluate.
@@ -250,11 +253,16 @@ pub struct MovesArgs<'a> {
     pub members: Members<'a>,
 }
 
-/// Parses the arguments after the key of `RING.MOVES`. `WEIGHT` goes with `ADD` only (on a
-/// node of the ring it evaluates a re-weight); `SAMPLE` and `KEYS` exclude each other.
-/// `SAMPLE` must be `1..=max_sample`; above `max_sample` the error names
-/// `ringslot.max-sample`, and so does the default sample when it is larger than the limit.
-pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'a>, ArgError> {
+/// Parses `ADD node [WEIGHT w]` or `DEL node` at the start of `rest` (the change of
+/// `RING.MOVES` and `RING.PLAN`) and returns it with the arguments after it; `WEIGHT` may come
+/// anywhere after the node, among the caller's options, which `other` parses: it gets each
+/// option and the rest of the arguments, and returns whether it took the option.
+fn parse_change<'a>(
+    rest: &[&'a [u8]],
+    command: &str,
+    takes: &str,
+    mut other: impl FnMut(&'a [u8], &mut std::slice::Iter<'_, &'a [u8]>) -> Result<bool, ArgError>,
+) -> Result<Change, ArgError> {
     let (adding, node, mut opts) = match rest {
         [op, node, opts @ ..] if is_keyword(op, "ADD") => (true, *node, opts.iter()),
         [op, node, opts @ ..] if is_keyword(op, "DEL") => (false, *node, opts.iter()),
@@ -270,14 +278,7 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
             ))
         }
     };
-    let takes = if adding {
-        "WEIGHT w, SAMPLE n and KEYS pattern"
-    } else {
-        "SAMPLE n and KEYS pattern"
-    };
     let mut weight: Option<i64> = None;
-    let mut members: Option<Members<'a>> = None;
-    let exclusive = || ArgError::Syntax("SAMPLE and KEYS exclude each other".into());
     while let Some(&opt) = opts.next() {
         if is_keyword(opt, "WEIGHT") {
             if !adding {
@@ -286,45 +287,105 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
                 ));
             }
             weight = Some(integer(opts.next().ok_or_else(|| needs_value("WEIGHT"))?)?);
-        } else if is_keyword(opt, "SAMPLE") {
-            if matches!(members, Some(Members::Keys(_))) {
-                return Err(exclusive());
+        } else if !other(opt, &mut opts)? {
+            let list = if adding {
+                format!("WEIGHT w{takes}")
+            } else {
+                takes.trim_start_matches(", ").to_string()
+            };
+            if list.is_empty() {
+                return Err(ArgError::Syntax(format!(
+                    "unknown option {} ({command} takes nothing after DEL node)",
+                    shown(opt)
+                )));
             }
-            let n = integer(opts.next().ok_or_else(|| needs_value("SAMPLE"))?)?;
-            if n < 1 {
-                return Err(ArgError::OutOfRange {
-                    option: "SAMPLE",
-                    min: 1,
-                    max: i64::try_from(max_sample).unwrap_or(i64::MAX),
-                });
-            }
-            let n = n.unsigned_abs();
-            if n > max_sample {
-                return Err(EngineError::TooManyMembers {
-                    members: n,
-                    limit: max_sample,
-                }
-                .into());
-            }
-            members = Some(Members::Sample(n));
-        } else if is_keyword(opt, "KEYS") {
-            if matches!(members, Some(Members::Sample(_))) {
-                return Err(exclusive());
-            }
-            let pattern = opts
-                .next()
-                .ok_or_else(|| ArgError::Syntax("KEYS needs a pattern".into()))?;
-            members = Some(Members::Keys(pattern));
-        } else {
-            return Err(unknown(opt, "RING.MOVES", takes));
+            return Err(unknown(opt, command, &list));
         }
     }
     let node = node.to_vec();
-    let change = if adding {
+    Ok(if adding {
         Change::Add { node, weight }
     } else {
         Change::Del { node }
-    };
+    })
+}
+
+/// Parses the arguments after the key of `RING.PLAN`: the change alone.
+pub fn parse_plan(rest: &[&[u8]]) -> Result<Change, ArgError> {
+    parse_change(rest, "RING.PLAN", "", |_, _| Ok(false))
+}
+
+/// A slot number, `0..=16383`.
+fn slot(bytes: &[u8]) -> Result<u16, ArgError> {
+    let n = integer(bytes)?;
+    u16::try_from(n)
+        .ok()
+        .filter(|&s| usize::from(s) < crate::engine::SLOT_COUNT)
+        .ok_or(ArgError::OutOfRange {
+            option: "SLOTS",
+            min: 0,
+            max: crate::engine::SLOT_COUNT as i64 - 1,
+        })
+}
+
+/// Parses the arguments after the key of `RING.MOVES`. `WEIGHT` goes with `ADD` only (on a
+/// node of the ring it evaluates a re-weight); `SAMPLE`, `KEYS` and `SLOTS` exclude each
+/// other. `SAMPLE` must be `1..=max_sample`; above `max_sample` the error names
+/// `ringslot.max-sample`, and so does the default sample when it is larger than the limit.
+pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'a>, ArgError> {
+    let mut members: Option<Members<'a>> = None;
+    let exclusive = || ArgError::Syntax("SAMPLE, KEYS and SLOTS exclude each other".into());
+    let change = parse_change(
+        rest,
+        "RING.MOVES",
+        ", SAMPLE n, KEYS pattern and SLOTS start end",
+        |opt, opts| {
+            let source = if is_keyword(opt, "SAMPLE") {
+                let n = integer(opts.next().ok_or_else(|| needs_value("SAMPLE"))?)?;
+                if n < 1 {
+                    return Err(ArgError::OutOfRange {
+                        option: "SAMPLE",
+                        min: 1,
+                        max: i64::try_from(max_sample).unwrap_or(i64::MAX),
+                    });
+                }
+                let n = n.unsigned_abs();
+                if n > max_sample {
+                    return Err(EngineError::TooManyMembers {
+                        members: n,
+                        limit: max_sample,
+                    }
+                    .into());
+                }
+                Members::Sample(n)
+            } else if is_keyword(opt, "KEYS") {
+                let pattern = opts
+                    .next()
+                    .ok_or_else(|| ArgError::Syntax("KEYS needs a pattern".into()))?;
+                Members::Keys(pattern)
+            } else if is_keyword(opt, "SLOTS") {
+                let needs = || ArgError::Syntax("SLOTS needs a start and an end slot".into());
+                let start = slot(opts.next().ok_or_else(needs)?)?;
+                let end = slot(opts.next().ok_or_else(needs)?)?;
+                if start > end {
+                    return Err(ArgError::Syntax(format!(
+                        "SLOTS {start} {end}: the start comes before the end"
+                    )));
+                }
+                Members::Slots(start, end)
+            } else {
+                return Ok(false);
+            };
+            if members
+                .as_ref()
+                .is_some_and(|m| std::mem::discriminant(m) != std::mem::discriminant(&source))
+            {
+                return Err(exclusive());
+            }
+            members = Some(source);
+            Ok(true)
+        },
+    )?;
     let members = match members {
         Some(m) => m,
         None if DEFAULT_SAMPLE > max_sample => {
@@ -518,7 +579,7 @@ mod tests {
             args.extend(order);
             assert_eq!(
                 text(parse_moves(&v(&args), 100)),
-                syntax("SAMPLE and KEYS exclude each other")
+                syntax("SAMPLE, KEYS and SLOTS exclude each other")
             );
         }
         assert_eq!(
@@ -527,7 +588,7 @@ mod tests {
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "FOO", "1"]), 100)),
-            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n and KEYS pattern)")
+            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern and SLOTS start end)")
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "KEYS"]), 100)),

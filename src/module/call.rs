@@ -7,6 +7,7 @@
 //! `RING.GET` from about 0.74 to 0.65 µs of server CPU (README, Performance).
 
 use super::args::ArgError;
+use super::config::DEFAULT_VNODES;
 use super::reply::Reply;
 use super::ringtype::{RingMut, RingValue, RING_TYPE};
 use crate::engine::{EngineError, Topology};
@@ -156,6 +157,20 @@ impl<'a> Call<'a> {
             .get_value::<RingValue>(&RING_TYPE)
             .map_err(|_| CommandError::WrongType)?;
         f(ring.map(RingValue::topology))
+    }
+
+    /// [`Call::read_ring`], with a missing key read as the implicit ring `RING.ADD` would
+    /// create (what-ifs and plans of a ring that does not exist yet).
+    pub fn read_ring_or_implicit<R>(
+        &self,
+        f: impl FnOnce(&Topology) -> Result<R, CommandError>,
+    ) -> Result<R, CommandError> {
+        self.read_ring(|ring| match ring {
+            Some(ring) => f(ring),
+            None => f(&Topology::implicit(
+                DEFAULT_VNODES.load(std::sync::atomic::Ordering::Relaxed),
+            )?),
+        })
     }
 
     /// A snapshot of the ring at the key (`None` when the key is missing) that later writes

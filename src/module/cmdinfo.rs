@@ -27,6 +27,8 @@ pub enum ArgKind {
     PureToken,
     /// One of the sub-arguments.
     OneOf,
+    /// All of the sub-arguments, together.
+    Block,
 }
 
 /// One documented argument: constant data, so that a command's docs sit in its table entry.
@@ -91,6 +93,14 @@ impl Arg {
         }
     }
 
+    /// All of `sub`, together.
+    pub const fn block(name: &'static str, sub: &'static [Arg]) -> Arg {
+        Arg {
+            sub,
+            ..Arg::of(name, ArgKind::Block)
+        }
+    }
+
     /// The same argument introduced by the keyword `token`.
     pub const fn token(self, token: &'static str) -> Arg {
         Arg {
@@ -124,6 +134,7 @@ impl Arg {
             ArgKind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
             ArgKind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
             ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            ArgKind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
         };
         let mut flags = CommandArgFlags::NONE;
         if self.optional {

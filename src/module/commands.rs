@@ -12,6 +12,7 @@
 use super::args::{self, Members};
 use super::background::{self, Run, Source};
 use super::call::{Call, CommandError};
+use super::cluster;
 use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_POINTS, MAX_SAMPLE};
 use super::keys::{self, KeyWalk, Reader};
 use super::reply::Reply;
@@ -110,6 +111,30 @@ pub fn assign(call: &Call) -> Result<(), CommandError> {
         // No ring, no node: report the range or the node as an existing empty ring would.
         None => {
             Topology::new(Flavour::Native, None, false)?.assign(start, end, node)?;
+        }
+    }
+    call.reply(&Reply::Ok);
+    Ok(())
+}
+
+/// `RING.UNASSIGN key start end` -> `OK`: slots `start..end` no longer have an owner, as
+/// `CLUSTER DELSLOTSRANGE` leaves them.
+pub fn unassign(call: &Call) -> Result<(), CommandError> {
+    let rest = call.rest(2, 2, 2)?;
+    let [start, end] = rest.as_slice() else {
+        return Err(CommandError::WrongArity);
+    };
+    let (start, end) = (args::integer(start)?, args::integer(end)?);
+    let key = call.write_ring()?;
+    match key.ring() {
+        Some(mut ring) => {
+            if ring.unassign(start, end)? {
+                call.propagate("ring.unassign")?;
+            }
+        }
+        // No ring: report a bad range as an existing empty ring would; nothing to unassign.
+        None => {
+            Topology::new(Flavour::Native, None, false)?.unassign(start, end)?;
         }
     }
     call.reply(&Reply::Ok);
@@ -248,17 +273,11 @@ pub fn info(call: &Call) -> Result<(), CommandError> {
     })
 }
 
-/// The keys of the current database that match `pattern` and that `reader` may read, walked
-/// on the main thread (see [`super::keys`]): at most `ringslot.max-sample` of them, else
-/// `TooManyMatches`.
-fn matching_keys(
-    call: &Call,
-    pattern: &[u8],
-    reader: Reader,
-) -> Result<Vec<Vec<u8>>, CommandError> {
+/// The keys `walk` finds, walked to its end on the main thread (see [`super::keys`]): at most
+/// `ringslot.max-sample` of them, else `TooManyMatches`.
+fn walk_all(call: &Call, mut walk: KeyWalk) -> Result<Vec<Vec<u8>>, CommandError> {
     let ctx = call.context();
     let limit = config::get(&MAX_SAMPLE);
-    let mut walk = KeyWalk::new(pattern, reader)?;
     let mut found = Vec::new();
     while !walk.is_done() {
         // SAFETY: the live context of this call, on the main thread; the whole walk happens
@@ -271,7 +290,8 @@ fn matching_keys(
     Ok(found)
 }
 
-/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern]` -> the what-if map.
+/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start end]` ->
+/// the what-if map.
 /// Changes nothing. A missing key is evaluated as the implicit ring `RING.ADD` would create.
 ///
 /// Work up to `ringslot.inline-limit` (sample members, or the keys of the database a `KEYS`
@@ -284,9 +304,22 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     let inline = config::get(&INLINE_LIMIT);
     let ctx = call.context();
     let flags = call.flags();
+    let name = call.key_name()?;
     // The walk's rights are the caller's, checked before anything runs.
     let plan = match parsed.members {
         Members::Sample(n) => Plan::Sample(n),
+        Members::Slots(start, end) => {
+            let size = cluster::own_slots(call, start, end)?;
+            // SAFETY: the live context of this call, on the main thread.
+            let reader = unsafe { keys::caller(ctx.ctx) };
+            reader.check_scan()?;
+            Plan::Slots {
+                start,
+                end,
+                reader,
+                size,
+            }
+        }
         Members::Keys(pattern) => {
             // SAFETY: the live context of this call, on the main thread.
             let reader = unsafe { keys::caller(ctx.ctx) };
@@ -303,6 +336,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     let (work, what) = match &plan {
         Plan::Sample(n) => (*n, format!("SAMPLE {n} is")),
         Plan::Keys { size, .. } => (*size, format!("the database holds {size} keys,")),
+        Plan::Slots { size, .. } => (*size, format!("the slots hold {size} keys,")),
     };
     if work > inline {
         let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
@@ -318,13 +352,19 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
         };
         let source = match plan {
             Plan::Sample(count) => Source::Sample {
-                name: call.key_name()?.as_slice().to_vec(),
+                name: name.as_slice().to_vec(),
                 count,
             },
             Plan::Keys {
                 pattern, reader, ..
             } => Source::Keys {
                 walk: KeyWalk::new(pattern, reader)?,
+                limit: config::get(&MAX_SAMPLE),
+            },
+            Plan::Slots {
+                start, end, reader, ..
+            } => Source::Keys {
+                walk: KeyWalk::slots(start, end, reader, name.as_slice()),
                 limit: config::get(&MAX_SAMPLE),
             },
         };
@@ -340,25 +380,22 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     let keys = match plan {
         Plan::Keys {
             pattern, reader, ..
-        } => Some(matching_keys(call, pattern, reader)?),
+        } => Some(walk_all(call, KeyWalk::new(pattern, reader)?)?),
+        Plan::Slots {
+            start, end, reader, ..
+        } => Some(walk_all(
+            call,
+            KeyWalk::slots(start, end, reader, name.as_slice()),
+        )?),
         Plan::Sample(_) => None,
     };
-    let name = call.key_name()?;
-    let result = call.read_ring(|ring| {
-        let implicit;
-        let ring = match ring {
-            Some(ring) => ring,
-            None => {
-                implicit = Topology::implicit(DEFAULT_VNODES.load(Ordering::Relaxed))?;
-                &implicit
-            }
-        };
+    let result = call.read_ring_or_implicit(|ring| {
         Ok(match (parsed.members, &keys) {
             (Members::Sample(n), _) => {
                 let members = sample_members(name.as_slice(), n);
                 ring.what_if(&parsed.change, members, max_points)?
             }
-            (Members::Keys(_), keys) => {
+            (Members::Keys(_) | Members::Slots(..), keys) => {
                 ring.what_if(&parsed.change, keys.iter().flatten(), max_points)?
             }
         })
@@ -374,6 +411,13 @@ enum Plan<'a> {
     /// `KEYS pattern`, walked with `reader`'s rights over a database of `size` keys.
     Keys {
         pattern: &'a [u8],
+        reader: Reader,
+        size: u64,
+    },
+    /// `SLOTS start end`: this cluster node's `size` keys there, with `reader`'s rights.
+    Slots {
+        start: u16,
+        end: u16,
         reader: Reader,
         size: u64,
     },

@@ -10,7 +10,7 @@
 
 use super::call::{CommandError, RawCtx};
 use crate::engine::glob_match;
-use redis_module::raw;
+use redis_module::{raw, Context, RedisValue};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -212,17 +212,28 @@ fn gone() -> CommandError {
     CommandError::Text("NOPERM the user of this connection no longer exists".into())
 }
 
-/// A walk of the database: a scan cursor, the pattern, and whose rights apply.
+/// How a walk finds its keys.
+enum Mode {
+    /// `RedisModule_Scan` of the whole database, keeping the names that match `pattern`.
+    Scan {
+        cursor: *mut raw::RedisModuleScanCursor,
+        pattern: Vec<u8>,
+    },
+    /// This cluster node's keys in slots `next..=end` (`CLUSTER GETKEYSINSLOT`), slot by slot,
+    /// but `skip` (the ring being evaluated).
+    Slots { next: u32, end: u16, skip: Vec<u8> },
+}
+
+/// A walk of the database: how it finds keys, and whose rights apply.
 pub struct KeyWalk {
-    cursor: *mut raw::RedisModuleScanCursor,
-    pattern: Vec<u8>,
+    mode: Mode,
     reader: Reader,
     done: bool,
 }
 
-// SAFETY: the cursor is plain memory (a position and a flag) that Redis reads and writes only
-// inside `RedisModule_Scan`, which `step` calls with the server lock held; the walk is used by
-// one thread at a time.
+// SAFETY: the scan cursor is plain memory (a position and a flag) that Redis reads and writes
+// only inside `RedisModule_Scan`, which `step` calls with the server lock held; the walk is
+// used by one thread at a time.
 unsafe impl Send for KeyWalk {}
 
 /// What the scan callback works with.
@@ -284,21 +295,40 @@ impl KeyWalk {
         // SAFETY: creates a cursor this walk owns and destroys on drop.
         let cursor = unsafe { create() };
         Ok(KeyWalk {
-            cursor,
-            pattern: pattern.to_vec(),
+            mode: Mode::Scan {
+                cursor,
+                pattern: pattern.to_vec(),
+            },
             reader,
             done: false,
         })
     }
 
-    /// Whether the walk has seen the whole database.
+    /// A walk of this cluster node's keys in slots `start..=end` (which the caller checked
+    /// this node serves), with `reader`'s rights, but `skip`: the ring being evaluated, so that
+    /// a copy placed on a master to evaluate its keys does not count itself. Keys are taken as
+    /// the node stores them (`CLUSTER COUNTKEYSINSLOT` counts the same ones), expired or not.
+    pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8]) -> KeyWalk {
+        KeyWalk {
+            mode: Mode::Slots {
+                next: u32::from(start),
+                end,
+                skip: skip.to_vec(),
+            },
+            reader,
+            done: start > end,
+        }
+    }
+
+    /// Whether the walk has seen all its keys.
     pub fn is_done(&self) -> bool {
         self.done
     }
 
-    /// Walks on until at least `budget` keys were visited or the database ends, appending to
-    /// `out` the names that match, have not expired and the reader may read; returns how many
-    /// keys were visited. Errors: the reader's user no longer exists.
+    /// Walks on until at least `budget` keys were visited or the walk ends (a slot walk takes
+    /// whole slots), appending to `out` the names that match, have not expired (scan) and the
+    /// reader may read; returns how many keys were visited. Errors: the reader's user no
+    /// longer exists; a `CLUSTER` call that fails.
     ///
     /// # Safety
     /// `ctx` must be a live context of the database to walk, used with the server lock held
@@ -313,35 +343,89 @@ impl KeyWalk {
             Reader::Root => None,
             Reader::User(name) => Some(User::fetch(name).ok_or_else(gone)?),
         };
-        let Some(scan) = raw::RedisModule_Scan else {
-            self.done = true;
-            return Ok(0);
-        };
-        let mut state = ScanState {
-            pattern: &self.pattern,
-            user: user.as_ref().map_or(ptr::null_mut(), |u| u.0),
-            out,
-            visited: 0,
-        };
-        while !self.done && state.visited < budget {
-            let more = scan(
-                ctx,
-                self.cursor,
-                Some(on_key),
-                (&mut state as *mut ScanState).cast::<c_void>(),
-            );
-            self.done = more == 0;
+        let user_ptr = user.as_ref().map_or(ptr::null_mut(), |u| u.0);
+        match &mut self.mode {
+            Mode::Scan { cursor, pattern } => {
+                let Some(scan) = raw::RedisModule_Scan else {
+                    self.done = true;
+                    return Ok(0);
+                };
+                let mut state = ScanState {
+                    pattern,
+                    user: user_ptr,
+                    out,
+                    visited: 0,
+                };
+                while !self.done && state.visited < budget {
+                    let more = scan(
+                        ctx,
+                        *cursor,
+                        Some(on_key),
+                        (&mut state as *mut ScanState).cast::<c_void>(),
+                    );
+                    self.done = more == 0;
+                }
+                Ok(state.visited)
+            }
+            Mode::Slots { next, end, skip } => {
+                let context = Context::new(ctx);
+                let mut visited = 0u64;
+                while !self.done && visited < budget {
+                    let slot = next.to_string();
+                    let count = match context.call("CLUSTER", &["COUNTKEYSINSLOT", &slot][..])? {
+                        RedisValue::Integer(n) => n.max(0).to_string(),
+                        _ => "0".to_string(),
+                    };
+                    let keys = context.call("CLUSTER", &["GETKEYSINSLOT", &slot, &count][..])?;
+                    if let RedisValue::Array(keys) = keys {
+                        for key in keys {
+                            let name = match key {
+                                RedisValue::StringBuffer(b) => b,
+                                RedisValue::BulkString(s) | RedisValue::SimpleString(s) => {
+                                    s.into_bytes()
+                                }
+                                _ => continue,
+                            };
+                            visited += 1;
+                            if name != *skip && readable(user_ptr, &name) {
+                                out.push(name);
+                            }
+                        }
+                    }
+                    // A slot without keys still counts as work done.
+                    visited += 1;
+                    *next += 1;
+                    self.done = *next > u32::from(*end);
+                }
+                Ok(visited)
+            }
         }
-        Ok(state.visited)
     }
+}
+
+/// Whether `user` (null: root) may read the key `name`.
+fn readable(user: *mut raw::RedisModuleUser, name: &[u8]) -> bool {
+    if user.is_null() {
+        return true;
+    }
+    let (Some(key), Some(check)) = (Owned::new(name), unsafe {
+        raw::RedisModule_ACLCheckKeyPermissions
+    }) else {
+        return false;
+    };
+    let access = raw::REDISMODULE_CMD_KEY_ACCESS as c_int;
+    // SAFETY: the user and the string are live for the call, which only reads them.
+    unsafe { check(user, key.0, access) == raw::Status::Ok as c_int }
 }
 
 impl Drop for KeyWalk {
     fn drop(&mut self) {
-        // SAFETY: the cursor was created by `KeyWalk::new` and is destroyed once; destroying
-        // it is a plain free, safe without the server lock.
-        if let Some(destroy) = unsafe { raw::RedisModule_ScanCursorDestroy } {
-            unsafe { destroy(self.cursor) };
+        if let Mode::Scan { cursor, .. } = self.mode {
+            // SAFETY: the cursor was created by `KeyWalk::new` and is destroyed once;
+            // destroying it is a plain free, safe without the server lock.
+            if let Some(destroy) = unsafe { raw::RedisModule_ScanCursorDestroy } {
+                unsafe { destroy(cursor) };
+            }
         }
     }
 }

@@ -8,11 +8,13 @@
 //! - [`ringtype`]: the `ringslot1` data type (RDB, AOF, copy, memory, digest);
 //! - [`cmdinfo`]: `COMMAND INFO` / `DOCS` for a table entry;
 //! - [`config`]: the `ringslot.*` configurations; [`keys`]: the keyspace walk of `KEYS`;
-//! - [`background`]: `RING.MOVES` on a worker thread; [`stats`]: `INFO ringslot`.
+//! - [`background`]: `RING.MOVES` on a worker thread; [`stats`]: `INFO ringslot`;
+//! - [`cluster`]: the live cluster: `RING.MIRROR`, `RING.PLAN`, `RING.MOVES ... SLOTS` checks.
 
 pub mod args;
 pub mod background;
 pub mod call;
+pub mod cluster;
 pub mod cmdinfo;
 pub mod commands;
 pub mod config;

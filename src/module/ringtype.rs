@@ -8,17 +8,18 @@
 //! start, end and node index. Points are not stored: they are a pure function of the rest
 //! and are rebuilt on load.
 //!
-//! AOF rewrite emits `RING.CREATE` with the configuration (the flavour named), then the nodes
-//! in order as `RING.ADD key WEIGHT w node ...`, one command per run of consecutive nodes of
-//! one weight (at most 4096 nodes each), then one `RING.ASSIGN key start end node` per slot
-//! range, so that the replayed file ends with the same slot table whatever the rebalancing in
-//! between did.
+//! AOF rewrite emits the commands of [`rebuild_commands`]: `RING.CREATE` with the
+//! configuration (the flavour named), then the nodes in order as `RING.ADD key WEIGHT w node
+//! ...`, one command per run of consecutive nodes of one weight (at most 4096 nodes each),
+//! then one `RING.ASSIGN key start end node` per slot range (and `RING.UNASSIGN` per range no
+//! node owns), so that the replayed file ends with the same slot table whatever the
+//! rebalancing in between did.
 
 use super::stats;
 use crate::engine::{Flavour, Topology};
 use redis_module::native_types::RedisType;
 use redis_module::{logging, raw, RedisString};
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -212,6 +213,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 const RING_CREATE: &CStr = c"RING.CREATE";
 const RING_ADD: &CStr = c"RING.ADD";
 const RING_ASSIGN: &CStr = c"RING.ASSIGN";
+const RING_UNASSIGN: &CStr = c"RING.UNASSIGN";
 
 /// The most nodes one `RING.ADD` of an AOF rewrite names.
 const ADD_CHUNK: usize = 4096;
@@ -227,47 +229,27 @@ unsafe extern "C" fn aof_rewrite(
     }
 }
 
-/// Emits the commands that rebuild `topo` (see the module docs).
-unsafe fn emit_commands(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    topo: &Topology,
-) {
-    let Some(emit) = raw::RedisModule_EmitAOF else {
-        return;
-    };
+/// One command that rebuilds part of a ring: its name and its arguments after the key.
+pub type RebuildCommand = (&'static CStr, Vec<Vec<u8>>);
+
+/// The commands that rebuild `topo` at a key (see the module docs): `RING.CREATE` with the
+/// configuration (the flavour named), `RING.ADD key WEIGHT w node ...` per run of consecutive
+/// nodes of one weight (at most 4096 nodes), then `RING.ASSIGN key start end node` per slot
+/// range and, for a ring with nodes, `RING.UNASSIGN key start end` per range no node owns (a
+/// mirror of a cluster can have such). Used by the AOF rewrite and by writes that replicate
+/// their effect instead of themselves.
+pub fn rebuild_commands(topo: &Topology) -> Vec<RebuildCommand> {
     let info = topo.config();
-    let Ok(compat) = CString::new(info.flavour.name()) else {
-        return;
-    };
-    // Unused trailing arguments are never read: the format decides how many are.
-    if info.flavour.fixes_vnodes() {
-        let fmt = if info.hashtag { c"sccc" } else { c"scc" };
-        emit(
-            aof,
-            RING_CREATE.as_ptr(),
-            fmt.as_ptr(),
-            key,
-            c"COMPAT".as_ptr(),
-            compat.as_ptr(),
-            c"HASHTAG".as_ptr(),
-        );
-    } else {
-        let fmt = if info.hashtag { c"sccclc" } else { c"scccl" };
-        emit(
-            aof,
-            RING_CREATE.as_ptr(),
-            fmt.as_ptr(),
-            key,
-            c"COMPAT".as_ptr(),
-            compat.as_ptr(),
-            c"VNODES".as_ptr(),
-            c_longlong::from(info.vnodes),
-            c"HASHTAG".as_ptr(),
-        );
+    let mut create: Vec<Vec<u8>> = vec![b"COMPAT".to_vec(), info.flavour.name().into()];
+    if !info.flavour.fixes_vnodes() {
+        create.extend([b"VNODES".to_vec(), info.vnodes.to_string().into_bytes()]);
     }
-    // Runs of consecutive nodes of one weight, one RING.ADD each (at most ADD_CHUNK nodes):
-    // the replay then pays one incremental change per run, not one per node.
+    if info.hashtag {
+        create.push(b"HASHTAG".to_vec());
+    }
+    let mut commands = vec![(RING_CREATE, create)];
+    // Runs of consecutive nodes of one weight, one RING.ADD each: the replay then pays one
+    // incremental change per run, not one per node.
     let nodes = topo.nodes();
     let mut from = 0;
     while let Some(first) = nodes.get(from) {
@@ -277,39 +259,58 @@ unsafe fn emit_commands(
             .iter()
             .take(ADD_CHUNK)
             .take_while(|n| n.weight == first.weight)
-            .count();
-        let weight = first.weight.to_string();
-        let mut args: Vec<RedisString> = Vec::with_capacity(run + 2);
-        args.push(RedisString::create_from_slice(ptr::null_mut(), b"WEIGHT"));
-        args.push(RedisString::create_from_slice(
-            ptr::null_mut(),
-            weight.as_bytes(),
+            .count()
+            .max(1);
+        let mut args = vec![b"WEIGHT".to_vec(), first.weight.to_string().into_bytes()];
+        args.extend(
+            nodes
+                .get(from..from + run)
+                .unwrap_or(&[])
+                .iter()
+                .map(|n| n.name.clone()),
+        );
+        commands.push((RING_ADD, args));
+        from += run;
+    }
+    let decimal = |n: u16| n.to_string().into_bytes();
+    for (start, end, node) in topo.slot_ranges() {
+        commands.push((
+            RING_ASSIGN,
+            vec![decimal(start), decimal(end), node.to_vec()],
         ));
-        for node in nodes.get(from..from + run).unwrap_or(&[]) {
-            args.push(RedisString::create_from_slice(ptr::null_mut(), &node.name));
+    }
+    if !nodes.is_empty() {
+        for (start, end) in topo.slot_table().unassigned() {
+            commands.push((RING_UNASSIGN, vec![decimal(start), decimal(end)]));
         }
-        let mut raw_args: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+    }
+    commands
+}
+
+/// Emits the commands that rebuild `topo` (see [`rebuild_commands`]).
+unsafe fn emit_commands(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    topo: &Topology,
+) {
+    let Some(emit) = raw::RedisModule_EmitAOF else {
+        return;
+    };
+    for (name, args) in rebuild_commands(topo) {
+        let strings: Vec<RedisString> = args
+            .iter()
+            .map(|a| RedisString::create_from_slice(ptr::null_mut(), a))
+            .collect();
+        let mut raw_args: Vec<*mut raw::RedisModuleString> =
+            strings.iter().map(|a| a.inner).collect();
         // "v": an array of strings and its length; Redis takes its own references.
         emit(
             aof,
-            RING_ADD.as_ptr(),
+            name.as_ptr(),
             c"sv".as_ptr(),
             key,
             raw_args.as_mut_ptr(),
             raw_args.len(),
-        );
-        from += run.max(1);
-    }
-    for (start, end, node) in topo.slot_ranges() {
-        emit(
-            aof,
-            RING_ASSIGN.as_ptr(),
-            c"sllb".as_ptr(),
-            key,
-            c_longlong::from(start),
-            c_longlong::from(end),
-            node.as_ptr().cast::<c_char>(),
-            node.len(),
         );
     }
 }

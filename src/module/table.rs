@@ -8,6 +8,7 @@
 //! spec's flags.
 
 use super::call::{dispatch, Handler, RawArgv, RawCallback, RawCtx};
+use super::cluster;
 use super::cmdinfo::{self, Arg};
 use super::commands;
 use redis_module::{raw, Context, Status};
@@ -41,11 +42,26 @@ const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
 const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
 const INSERT: u32 = raw::REDISMODULE_CMD_KEY_INSERT;
 const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
+const OW: u32 = raw::REDISMODULE_CMD_KEY_OW;
 
 const KEY_ONLY: &[Arg] = &[Arg::key()];
 
+/// The options of a new ring (RING.CREATE, RING.MIRROR).
+const COMPAT: Arg = Arg::one_of(
+    "compat",
+    &[
+        Arg::keyword("native", "native"),
+        Arg::keyword("ketama", "ketama"),
+        Arg::keyword("groupcache", "groupcache"),
+    ],
+)
+.token("COMPAT")
+.optional();
+const VNODES: Arg = Arg::integer("vnodes").token("VNODES").optional();
+const HASHTAG: Arg = Arg::keyword("hashtag", "HASHTAG").optional();
+
 /// Every RING.* command.
-pub static COMMANDS: [Command; 11] = [
+pub static COMMANDS: [Command; 14] = [
     Command {
         name: "ring.create",
         flags: "write deny-oom",
@@ -56,18 +72,9 @@ pub static COMMANDS: [Command; 11] = [
         since: "0.1.0",
         args: &[
             Arg::key(),
-            Arg::one_of(
-                "compat",
-                &[
-                    Arg::keyword("native", "native"),
-                    Arg::keyword("ketama", "ketama"),
-                    Arg::keyword("groupcache", "groupcache"),
-                ],
-            )
-            .token("COMPAT")
-            .optional(),
-            Arg::integer("vnodes").token("VNODES").optional(),
-            Arg::keyword("hashtag", "HASHTAG").optional(),
+            COMPAT,
+            VNODES,
+            HASHTAG,
         ],
         handler: commands::create,
     },
@@ -188,7 +195,7 @@ pub static COMMANDS: [Command; 11] = [
         flags: "readonly",
         arity: -4,
         key_flags: RO | ACCESS,
-        summary: "Evaluates what adding or removing a node would move under the ring, the slots and modulo",
+        summary: "Evaluates what adding, removing or re-weighting a node would move under the ring, the slots and modulo",
         complexity: "O(M log P + K log K + S + N) for M members, K points that change, S slots, N nodes",
         since: "0.1.0",
         args: &[
@@ -201,11 +208,57 @@ pub static COMMANDS: [Command; 11] = [
                 &[
                     Arg::integer("sample").token("SAMPLE"),
                     Arg::pattern("pattern").token("KEYS"),
+                    Arg::block("slots", &[Arg::integer("start"), Arg::integer("end")])
+                        .token("SLOTS"),
                 ],
             )
             .optional(),
         ],
         handler: commands::moves,
+    },
+    Command {
+        name: "ring.unassign",
+        flags: "write deny-oom",
+        arity: 4,
+        key_flags: RW | UPDATE,
+        summary: "Leaves a range of hash slots without owner, as CLUSTER DELSLOTSRANGE",
+        complexity: "O(N) for N slots in the range",
+        since: "0.2.0",
+        args: &[Arg::key(), Arg::integer("start"), Arg::integer("end")],
+        handler: commands::unassign,
+    },
+    Command {
+        name: "ring.plan",
+        flags: "readonly",
+        arity: -4,
+        key_flags: RO | ACCESS,
+        summary: "Returns the slot moves a node change would make, as redis-cli --cluster rebalance",
+        complexity: "O(S + N) for S slots and N nodes",
+        since: "0.2.0",
+        args: &[
+            Arg::key(),
+            Arg::one_of("change", &[Arg::keyword("add", "ADD"), Arg::keyword("del", "DEL")]),
+            Arg::string("node"),
+            Arg::integer("weight").token("WEIGHT").optional(),
+        ],
+        handler: cluster::plan,
+    },
+    Command {
+        name: "ring.mirror",
+        flags: "write deny-oom",
+        arity: -2,
+        // As SET: the value is replaced whole.
+        key_flags: OW | UPDATE,
+        summary: "Makes a ring mirror the live cluster: its masters as nodes, its slot map as the slot table",
+        complexity: "O(S + N) for S slots and N cluster nodes",
+        since: "0.2.0",
+        args: &[
+            Arg::key(),
+            COMPAT,
+            VNODES,
+            HASHTAG,
+        ],
+        handler: cluster::mirror,
     },
 ];
 

@@ -1,0 +1,389 @@
+//! Real Redis Clusters for tests and benchmarks: `redis-cli --cluster` runs with a time limit,
+//! `CLUSTER NODES` parsed, and a wait for full convergence (every node knows every other and
+//! all agree on the slot table: `cluster_state:ok` alone is not enough before a rebalance).
+
+use crate::server::{Error, Server, ServerBuilder};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Number of hash slots.
+pub const SLOTS: usize = 16384;
+
+/// One line of `CLUSTER NODES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLine {
+    /// The node id.
+    pub id: String,
+    /// `ip:port` (the address before `@cport`).
+    pub address: String,
+    /// Its flags (`myself`, `master`, `slave`, `fail`, `handshake`, ...).
+    pub flags: Vec<String>,
+    /// The slots it serves (migrating and importing entries are not ownership).
+    pub slots: Vec<u16>,
+    /// Its open slots, as written (`[93->-<id>]` migrating, `[93-<-<id>]` importing).
+    pub open: Vec<String>,
+}
+
+impl NodeLine {
+    /// Whether the node has the flag `flag`.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// Parses `CLUSTER NODES`. Errors: a line that is not a node line.
+pub fn parse_cluster_nodes(text: &str) -> Result<Vec<NodeLine>, Error> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let bad = || Error(format!("not a CLUSTER NODES line: {line}"));
+            let (Some(id), Some(addr), Some(flags)) =
+                (fields.first(), fields.get(1), fields.get(2))
+            else {
+                return Err(bad());
+            };
+            let mut node = NodeLine {
+                id: id.to_string(),
+                address: addr.split('@').next().unwrap_or_default().to_string(),
+                flags: flags.split(',').map(str::to_string).collect(),
+                slots: Vec::new(),
+                open: Vec::new(),
+            };
+            for spec in fields.iter().skip(8) {
+                if spec.starts_with('[') {
+                    node.open.push(spec.to_string());
+                    continue;
+                }
+                let (a, b) = spec.split_once('-').unwrap_or((spec, spec));
+                let (a, b): (u16, u16) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                node.slots.extend(a..=b);
+            }
+            Ok(node)
+        })
+        .collect()
+}
+
+/// The owner (`ip:port`) of every slot in a `CLUSTER NODES` text.
+pub fn owners(nodes: &[NodeLine]) -> Vec<Option<String>> {
+    let mut owners = vec![None; SLOTS];
+    for n in nodes {
+        for &s in &n.slots {
+            if let Some(o) = owners.get_mut(usize::from(s)) {
+                *o = Some(n.address.clone());
+            }
+        }
+    }
+    owners
+}
+
+/// The outcome of one `redis-cli` run.
+#[derive(Debug, Clone)]
+pub struct CliRun {
+    /// It exited with status 0.
+    pub success: bool,
+    /// What it printed.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs `redis-cli args...` with its output in files (a rebalance prints a `#` per moved
+/// slot), killed after `limit`. Errors: no redis-cli, or the time limit.
+pub fn redis_cli(args: &[String], limit: Duration) -> Result<CliRun, Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?;
+    let (out_path, err_path): (PathBuf, PathBuf) = (dir.path().join("out"), dir.path().join("err"));
+    let file = |p: &PathBuf| std::fs::File::create(p).map_err(|e| Error(e.to_string()));
+    let mut child = Command::new("redis-cli")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(file(&out_path)?))
+        .stderr(Stdio::from(file(&err_path)?))
+        .spawn()
+        .map_err(|e| Error(format!("cannot run redis-cli ({e}): install redis-tools")))?;
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error(format!(
+                "redis-cli {args:?} did not finish in {limit:?}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(CliRun {
+        success: status.success(),
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    })
+}
+
+/// [`redis_cli`] that must succeed.
+pub fn redis_cli_ok(args: &[String], limit: Duration) -> Result<CliRun, Error> {
+    let run = redis_cli(args, limit)?;
+    if !run.success {
+        return Err(Error(format!(
+            "redis-cli {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
+        )));
+    }
+    Ok(run)
+}
+
+/// Owned strings from `&str`s, for redis-cli arguments.
+pub fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// `CLUSTER NODES` of `server`.
+pub fn cluster_nodes(server: &Server) -> Result<String, Error> {
+    let mut con = server
+        .try_client()
+        .map_err(|e| Error(format!("{}: {e}", server.address())))?;
+    redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query::<String>(&mut con)
+        .map_err(|e| Error(format!("{}: CLUSTER NODES: {e}", server.address())))
+}
+
+/// Waits (at most `limit`) until every server of `members` lists exactly their addresses in
+/// `CLUSTER NODES`, none failing or in handshake, all report `cluster_state:ok` and the same
+/// slot table with every slot served, and `redis-cli --cluster check` through the first
+/// passes; returns the table.
+pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option<String>>, Error> {
+    let want: BTreeSet<String> = members.iter().map(|s| s.address()).collect();
+    let deadline = Instant::now() + limit;
+    let mut last = String::new();
+    loop {
+        let mut tables = Vec::new();
+        let mut ok = true;
+        for s in members {
+            match cluster_nodes(s) {
+                Ok(text) => {
+                    let nodes = parse_cluster_nodes(&text)?;
+                    let seen: BTreeSet<String> = nodes.iter().map(|n| n.address.clone()).collect();
+                    let healthy = nodes.iter().all(|n| {
+                        !n.has("fail") && !n.has("fail?") && !n.has("handshake") && !n.has("noaddr")
+                    });
+                    if seen != want || !healthy {
+                        ok = false;
+                        last = format!("{} sees:\n{text}", s.address());
+                    }
+                    tables.push(owners(&nodes));
+                }
+                Err(e) => {
+                    ok = false;
+                    last = e.0;
+                }
+            }
+        }
+        // A master that started less than two seconds ago reports the cluster down (Redis'
+        // CLUSTER_WRITABLE_DELAY) and refuses the keys a rebalance sends it.
+        for s in members {
+            let state_ok = s
+                .try_client()
+                .ok()
+                .and_then(|mut con| {
+                    redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query::<String>(&mut con)
+                        .ok()
+                })
+                .is_some_and(|info| info.contains("cluster_state:ok"));
+            if !state_ok {
+                ok = false;
+                last = format!("{} does not report cluster_state:ok", s.address());
+            }
+        }
+        let agree = tables.windows(2).all(|w| w[0] == w[1]);
+        let full = tables
+            .first()
+            .is_some_and(|t| t.iter().all(Option::is_some));
+        if ok && agree && full {
+            if let Some(entry) = members.first() {
+                let check = redis_cli(
+                    &strings(&["--cluster", "check", &entry.address()]),
+                    Duration::from_secs(30),
+                )?;
+                if check.success
+                    && !check.stdout.contains("[ERR]")
+                    && !check.stdout.contains("[WARNING]")
+                    && check.stdout.contains("All 16384 slots covered")
+                {
+                    return Ok(tables.swap_remove(0));
+                }
+                last = format!("check:\n{}\n{}", check.stdout, check.stderr);
+            }
+        } else if ok && !agree {
+            last = "the nodes disagree on the slot table".into();
+        }
+        if Instant::now() > deadline {
+            return Err(Error(format!("the cluster did not converge: {last}")));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A cluster of servers started by [`Cluster::start`], stopped when dropped.
+pub struct Cluster {
+    /// Its servers, in the order they were started (the first is the entry point).
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `masters` cluster-enabled servers made by `builder` (`.cluster()` is added),
+    /// joins them with `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes` and
+    /// waits for convergence.
+    pub fn start(masters: usize, builder: impl Fn() -> ServerBuilder) -> Result<Cluster, Error> {
+        let mut nodes = Vec::with_capacity(masters);
+        for _ in 0..masters {
+            nodes.push(
+                builder()
+                    .cluster()
+                    .args(&["--cluster-node-timeout", "5000"])
+                    .start()?,
+            );
+        }
+        let cluster = Cluster { nodes };
+        let mut args = strings(&["--cluster", "create"]);
+        args.extend(cluster.nodes.iter().map(Server::address));
+        args.extend(strings(&["--cluster-replicas", "0", "--cluster-yes"]));
+        redis_cli_ok(&args, Duration::from_secs(60))?;
+        cluster.converge()?;
+        Ok(cluster)
+    }
+
+    /// Waits for all of its nodes to converge (see [`wait_converged`]); returns the table.
+    pub fn converge(&self) -> Result<Vec<Option<String>>, Error> {
+        let members: Vec<&Server> = self.nodes.iter().collect();
+        wait_converged(&members, Duration::from_secs(60))
+    }
+
+    /// Starts one more server made by `builder`, adds it as an empty master
+    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
+    pub fn add_node(&mut self, builder: impl Fn() -> ServerBuilder) -> Result<usize, Error> {
+        let node = builder()
+            .cluster()
+            .args(&["--cluster-node-timeout", "5000"])
+            .start()?;
+        let args = strings(&[
+            "--cluster",
+            "add-node",
+            &node.address(),
+            &self.nodes[0].address(),
+        ]);
+        self.nodes.push(node);
+        redis_cli_ok(&args, Duration::from_secs(60))?;
+        // add-node returns before every node has met the new one.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.converge() {
+                Ok(_) => return Ok(self.nodes.len() - 1),
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
+    /// Starts one more server made by `builder`, adds it as a replica of node `master`
+    /// (`redis-cli --cluster add-node ... --cluster-slave --cluster-master-id`), waits for
+    /// convergence and for its link to the master to be up; returns its index.
+    pub fn add_replica(
+        &mut self,
+        master: usize,
+        builder: impl Fn() -> ServerBuilder,
+    ) -> Result<usize, Error> {
+        let id = self.node_id(master)?;
+        let node = builder()
+            .cluster()
+            .args(&["--cluster-node-timeout", "5000"])
+            .start()?;
+        let args = strings(&[
+            "--cluster",
+            "add-node",
+            &node.address(),
+            &self.nodes[0].address(),
+            "--cluster-slave",
+            "--cluster-master-id",
+            &id,
+        ]);
+        self.nodes.push(node);
+        redis_cli_ok(&args, Duration::from_secs(60))?;
+        let index = self.nodes.len() - 1;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let linked = self.nodes[index]
+                .try_client()
+                .ok()
+                .and_then(|mut con| {
+                    redis::cmd("INFO")
+                        .arg("replication")
+                        .query::<String>(&mut con)
+                        .ok()
+                })
+                .is_some_and(|info| info.contains("master_link_status:up"));
+            if linked && self.converge().is_ok() {
+                return Ok(index);
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "the replica {} did not join: {}",
+                    self.nodes[index].address(),
+                    self.converge().err().map(|e| e.0).unwrap_or_default()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The node id of node `i` (`CLUSTER MYID`).
+    pub fn node_id(&self, i: usize) -> Result<String, Error> {
+        let mut con = self.nodes[i]
+            .try_client()
+            .map_err(|e| Error(e.to_string()))?;
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut con)
+            .map_err(|e| Error(e.to_string()))
+    }
+
+    /// `redis-cli --cluster rebalance <first node> --cluster-use-empty-masters <extra...>`.
+    pub fn rebalance(&self, extra: &[String]) -> Result<CliRun, Error> {
+        let mut args = strings(&[
+            "--cluster",
+            "rebalance",
+            &self.nodes[0].address(),
+            "--cluster-use-empty-masters",
+        ]);
+        args.extend_from_slice(extra);
+        redis_cli_ok(&args, Duration::from_secs(300))
+    }
+
+    /// Drains node `i` (a rebalance with its weight 0), removes it from the cluster
+    /// (`redis-cli --cluster del-node`), stops it, and waits for the others to converge.
+    /// Node 0 is the entry point of every redis-cli run and cannot be removed.
+    pub fn drain_and_remove(&mut self, i: usize, extra: &[String]) -> Result<CliRun, Error> {
+        if i == 0 || i >= self.nodes.len() {
+            return Err(Error(format!("cannot remove node {i}")));
+        }
+        let id = self.node_id(i)?;
+        let mut args = strings(&["--cluster-weight", &format!("{id}=0")]);
+        args.extend_from_slice(extra);
+        let run = self.rebalance(&args)?;
+        self.converge()?;
+        redis_cli_ok(
+            &strings(&["--cluster", "del-node", &self.nodes[0].address(), &id]),
+            Duration::from_secs(60),
+        )?;
+        drop(self.nodes.remove(i));
+        self.converge()?;
+        Ok(run)
+    }
+}

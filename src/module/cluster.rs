@@ -1,0 +1,254 @@
+//! ringslot on a real Redis Cluster: the live slot map as this node sees it (`CLUSTER NODES`,
+//! called from the module), `RING.MIRROR` (a ring whose nodes and slot table are the live
+//! cluster's), `RING.PLAN` (the slots a change would move, as `redis-cli --cluster
+//! rebalance` would), and the checks of `RING.MOVES ... SLOTS`.
+
+use super::args::{self, parse_create};
+use super::call::{Call, CommandError};
+use super::config::{self, MAX_POINTS};
+use super::reply::Reply;
+use super::ringtype::rebuild_commands;
+use crate::engine::cluster::{parse_cluster_nodes, unserved, ClusterNode};
+use crate::engine::{slot_runs, Topology, SLOT_COUNT};
+use redis_module::{ContextFlags, NotifyEvent, RedisValue};
+use std::collections::HashSet;
+
+/// The nodes of the cluster as this node sees them. Error: not a cluster-enabled server.
+pub fn live_nodes(call: &Call, what: &str) -> Result<Vec<ClusterNode>, CommandError> {
+    if !call.flags().contains(ContextFlags::CLUSTER) {
+        return Err(CommandError::Text(format!(
+            "ERR {what} needs a cluster node (cluster-enabled yes)"
+        )));
+    }
+    let text = match call.context().call("CLUSTER", &["NODES"][..])? {
+        RedisValue::BulkString(s) | RedisValue::SimpleString(s) => s,
+        RedisValue::StringBuffer(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => {
+            return Err(CommandError::Text(format!(
+                "ERR unexpected CLUSTER NODES reply: {other:?}"
+            )))
+        }
+    };
+    Ok(parse_cluster_nodes(&text)?)
+}
+
+/// Checks that this node serves every slot of `start..=end` and none is migrating or
+/// importing, and returns how many keys it holds there (`CLUSTER COUNTKEYSINSLOT`). Errors
+/// name the first slot that is not this node's and who serves it.
+pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<u64, CommandError> {
+    let nodes = live_nodes(call, "RING.MOVES ... SLOTS")?;
+    let me = nodes
+        .iter()
+        .find(|n| n.has("myself"))
+        .ok_or_else(|| CommandError::Text("ERR this node is not in CLUSTER NODES".into()))?;
+    for slot in start..=end {
+        if !me.serves(slot) {
+            let owner = nodes
+                .iter()
+                .find(|n| n.serves(slot))
+                .map_or_else(|| "no node".to_string(), |n| n.address.clone());
+            return Err(CommandError::Text(format!(
+                "ERR slot {slot} is served by {owner}, not by this node ({})",
+                me.address
+            )));
+        }
+    }
+    if let Some((slot, _)) = me
+        .migrating
+        .iter()
+        .chain(&me.importing)
+        .find(|(s, _)| (start..=end).contains(s))
+    {
+        return Err(CommandError::Text(format!(
+            "ERR slot {slot} is migrating: evaluate it when the migration ends"
+        )));
+    }
+    let context = call.context();
+    let mut keys = 0u64;
+    for slot in start..=end {
+        let count = context.call("CLUSTER", &["COUNTKEYSINSLOT", &slot.to_string()][..])?;
+        if let RedisValue::Integer(n) = count {
+            keys += u64::try_from(n).unwrap_or(0);
+        }
+    }
+    Ok(keys)
+}
+
+/// `RING.MIRROR key [COMPAT name] [VNODES n] [HASHTAG]` -> a map of what changed. Makes the
+/// ring at `key` mirror the live cluster: its nodes the masters, named `ip:port` as
+/// `CLUSTER SLOTS` names them, its slot table the live one (slots no master serves stay
+/// unassigned and are reported). A new mirror lists masters as `redis-cli --cluster` run
+/// against this node loads them (this node first, then in its `CLUSTER NODES` order) and takes
+/// the options; a refresh keeps the ring's configuration, its nodes' order and weights, appends
+/// new masters and drops gone ones. Replicated as its effect (`DEL`, `RING.CREATE`,
+/// `RING.ADD`, `RING.ASSIGN`, `RING.UNASSIGN` in one `MULTI`/`EXEC`), never as itself: a
+/// replica or the AOF sees another cluster.
+pub fn mirror(call: &Call) -> Result<(), CommandError> {
+    let opts = parse_create(&call.rest(2, 0, usize::MAX)?)?;
+    let nodes = live_nodes(call, "RING.MIRROR")?;
+    // The order `redis-cli --cluster` loads masters in from this node: this node first, then
+    // the others as its CLUSTER NODES lists them (redis-cli.c, clusterManagerLoadInfoFromNode).
+    // A rebalance breaks ties of balance by that order, so that RING.PLAN on this mirror is
+    // what `redis-cli --cluster rebalance <this node>` does.
+    let mut masters: Vec<&ClusterNode> = nodes.iter().filter(|n| n.is_master()).collect();
+    masters.sort_by_key(|n| !n.has("myself"));
+    let key = call.write_ring()?;
+    let old = key.ring().map(|ring| (*ring).clone());
+    let created = old.is_none();
+    let (flavour, vnodes, hashtag, mut list) = match &old {
+        Some(t) => {
+            let c = t.config();
+            let live: HashSet<&[u8]> = masters.iter().map(|m| m.address.as_bytes()).collect();
+            let kept: Vec<(Vec<u8>, u32)> = t
+                .nodes()
+                .iter()
+                .filter(|n| live.contains(n.name.as_slice()))
+                .map(|n| (n.name.clone(), n.weight))
+                .collect();
+            (c.flavour, c.vnodes, c.hashtag, kept)
+        }
+        None => {
+            let t = Topology::new(opts.flavour, opts.vnodes, opts.hashtag)?;
+            let c = t.config();
+            (c.flavour, c.vnodes, c.hashtag, Vec::new())
+        }
+    };
+    let known: HashSet<Vec<u8>> = list.iter().map(|(n, _)| n.clone()).collect();
+    let added: Vec<Vec<u8>> = masters
+        .iter()
+        .map(|m| m.address.as_bytes().to_vec())
+        .filter(|a| !known.contains(a))
+        .collect();
+    list.extend(added.iter().map(|a| (a.clone(), 1)));
+    let removed: Vec<Vec<u8>> = old.as_ref().map_or_else(Vec::new, |t| {
+        t.nodes()
+            .iter()
+            .filter(|n| !masters.iter().any(|m| m.address.as_bytes() == n.name))
+            .map(|n| n.name.clone())
+            .collect()
+    });
+    let index: Vec<usize> = masters
+        .iter()
+        .filter_map(|m| list.iter().position(|(n, _)| n == m.address.as_bytes()))
+        .collect();
+    let ranges: Vec<(u16, u16, usize)> = masters
+        .iter()
+        .zip(&index)
+        .flat_map(|(m, &i)| m.slots.iter().map(move |&(a, b)| (a, b, i)))
+        .collect();
+    let mirror = Topology::from_parts(flavour, vnodes, hashtag, list, &ranges)?;
+    let weights: Vec<u32> = mirror.nodes().iter().map(|n| n.weight).collect();
+    if !call
+        .flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    {
+        mirror.check_points(&weights, config::get(&MAX_POINTS))?;
+    }
+    let owner = |t: &Topology, s: u16| {
+        t.slot_table()
+            .owner(s)
+            .and_then(|i| t.nodes().get(i))
+            .map(|n| n.name.clone())
+    };
+    let slots_changed = match &old {
+        Some(t) => (0..SLOT_COUNT as u16)
+            .filter(|&s| owner(t, s) != owner(&mirror, s))
+            .count(),
+        None => SLOT_COUNT - unserved_count(&nodes),
+    };
+    // The effect, replicated: the ring rebuilt from nothing.
+    let name = call.key_name()?;
+    let ctx = call.context();
+    let del: [&[u8]; 1] = [name.as_slice()];
+    ctx.replicate("DEL", &del[..]);
+    for (command, rest) in rebuild_commands(&mirror) {
+        let mut argv: Vec<&[u8]> = vec![name.as_slice()];
+        argv.extend(rest.iter().map(Vec::as_slice));
+        ctx.replicate(command.to_str().unwrap_or_default(), &argv[..]);
+    }
+    ctx.notify_keyspace_event(NotifyEvent::MODULE, "ring.mirror", &name);
+    let reply = Reply::Map(vec![
+        ("created", Reply::Bool(created)),
+        ("nodes", Reply::count(mirror.nodes().len())),
+        (
+            "added",
+            Reply::Array(added.iter().map(|a| Reply::Bulk(a)).collect()),
+        ),
+        (
+            "removed",
+            Reply::Array(removed.iter().map(|r| Reply::Bulk(r)).collect()),
+        ),
+        ("slots_changed", Reply::count(slots_changed)),
+        (
+            "unserved",
+            Reply::Array(
+                unserved(&nodes)
+                    .into_iter()
+                    .map(|(a, b)| Reply::Array(vec![Reply::Int(a.into()), Reply::Int(b.into())]))
+                    .collect(),
+            ),
+        ),
+    ]);
+    match old {
+        Some(_) => {
+            if let Some(mut ring) = key.ring() {
+                *ring = mirror;
+            }
+        }
+        None => key.create(mirror)?,
+    }
+    call.reply(&reply);
+    Ok(())
+}
+
+/// How many slots no node serves.
+fn unserved_count(nodes: &[ClusterNode]) -> usize {
+    unserved(nodes)
+        .iter()
+        .map(|&(a, b)| usize::from(b - a) + 1)
+        .sum()
+}
+
+/// `RING.PLAN key ADD|DEL node [WEIGHT w]` -> the moves of the slot table the change would
+/// make, in order, as `redis-cli --cluster rebalance --cluster-use-empty-masters` makes them
+/// (each "Moving N slots from A to B"): one map per move with `from`, `to` (nil for
+/// unassigned slots), `slots` (how many) and `ranges` (`[start, end]` runs). Changes nothing;
+/// a missing key is planned as the implicit ring `RING.ADD` would create.
+pub fn plan(call: &Call) -> Result<(), CommandError> {
+    let change = args::parse_plan(&call.rest(2, 2, usize::MAX)?)?;
+    let max_points = config::get(&MAX_POINTS);
+    call.read_ring_or_implicit(|ring| {
+        let moves = ring.plan(&change, max_points)?;
+        fn node(n: &Option<Vec<u8>>) -> Reply<'_> {
+            n.as_deref().map_or(Reply::Nil, Reply::Bulk)
+        }
+        let reply = Reply::Array(
+            moves
+                .iter()
+                .map(|m| {
+                    Reply::Map(vec![
+                        ("from", node(&m.from)),
+                        ("to", node(&m.to)),
+                        ("slots", Reply::count(m.slots.len())),
+                        (
+                            "ranges",
+                            Reply::Array(
+                                slot_runs(&m.slots)
+                                    .into_iter()
+                                    .map(|(a, b)| {
+                                        Reply::Array(vec![
+                                            Reply::Int(a.into()),
+                                            Reply::Int(b.into()),
+                                        ])
+                                    })
+                                    .collect(),
+                            ),
+                        ),
+                    ])
+                })
+                .collect(),
+        );
+        call.reply(&reply);
+        Ok(())
+    })
+}

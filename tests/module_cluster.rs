@@ -1,0 +1,334 @@
+//! ringslot on a real Redis Cluster (3 masters with the module, started here, stopped on drop):
+//! every `RING.*` command routed by a cluster client; a ring that follows its slot to another
+//! master answers identically; `RING.MIRROR` equals `CLUSTER SLOTS`, refreshes after a
+//! reshard, and reaches a replica and the AOF as its effect; `RING.MOVES ... SLOTS` evaluates
+//! exactly the node's keys in those slots and refuses slots that are not the node's or are
+//! migrating. The expected answers are the live cluster's own (`CLUSTER SLOTS`, `CLUSTER
+//! COUNTKEYSINSLOT`, the owner's direct reply).
+
+use ringslot::engine::{key_slot, SLOT_COUNT};
+use ringslot_harness::cluster::{redis_cli_ok, strings, Cluster};
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis::{self, Connection, Value};
+use std::time::Duration;
+
+/// A hash tag `{...}` whose key slot is `slot`.
+fn tag_for(slot: u16) -> String {
+    (0u64..)
+        .map(|i| format!("{{t{i}}}"))
+        .find(|t| key_slot(t.as_bytes()) == slot)
+        .unwrap_or_default()
+}
+
+/// Per-slot owner (`ip:port`) from `CLUSTER SLOTS` on `con`.
+fn cluster_slots(con: &mut Connection) -> Vec<Option<Vec<u8>>> {
+    let mut owners = vec![None; SLOT_COUNT];
+    for entry in array(&q(con, "CLUSTER SLOTS")) {
+        let e = array(&entry);
+        let (start, end) = (int(&e[0]) as usize, int(&e[1]) as usize);
+        let master = array(&e[2]);
+        let address = format!("{}:{}", text(&master[0]), int(&master[1]));
+        for owner in owners.iter_mut().take(end + 1).skip(start) {
+            *owner = Some(address.clone().into_bytes());
+        }
+    }
+    owners
+}
+
+/// Per-slot owner of the ring at `key` (`RING.SLOTS` on `con`).
+fn ring_slots(con: &mut Connection, key: &str) -> Vec<Option<Vec<u8>>> {
+    let mut owners = vec![None; SLOT_COUNT];
+    for (start, end, node) in slot_ranges(con, key.as_bytes()) {
+        for owner in owners
+            .iter_mut()
+            .take(end as usize + 1)
+            .skip(start as usize)
+        {
+            *owner = Some(node.clone());
+        }
+    }
+    owners
+}
+
+/// The index of the master serving `slot`.
+fn master_of(cluster: &Cluster, masters: usize, slot: u16) -> usize {
+    let owners = cluster_slots(&mut cluster.nodes[0].client());
+    let owner = owners[usize::from(slot)].clone().expect("served");
+    (0..masters)
+        .find(|&i| cluster.nodes[i].address().into_bytes() == owner)
+        .expect("a master")
+}
+
+fn debug_digest(con: &mut Connection, key: &str) -> Vec<u8> {
+    bytes(&array(&call(con, &[b"DEBUG", b"DIGEST-VALUE", key.as_bytes()]).unwrap())[0])
+}
+
+#[test]
+fn a_ring_on_a_real_cluster() {
+    let mut cluster = Cluster::start(3, || {
+        Server::builder().args(&["--appendonly", "yes", "--appendfsync", "always"])
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ids: Vec<String> = (0..3).map(|i| cluster.node_id(i).unwrap()).collect();
+
+    // 1. Routing: a cluster client entering at master 0 reaches a ring whose slot is master
+    // 1's (redirected by MOVED), and every command answers as on master 1 itself.
+    let routed = format!("{}routed", tag_for(8000));
+    assert_eq!(master_of(&cluster, 3, 8000), 1);
+    let client = redis::cluster::ClusterClient::new(vec![cluster.nodes[0].url()]).unwrap();
+    let mut via_cluster = client.get_connection().unwrap();
+    let mut direct = cluster.nodes[1].client();
+    let run = |con: &mut redis::cluster::ClusterConnection, line: &str| -> Value {
+        let args = words(line);
+        cmd(&args)
+            .query::<Value>(con)
+            .unwrap_or_else(|e| panic!("{line}: {e}"))
+    };
+    for line in [
+        "RING.CREATE {k} VNODES 40",
+        "RING.ADD {k} a b c d",
+        "RING.DEL {k} d",
+        "RING.ASSIGN {k} 0 100 a",
+        "RING.UNASSIGN {k} 0 10",
+    ] {
+        run(&mut via_cluster, &line.replace("{k}", &routed));
+    }
+    for line in [
+        "RING.GET {k} member COUNT 2",
+        "RING.MGET {k} m1 m2 m3",
+        "RING.SLOT {k} member",
+        "RING.SLOTS {k}",
+        "RING.NODES {k}",
+        "RING.INFO {k}",
+        "RING.MOVES {k} ADD e SAMPLE 500",
+        "RING.PLAN {k} ADD e",
+    ] {
+        let line = line.replace("{k}", &routed);
+        assert_eq!(
+            run(&mut via_cluster, &line),
+            q(&mut direct, &line),
+            "{line}"
+        );
+    }
+    let mirror_routed = format!("{}mirror", tag_for(8001));
+    let reply = run(&mut via_cluster, &format!("RING.MIRROR {mirror_routed}"));
+    assert_eq!(int(&map(&reply)["nodes"]), 3);
+    assert_eq!(
+        ring_slots(&mut direct, &mirror_routed),
+        cluster_slots(&mut direct)
+    );
+
+    // 2. The mirror equals CLUSTER SLOTS: created on master 2 (slot 12000 is its).
+    let mirror = format!("{}mirror", tag_for(12000));
+    assert_eq!(master_of(&cluster, 3, 12000), 2);
+    let mut m2 = cluster.nodes[2].client();
+    let created = map(&q(&mut m2, &format!("RING.MIRROR {mirror}")));
+    assert_eq!(int(&created["created"]), 1);
+    assert_eq!(int(&created["slots_changed"]), SLOT_COUNT as i64);
+    assert_eq!(array(&created["unserved"]), Vec::<Value>::new());
+    let live = cluster_slots(&mut m2);
+    assert_eq!(ring_slots(&mut m2, &mirror), live);
+    let named: Vec<Vec<u8>> = node_rows(&mut m2, mirror.as_bytes())
+        .into_iter()
+        .map(|row| row.0)
+        .collect();
+    // As redis-cli --cluster loads them from master 2: itself first, then the others in the
+    // order of its CLUSTER NODES.
+    let listed = text(&q(&mut m2, "CLUSTER NODES"));
+    let mut expected: Vec<Vec<u8>> = vec![cluster.nodes[2].address().into_bytes()];
+    for line in listed.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let address = fields[1].split('@').next().unwrap().as_bytes().to_vec();
+        if fields[2].contains("master") && !fields[2].contains("myself") {
+            expected.push(address);
+        }
+    }
+    assert_eq!(named, expected);
+
+    // 3. A ring in slot 0 (master 0) follows its slot to master 1 and answers identically.
+    let moving = format!("{}moving", tag_for(0));
+    let mut m0 = cluster.nodes[0].client();
+    q(&mut m0, &format!("RING.CREATE {moving} COMPAT ketama"));
+    q(
+        &mut m0,
+        &format!("RING.ADD {moving} WEIGHT 2 10.0.0.1:6379 10.0.0.2:6379"),
+    );
+    q(&mut m0, &format!("RING.ADD {moving} 10.0.0.3:6379"));
+    q(&mut m0, &format!("RING.ASSIGN {moving} 0 99 10.0.0.3:6379"));
+    let questions = [
+        format!("RING.SLOTS {moving}"),
+        format!("RING.NODES {moving}"),
+        format!("RING.INFO {moving}"),
+        format!("RING.MOVES {moving} ADD 10.0.0.4:6379 SAMPLE 2000"),
+        format!("RING.PLAN {moving} DEL 10.0.0.1:6379"),
+    ];
+    let before: Vec<Value> = questions.iter().map(|l| q(&mut m0, l)).collect();
+    let digest = debug_digest(&mut m0, &moving);
+    redis_cli_ok(
+        &strings(&[
+            "--cluster",
+            "reshard",
+            &cluster.nodes[0].address(),
+            "--cluster-from",
+            &ids[0],
+            "--cluster-to",
+            &ids[1],
+            "--cluster-slots",
+            "1",
+            "--cluster-yes",
+        ]),
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    cluster.converge().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(master_of(&cluster, 3, 0), 1, "reshard moved slot 0");
+    let mut m1 = cluster.nodes[1].client();
+    assert_eq!(int(&q(&mut m1, &format!("EXISTS {moving}"))), 1);
+    assert_eq!(debug_digest(&mut m1, &moving), digest);
+    let after: Vec<Value> = questions.iter().map(|l| q(&mut m1, l)).collect();
+    // memory_bytes counts allocated capacity, which a load sizes anew; the rest is identical.
+    let without_memory = |answers: &[Value]| -> Vec<Value> {
+        answers
+            .iter()
+            .map(|a| match a {
+                Value::Array(items)
+                    if items.first() == Some(&Value::BulkString(b"compat".to_vec())) =>
+                {
+                    let mut items = items.clone();
+                    let at = items
+                        .iter()
+                        .position(|v| *v == Value::BulkString(b"memory_bytes".to_vec()))
+                        .expect("memory_bytes");
+                    items.drain(at..at + 2);
+                    Value::Array(items)
+                }
+                other => other.clone(),
+            })
+            .collect()
+    };
+    assert_eq!(without_memory(&after), without_memory(&before));
+
+    // 4. The mirror refreshes: one slot changed owner, no master came or went.
+    let refreshed = map(&q(&mut m2, &format!("RING.MIRROR {mirror}")));
+    assert_eq!(int(&refreshed["created"]), 0);
+    assert_eq!(int(&refreshed["slots_changed"]), 1);
+    assert_eq!(array(&refreshed["added"]), Vec::<Value>::new());
+    assert_eq!(array(&refreshed["removed"]), Vec::<Value>::new());
+    assert_eq!(ring_slots(&mut m2, &mirror), cluster_slots(&mut m2));
+
+    // 5. Replicated as its effect: a replica of master 2 holds the same mirror, and the AOF
+    // holds the commands that rebuild it, not RING.MIRROR (which would read another
+    // cluster on replay).
+    let replica = cluster
+        .add_replica(2, Server::builder)
+        .unwrap_or_else(|e| panic!("{e}"));
+    q(&mut m2, &format!("RING.MIRROR {mirror}"));
+    q(&mut m2, "WAIT 1 5000");
+    let mut r = cluster.nodes[replica].client();
+    q(&mut r, "READONLY");
+    assert_eq!(ring_slots(&mut r, &mirror), ring_slots(&mut m2, &mirror));
+    assert_eq!(
+        debug_digest(&mut r, &mirror),
+        debug_digest(&mut m2, &mirror)
+    );
+    let aof_dir = cluster.nodes[2].dir.path().join("appendonlydir");
+    let mut aof = Vec::new();
+    for entry in std::fs::read_dir(&aof_dir).unwrap() {
+        aof.extend(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    let aof = String::from_utf8_lossy(&aof).to_lowercase();
+    assert!(!aof.contains("ring.mirror"), "RING.MIRROR reached the AOF");
+    assert!(aof.contains("ring.assign") && aof.contains("ring.create"));
+    let digest = debug_digest(&mut m2, &mirror);
+    q(&mut m2, "DEBUG LOADAOF");
+    assert_eq!(debug_digest(&mut m2, &mirror), digest);
+    assert_eq!(ring_slots(&mut m2, &mirror), cluster_slots(&mut m2));
+}
+
+#[test]
+fn slots_evaluate_the_keys_of_a_node() {
+    let cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
+    let owners = cluster_slots(&mut cluster.nodes[0].client());
+    let mut cons: Vec<Connection> = (0..3).map(|i| cluster.nodes[i].client()).collect();
+    let index = |slot: u16| {
+        let owner = owners[usize::from(slot)].clone().unwrap();
+        (0..3)
+            .find(|&i| cluster.nodes[i].address().into_bytes() == owner)
+            .unwrap()
+    };
+    // 3000 keys, each written to its own master.
+    for i in 0..3000 {
+        let key = format!("k:{i}");
+        let con = &mut cons[index(key_slot(key.as_bytes()))];
+        call(con, &[b"SET", key.as_bytes(), b"v"]).unwrap();
+    }
+    // The ring on master 2, whose slots are 10923..16383 (the create layout).
+    let ring = format!("{}ring", tag_for(16000));
+    let m2 = &mut cons[2];
+    let (first, last) = (10923u16, 16383u16);
+    assert_eq!(index(first), 2);
+    assert_eq!(index(last), 2);
+    q(
+        m2,
+        &format!("RING.ADD {ring} 10.0.0.1:6379 10.0.0.2:6379 10.0.0.3:6379"),
+    );
+    let counted: i64 = (first..=last)
+        .map(|s| int(&q(m2, &format!("CLUSTER COUNTKEYSINSLOT {s}"))))
+        .sum();
+    // The ring itself is a key in these slots but not a member.
+    let by_slots = q(
+        m2,
+        &format!("RING.MOVES {ring} ADD 10.0.0.4:6379 SLOTS {first} {last}"),
+    );
+    assert_eq!(int(&map(&by_slots)["members"]), counted - 1);
+    let by_keys = q(m2, &format!("RING.MOVES {ring} ADD 10.0.0.4:6379 KEYS k:*"));
+    assert_eq!(by_slots, by_keys);
+    // Split in two calls, the members add up.
+    let mut half = |a: u16, b: u16| -> i64 {
+        let reply = q(
+            m2,
+            &format!("RING.MOVES {ring} DEL 10.0.0.1:6379 SLOTS {a} {b}"),
+        );
+        int(&map(&reply)["members"])
+    };
+    assert_eq!(half(first, 13000) + half(13001, last), counted - 1);
+    // Past the inline limit the same evaluation runs in the background.
+    q(m2, "CONFIG SET ringslot.inline-limit 10");
+    let background = q(
+        m2,
+        &format!("RING.MOVES {ring} ADD 10.0.0.4:6379 SLOTS {first} {last}"),
+    );
+    assert_eq!(background, by_keys);
+    q(m2, "CONFIG SET ringslot.inline-limit 100000");
+
+    // A slot this node does not serve, a reversed or out-of-range range, a migrating slot.
+    let m0_address = cluster.nodes[0].address();
+    let m2_address = cluster.nodes[2].address();
+    assert_eq!(
+        e(m2, &format!("RING.MOVES {ring} ADD x SLOTS 10000 10923")),
+        format!("ERR slot 10000 is served by {m0_address}, not by this node ({m2_address})")
+            .replace(&m0_address, &cluster.nodes[index(10000)].address())
+    );
+    assert!(e(m2, &format!("RING.MOVES {ring} ADD x SLOTS 12000 11000")).starts_with("ERR"));
+    assert!(e(m2, &format!("RING.MOVES {ring} ADD x SLOTS 0 16384")).starts_with("ERR"));
+    let id0 = cluster.node_id(0).unwrap();
+    q(m2, &format!("CLUSTER SETSLOT 12000 MIGRATING {id0}"));
+    assert_eq!(
+        e(m2, &format!("RING.MOVES {ring} ADD x SLOTS 11000 12500")),
+        "ERR slot 12000 is migrating: evaluate it when the migration ends"
+    );
+    q(m2, "CLUSTER SETSLOT 12000 STABLE");
+    q(m2, &format!("RING.MOVES {ring} ADD x SLOTS 11000 12500"));
+
+    // Not a cluster node: SLOTS and RING.MIRROR say so.
+    let standalone = Server::start();
+    let mut s = standalone.client();
+    assert_eq!(
+        e(&mut s, "RING.MOVES r ADD x SLOTS 0 10"),
+        "ERR RING.MOVES ... SLOTS needs a cluster node (cluster-enabled yes)"
+    );
+    assert_eq!(
+        e(&mut s, "RING.MIRROR r"),
+        "ERR RING.MIRROR needs a cluster node (cluster-enabled yes)"
+    );
+}
