@@ -215,6 +215,13 @@ fn a_ring_on_a_real_cluster() {
     assert_eq!(array(&refreshed["added"]), Vec::<Value>::new());
     assert_eq!(array(&refreshed["removed"]), Vec::<Value>::new());
     assert_eq!(ring_slots(&mut m2, &mirror), cluster_slots(&mut m2));
+    // A refresh keeps the mirror's options: other ones are an error, and change nothing.
+    assert_eq!(
+        e(&mut m2, &format!("RING.MIRROR {mirror} COMPAT ketama")),
+        "ERR the mirror exists with COMPAT native VNODES 160: a refresh keeps its options (DEL \
+         the key to mirror with others)"
+    );
+    q(&mut m2, &format!("RING.MIRROR {mirror} COMPAT native"));
 
     // 5. Replicated as its effect: a replica of master 2 holds the same mirror, and the AOF
     // holds the commands that rebuild it, not RING.MIRROR (which would read another
@@ -222,6 +229,8 @@ fn a_ring_on_a_real_cluster() {
     let replica = cluster
         .add_replica(2, Server::builder)
         .unwrap_or_else(|e| panic!("{e}"));
+    // A refresh keeps the key's TTL, on the replica too.
+    q(&mut m2, &format!("EXPIRE {mirror} 100000"));
     q(&mut m2, &format!("RING.MIRROR {mirror}"));
     q(&mut m2, "WAIT 1 5000");
     let mut r = cluster.nodes[replica].client();
@@ -231,6 +240,10 @@ fn a_ring_on_a_real_cluster() {
         debug_digest(&mut r, &mirror),
         debug_digest(&mut m2, &mirror)
     );
+    for con in [&mut m2, &mut r] {
+        let ttl = int(&q(con, &format!("PTTL {mirror}")));
+        assert!(ttl > 90_000_000 && ttl <= 100_000_000, "PTTL {ttl}");
+    }
     let aof_dir = cluster.nodes[2].dir.path().join("appendonlydir");
     let mut aof = Vec::new();
     for entry in std::fs::read_dir(&aof_dir).unwrap() {
@@ -239,6 +252,7 @@ fn a_ring_on_a_real_cluster() {
     let aof = String::from_utf8_lossy(&aof).to_lowercase();
     assert!(!aof.contains("ring.mirror"), "RING.MIRROR reached the AOF");
     assert!(aof.contains("ring.assign") && aof.contains("ring.create"));
+    assert!(aof.contains("pexpireat"));
     let digest = debug_digest(&mut m2, &mirror);
     q(&mut m2, "DEBUG LOADAOF");
     assert_eq!(debug_digest(&mut m2, &mirror), digest);
@@ -315,7 +329,7 @@ fn slots_evaluate_the_keys_of_a_node() {
     q(m2, &format!("CLUSTER SETSLOT 12000 MIGRATING {id0}"));
     assert_eq!(
         e(m2, &format!("RING.MOVES {ring} ADD x SLOTS 11000 12500")),
-        "ERR slot 12000 is migrating: evaluate it when the migration ends"
+        "ERR slot 12000 is migrating to another node: evaluate it when the migration ends"
     );
     q(m2, "CLUSTER SETSLOT 12000 STABLE");
     q(m2, &format!("RING.MOVES {ring} ADD x SLOTS 11000 12500"));

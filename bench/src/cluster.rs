@@ -102,8 +102,8 @@ struct Master {
     info: ConnectionInfo,
 }
 
-/// The checked topology: its masters in the order of their first slot (as `RING.MIRROR`
-/// lists them) and the owner of every slot.
+/// The checked topology: its masters in the order of their first slot, and the owner of
+/// every slot.
 #[derive(Debug, Clone)]
 struct Topology {
     masters: Vec<Master>,
@@ -121,11 +121,15 @@ fn info_at(info: &ConnectionInfo, address: &str) -> Result<ConnectionInfo> {
     let port: u16 = port.parse().with_context(|| format!("port of {address}"))?;
     let mut info = info.clone();
     info.addr = match &info.addr {
-        ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
             host: host.to_string(),
             port,
             insecure: *insecure,
-            tls_params: None,
+            tls_params: tls_params.clone(),
         },
         _ => ConnectionAddr::Tcp(host.to_string(), port),
     };
@@ -223,6 +227,18 @@ fn read_topology(seed: &ConnectionInfo, check_modules: bool) -> Result<Topology>
     let mine = table(&nodes);
     for n in &nodes {
         let theirs = nodes_of(&info_at(seed, &n.address)?)?;
+        // A node lists its own open slots only (on its `myself` line).
+        if let Some(open) = theirs
+            .iter()
+            .find(|t| t.has("myself"))
+            .and_then(|me| me.open.first())
+        {
+            bail!(
+                "slot {open} of {} is migrating or importing: run when the migration ends \
+                 (redis-cli --cluster check, and --cluster fix if it is stuck)",
+                n.address
+            );
+        }
         if table(&theirs) != mine {
             bail!(
                 "{} and the seed disagree on the masters or the slot table: run when the \
@@ -330,8 +346,11 @@ fn parse_plan(reply: &Value) -> Result<Vec<PlannedMove>> {
         let mut slots = Vec::new();
         for range in items(field(m, "ranges")?)? {
             let r = items(range)?;
-            let (a, b) = (int(&r[0])?, int(&r[1])?);
-            slots.extend(a as u16..=b as u16);
+            let (Some(a), Some(b)) = (r.first(), r.get(1)) else {
+                bail!("RING.PLAN: a range of fewer than two ends");
+            };
+            let (a, b) = (u16::try_from(int(a)?)?, u16::try_from(int(b)?)?);
+            slots.extend(a..=b);
         }
         moves.push(PlannedMove {
             from: opt_text(field(m, "from")?),
@@ -381,18 +400,25 @@ impl Sums {
     }
 }
 
-/// The runs of `slots` (ascending) cut into chunks of at most `chunk` slots.
-fn chunks(slots: &[u16], chunk: u16) -> Vec<(u16, u16)> {
+/// Keys one `RING.MOVES ... SLOTS` call reads at most, unless one slot holds more: well under
+/// `ringslot.max-sample` (1M), and about 0.1-0.2 s of one master's main thread inline.
+pub const CHUNK_KEYS: u64 = 100_000;
+
+/// The runs of `slots` (ascending) cut into chunks of at most `chunk` slots and, but for a
+/// single slot that holds more, at most [`CHUNK_KEYS`] keys by `counts` (keys per slot).
+fn chunks(slots: &[u16], chunk: u16, counts: &[u64]) -> Vec<(u16, u16)> {
+    let count = |s: u16| counts.get(usize::from(s)).copied().unwrap_or(0);
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(&start) = slots.get(i) {
-        let mut end = start;
+        let (mut end, mut keys) = (start, count(start));
         let mut j = i + 1;
         while let Some(&next) = slots.get(j) {
-            if next != end + 1 || next - start >= chunk {
+            if next != end + 1 || next - start >= chunk || keys + count(next) > CHUNK_KEYS {
                 break;
             }
             end = next;
+            keys += count(next);
             j += 1;
         }
         out.push((start, end));
@@ -430,12 +456,13 @@ fn evaluate_master(
     flavour: &str,
     change: &Change,
     opts: &Options,
+    counts: &[u64],
     key: &str,
     bar: &ProgressBar,
 ) -> Result<Sums> {
     let mut con = connect(&m.info)?;
     let mut sums = Sums::default();
-    for (a, b) in chunks(&m.slots, opts.chunk.max(1)) {
+    for (a, b) in chunks(&m.slots, opts.chunk.max(1), counts) {
         if INTERRUPTED.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
@@ -449,7 +476,9 @@ fn evaluate_master(
                 Ok(reply) => break reply,
                 Err(e) => {
                     let text = e.to_string();
-                    let retry = text.contains("is migrating") || text.contains("LOADING");
+                    let retry = text.contains("is migrating")
+                        || text.contains("is importing")
+                        || text.contains("LOADING");
                     if attempt >= 3 || !retry {
                         let hint = if text.contains("is served by") || text.contains("MOVED") {
                             ": the slots left this master while the prediction ran; run again \
@@ -471,6 +500,30 @@ fn evaluate_master(
         bar.inc(1);
     }
     Ok(sums)
+}
+
+/// `RING.MIRROR key COMPAT flavour` and `EXPIRE key ttl` in one `MULTI`/`EXEC`, so that a run
+/// killed between them cannot leave a copy without a TTL.
+fn mirror_with_ttl(
+    con: &mut Connection,
+    at: &str,
+    key: &str,
+    flavour: &str,
+    ttl: &str,
+) -> Result<()> {
+    redis::pipe()
+        .atomic()
+        .cmd("RING.MIRROR")
+        .arg(key)
+        .arg("COMPAT")
+        .arg(flavour)
+        .ignore()
+        .cmd("EXPIRE")
+        .arg(key)
+        .arg(ttl)
+        .ignore()
+        .query::<()>(con)
+        .map_err(|e| anyhow!("{at}: RING.MIRROR {key}: {}", error_text(&e)))
 }
 
 /// What a prediction found.
@@ -559,8 +612,7 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
     copies
         .keys
         .push((first.info.clone(), first.address.clone(), plan_key.clone()));
-    run(&mut con, &first.address, &s(&["RING.MIRROR", &plan_key]))?;
-    run(&mut con, &first.address, &s(&["EXPIRE", &plan_key, &ttl]))?;
+    mirror_with_ttl(&mut con, &first.address, &plan_key, "native", &ttl)?;
     let mut plan_args = s(&["RING.PLAN", &plan_key]);
     plan_args.extend(change.args());
     let plan = parse_plan(&run(&mut con, &first.address, &plan_args)?)?;
@@ -594,7 +646,7 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
     // The rings and modulo, one flavour at a time, masters in parallel.
     let per_flavour: u64 = serving
         .iter()
-        .map(|m| chunks(&m.slots, opts.chunk.max(1)).len() as u64)
+        .map(|m| chunks(&m.slots, opts.chunk.max(1), &counts).len() as u64)
         .sum();
     let bar = ProgressBar::new(per_flavour * opts.flavours.len() as u64);
     bar.set_style(
@@ -615,12 +667,7 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
         copies
             .keys
             .push((first.info.clone(), first.address.clone(), key.clone()));
-        run(
-            &mut con,
-            &first.address,
-            &s(&["RING.MIRROR", &key, "COMPAT", flavour]),
-        )?;
-        run(&mut con, &first.address, &s(&["EXPIRE", &key, &ttl]))?;
+        mirror_with_ttl(&mut con, &first.address, &key, flavour, &ttl)?;
         let payload: Vec<u8> = redis::cmd("DUMP")
             .arg(&key)
             .query(&mut con)
@@ -644,7 +691,10 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
                 .map(|m| {
                     let key = copy_key(m, flavour);
                     let bar = bar.clone();
-                    scope.spawn(move || evaluate_master(m, flavour, change, opts, &key, &bar))
+                    let counts = &counts;
+                    scope.spawn(move || {
+                        evaluate_master(m, flavour, change, opts, counts, &key, &bar)
+                    })
                 })
                 .collect();
             handles
@@ -1113,7 +1163,7 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
         .rings
         .iter()
         .all(|(_, sums)| sums.slots_moved == p.slots_moved);
-    let check = format!(
+    let mut check = format!(
         "The slot scheme evaluated key by key on the masters (`RING.MOVES ... SLOTS` on each \
          mirror copy): {} keys moved; {} the sum of the moved slots' counts.\n",
         per_key.join(", "),
@@ -1123,6 +1173,15 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
             "**not equal to**"
         }
     );
+    for (flavour, sums) in &p.rings {
+        if sums.members != p.keys {
+            check.push_str(&format!(
+                "\n**The {flavour} pass evaluated {} keys where the masters counted {}**: keys \
+                 were written or deleted during the run, or the user may not read some.\n",
+                sums.members, p.keys
+            ));
+        }
+    }
     let mut md = format!(
         "# ringslot on a Redis Cluster: {change}\n\n\
          {} masters, {} keys. The plan (`RING.PLAN` on a mirror of the live cluster, made on \

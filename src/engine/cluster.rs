@@ -28,9 +28,13 @@ impl ClusterNode {
         self.flags.iter().any(|f| f == flag)
     }
 
-    /// Whether the node is a master that can serve (not in handshake, with an address).
+    /// Whether the node is a master that can serve: not failing (`fail`, `fail?`), not in
+    /// handshake, with an address. `redis-cli --cluster` leaves the others out too.
     pub fn is_master(&self) -> bool {
-        self.has("master") && !self.has("handshake") && !self.has("noaddr")
+        self.has("master")
+            && !["fail", "fail?", "handshake", "noaddr"]
+                .iter()
+                .any(|f| self.has(f))
     }
 
     /// Whether the node serves `slot`.
@@ -85,22 +89,6 @@ pub fn parse_cluster_nodes(text: &str) -> Result<Vec<ClusterNode>, EngineError> 
     Ok(nodes)
 }
 
-/// The slot ranges no node serves, in slot order.
-pub fn unserved(nodes: &[ClusterNode]) -> Vec<(u16, u16)> {
-    let mut served = vec![false; SLOT_COUNT];
-    for n in nodes {
-        for &(a, b) in &n.slots {
-            if let Some(run) = served.get_mut(usize::from(a)..=usize::from(b)) {
-                run.fill(true);
-            }
-        }
-    }
-    let free: Vec<u16> = (0..SLOT_COUNT as u16)
-        .filter(|&s| !served.get(usize::from(s)).copied().unwrap_or(true))
-        .collect();
-    super::slots::slot_runs(&free)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,7 +112,6 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 master - 0 0 1 co
         assert_eq!(nodes[2].migrating[0].0, 10923);
         assert_eq!(nodes[1].importing[0].0, 10923);
         assert!(nodes[1].serves(5461) && !nodes[1].serves(5460));
-        assert_eq!(unserved(&nodes), vec![(5460, 5460)]);
         assert!(parse_cluster_nodes("garbage").is_err());
         assert!(parse_cluster_nodes("a b c d e f g h 99999").is_err());
     }

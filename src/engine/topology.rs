@@ -221,9 +221,18 @@ impl Topology {
     /// Checks that a ring of this one's flavour and VNODES with nodes of `weights` would have
     /// at most `max_points` points, without building it. Error: `TooManyPoints`.
     pub fn check_points(&self, weights: &[u32], max_points: u64) -> Result<(), EngineError> {
-        let points: u64 = Ring::planned_points(self.ring.flavour(), self.ring.vnodes(), weights)
-            .iter()
-            .sum();
+        Topology::check_planned_points(self.ring.flavour(), self.ring.vnodes(), weights, max_points)
+    }
+
+    /// [`Topology::check_points`] for a ring not built yet, of `flavour` with `vnodes` points
+    /// per unit of weight: checked before any point is made.
+    pub fn check_planned_points(
+        flavour: Flavour,
+        vnodes: u32,
+        weights: &[u32],
+        max_points: u64,
+    ) -> Result<(), EngineError> {
+        let points: u64 = Ring::planned_points(flavour, vnodes, weights).iter().sum();
         if points > max_points {
             return Err(EngineError::TooManyPoints {
                 points,

@@ -309,10 +309,10 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     let plan = match parsed.members {
         Members::Sample(n) => Plan::Sample(n),
         Members::Slots(start, end) => {
-            let size = cluster::own_slots(call, start, end)?;
             // SAFETY: the live context of this call, on the main thread.
             let reader = unsafe { keys::caller(ctx.ctx) };
             reader.check_scan()?;
+            let size = cluster::own_slots(call, start, end)?;
             Plan::Slots {
                 start,
                 end,
@@ -364,7 +364,13 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             Plan::Slots {
                 start, end, reader, ..
             } => Source::Keys {
-                walk: KeyWalk::slots(start, end, reader, name.as_slice()),
+                walk: KeyWalk::slots(
+                    start,
+                    end,
+                    reader,
+                    name.as_slice(),
+                    config::get(&MAX_SAMPLE).saturating_add(1),
+                ),
                 limit: config::get(&MAX_SAMPLE),
             },
         };
@@ -385,7 +391,13 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             start, end, reader, ..
         } => Some(walk_all(
             call,
-            KeyWalk::slots(start, end, reader, name.as_slice()),
+            KeyWalk::slots(
+                start,
+                end,
+                reader,
+                name.as_slice(),
+                config::get(&MAX_SAMPLE).saturating_add(1),
+            ),
         )?),
         Plan::Sample(_) => None,
     };

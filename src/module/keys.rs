@@ -177,7 +177,7 @@ impl Drop for User {
 fn no_scan() -> CommandError {
     CommandError::Text(
         "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES ... \
-         KEYS needs"
+         KEYS and SLOTS need"
             .into(),
     )
 }
@@ -220,8 +220,13 @@ enum Mode {
         pattern: Vec<u8>,
     },
     /// This cluster node's keys in slots `next..=end` (`CLUSTER GETKEYSINSLOT`), slot by slot,
-    /// but `skip` (the ring being evaluated).
-    Slots { next: u32, end: u16, skip: Vec<u8> },
+    /// but `skip` (the ring being evaluated); at most `cap` keys of one slot are read.
+    Slots {
+        next: u32,
+        end: u16,
+        skip: Vec<u8>,
+        cap: u64,
+    },
 }
 
 /// A walk of the database: how it finds keys, and whose rights apply.
@@ -304,16 +309,21 @@ impl KeyWalk {
         })
     }
 
-    /// A walk of this cluster node's keys in slots `start..=end` (which the caller checked
-    /// this node serves), with `reader`'s rights, but `skip`: the ring being evaluated, so that
-    /// a copy placed on a master to evaluate its keys does not count itself. Keys are taken as
-    /// the node stores them (`CLUSTER COUNTKEYSINSLOT` counts the same ones), expired or not.
-    pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8]) -> KeyWalk {
+    /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but
+    /// `skip`: the ring being evaluated, so that a copy placed on a master to evaluate its keys
+    /// does not count itself. Keys are taken as the node stores them (`CLUSTER
+    /// COUNTKEYSINSLOT` counts the same ones), expired or not, one whole slot at a time; of a
+    /// slot with more keys than `cap`, `cap` are read (the caller's limit is then passed).
+    /// Every step first checks, under the same lock as its reads, that this node still serves
+    /// the slots left and that none is migrating or importing: keys that a reshard moves away
+    /// during a background walk make it fail, not undercount.
+    pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8], cap: u64) -> KeyWalk {
         KeyWalk {
             mode: Mode::Slots {
                 next: u32::from(start),
                 end,
                 skip: skip.to_vec(),
+                cap: cap.max(1),
             },
             reader,
             done: start > end,
@@ -367,16 +377,28 @@ impl KeyWalk {
                 }
                 Ok(state.visited)
             }
-            Mode::Slots { next, end, skip } => {
+            Mode::Slots {
+                next,
+                end,
+                skip,
+                cap,
+            } => {
                 let context = Context::new(ctx);
+                if let Ok(first) = u16::try_from(*next) {
+                    super::cluster::check_slots(
+                        &super::cluster::nodes_seen(&context)?,
+                        first,
+                        *end,
+                    )?;
+                }
                 let mut visited = 0u64;
                 while !self.done && visited < budget {
-                    let slot = next.to_string();
-                    let count = match context.call("CLUSTER", &["COUNTKEYSINSLOT", &slot][..])? {
-                        RedisValue::Integer(n) => n.max(0).to_string(),
-                        _ => "0".to_string(),
-                    };
-                    let keys = context.call("CLUSTER", &["GETKEYSINSLOT", &slot, &count][..])?;
+                    let slot = u16::try_from(*next).unwrap_or(u16::MAX);
+                    let count = super::cluster::keys_in_slot(&context, slot)?.min(*cap);
+                    let keys = context.call(
+                        "CLUSTER",
+                        &["GETKEYSINSLOT", &slot.to_string(), &count.to_string()][..],
+                    )?;
                     if let RedisValue::Array(keys) = keys {
                         for key in keys {
                             let name = match key {

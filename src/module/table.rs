@@ -42,7 +42,6 @@ const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
 const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
 const INSERT: u32 = raw::REDISMODULE_CMD_KEY_INSERT;
 const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
-const OW: u32 = raw::REDISMODULE_CMD_KEY_OW;
 
 const KEY_ONLY: &[Arg] = &[Arg::key()];
 
@@ -247,8 +246,9 @@ pub static COMMANDS: [Command; 14] = [
         name: "ring.mirror",
         flags: "write deny-oom",
         arity: -2,
-        // As SET: the value is replaced whole.
-        key_flags: OW | UPDATE,
+        // A refresh reads the old ring (its options, order, weights; `removed` names its
+        // nodes) and replaces it.
+        key_flags: RW | ACCESS | UPDATE,
         summary: "Makes a ring mirror the live cluster: its masters as nodes, its slot map as the slot table",
         complexity: "O(S + N) for S slots and N cluster nodes",
         since: "0.2.0",
