@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the engine, each against its peers in the same run:
 //! - owner lookup on rings of 10, 100 and 1000 nodes x 160 points, against the `hashring`
-//!   crate on the same nodes and members, and jump consistent hash (Lamping & Veach, 2014) as
-//!   the floor a lookup can reach;
+//!   crate on the same nodes and members, jump consistent hash (Lamping & Veach, 2014) as the
+//!   floor a lookup can reach, and the native-fnv flavour (the native lookup without its
+//!   fmix64 finalizer: what the finalizer costs);
 //! - adding and removing one node on a 1000-node ring, against rebuilding it from scratch;
 //! - the hash slot of a member, and a `RING.MOVES`-sized what-if over 100000 members.
 
@@ -22,7 +23,11 @@ fn members(n: usize) -> Vec<Vec<u8>> {
 }
 
 fn native_ring(nodes: &[Vec<u8>]) -> Ring {
-    let mut ring = Ring::new(Flavour::Native, 160, false);
+    ring_of(Flavour::Native, nodes)
+}
+
+fn ring_of(flavour: Flavour, nodes: &[Vec<u8>]) -> Ring {
+    let mut ring = Ring::new(flavour, 160, false);
     ring.set_nodes(nodes.iter().map(|n| (n.clone(), 1)).collect());
     ring
 }
@@ -56,6 +61,14 @@ fn lookup(c: &mut Criterion) {
             b.iter(|| {
                 for k in &keys {
                     black_box(ring.owner(k));
+                }
+            })
+        });
+        let plain = ring_of(Flavour::NativeFnv, &names);
+        group.bench_with_input(BenchmarkId::new("native-fnv", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(plain.owner(k));
                 }
             })
         });

@@ -46,8 +46,8 @@ fn an_eleventh_node_moves_about_one_eleventh() {
     assert_eq!(w.members, 100_000);
     assert!((w.ideal - 1.0 / 11.0).abs() < 1e-12);
     // Ring: the new node's exact share of the space is about 1/11 (160 points give it a
-    // spread of several percent), the sample follows it (FNV-1a clusters sequential members,
-    // so loosely), and nothing moves between the old nodes.
+    // spread of several percent), the sample follows it, and nothing moves between the old
+    // nodes.
     assert!(
         (w.ring_space - 1.0 / 11.0).abs() < 0.03,
         "space {}",
@@ -165,4 +165,34 @@ fn errors_leave_the_ring_unchanged() {
     assert!(Topology::new(Flavour::Ketama, Some(10), false).is_err());
     assert_eq!(before, (t.node_stats().len(), t.slot_ranges().len()));
     assert_eq!(t.ring().point_count(), 1600);
+}
+
+/// A 4-node ring of `flavour` (160 points each) gaining a 5th, over `key:0` .. `key:99999`:
+/// (sampled fraction, exact space, standard error).
+fn fifth_node(flavour: Flavour) -> (f64, f64, f64) {
+    let mut t = Topology::new(flavour, None, false).expect("ring");
+    let names: Vec<String> = (1..=4).map(|i| format!("cache-{i}")).collect();
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    t.add(&refs, None, u64::MAX).expect("add");
+    let change = Change::Add {
+        node: b"cache-5".to_vec(),
+        weight: None,
+    };
+    let w = t
+        .what_if(&change, sample(100_000), u64::MAX)
+        .expect("what-if");
+    (w.ring.fraction, w.ring_space, w.ring.standard_error)
+}
+
+#[test]
+fn the_native_sample_of_sequential_keys_matches_the_exact_space() {
+    // Statistical, with a generous bound: with the strong native hash, sequential members
+    // behave as independent draws, so the sampled fraction lies within 5 standard errors of
+    // the exact moved share of the hash space (deterministic: the same every run).
+    let (fraction, space, se) = fifth_node(Flavour::Native);
+    println!("native: fraction {fraction:.4} space {space:.4} se {se:.4}");
+    assert!(
+        (fraction - space).abs() < 5.0 * se,
+        "native: fraction {fraction} space {space} se {se}"
+    );
 }

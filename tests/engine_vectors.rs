@@ -4,7 +4,7 @@
 
 use ringslot_harness::prelude::*;
 
-use ringslot::engine::flavour::{fnv1a64, md5_le_u32};
+use ringslot::engine::flavour::{fmix64, fnv1a64, md5_le_u32, native_hash};
 use ringslot::engine::{key_slot, Flavour, Topology};
 
 #[test]
@@ -28,10 +28,35 @@ fn hash_vectors_match_fnv_and_crc32_references() {
         let fnv64 = u64::from_str_radix(&row[2], 16).expect("fnv1a64");
         let crc = u32::from_str_radix(&row[3], 16).expect("crc32");
         assert_eq!(fnv1a64(&input), fnv64, "fnv1a64 of {:?}", row[0]);
-        assert_eq!(Flavour::Native.member_hash(&input), fnv64);
+        assert_eq!(Flavour::NativeFnv.member_hash(&input), fnv64);
         assert_eq!(crc32fast::hash(&input), crc, "crc32 of {:?}", row[0]);
         assert_eq!(Flavour::Groupcache.member_hash(&input), u64::from(crc));
     }
+}
+
+#[test]
+fn native_hash_vectors_match_fmix64_of_fnv1a64() {
+    let rows = vectors("fmix64.tsv");
+    assert!(rows.len() >= 10);
+    for row in rows {
+        let output = u64::from_str_radix(&row[2], 16).expect("output");
+        match row[0].as_str() {
+            "fmix64" => {
+                let x = u64::from_str_radix(&row[1], 16).expect("x");
+                assert_eq!(fmix64(x), output, "fmix64 of {}", row[1]);
+            }
+            "native" => {
+                let input = from_hex(&row[1]);
+                assert_eq!(native_hash(&input), output, "native hash of {:?}", row[1]);
+                assert_eq!(Flavour::Native.member_hash(&input), output);
+            }
+            other => panic!("unknown kind {other}"),
+        }
+    }
+    // The seed article's virtual node labels are the native flavour's points.
+    let mut points = Vec::new();
+    Flavour::Native.push_points(b"127.0.0.1", 0, 2, &mut points);
+    assert_eq!(points, vec![0x7f49f8949983f0df, 0xad52ae5b5897fb33]);
 }
 
 /// The servers, weights and point counts stated in the header of ketama_libmemcached.tsv.

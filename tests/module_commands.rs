@@ -417,8 +417,17 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     let ring = map(&m["ring"]);
     assert_eq!(
         names(&m["ring"]),
-        ["moved", "between_old", "fraction", "space"]
+        [
+            "moved",
+            "between_old",
+            "fraction",
+            "standard_error",
+            "space"
+        ]
     );
+    // The standard error of 2000 independent draws at that fraction.
+    let f = float(&ring["fraction"]);
+    assert!((float(&ring["standard_error"]) - (f * (1.0 - f) / 2000.0).sqrt()).abs() < 1e-12);
     assert_eq!(
         int(&ring["between_old"]),
         0,
@@ -432,7 +441,13 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     let slots = map(&m["slots"]);
     assert_eq!(
         names(&m["slots"]),
-        ["moved", "between_old", "fraction", "slots_moved"]
+        [
+            "moved",
+            "between_old",
+            "fraction",
+            "standard_error",
+            "slots_moved"
+        ]
     );
     assert_eq!(
         int(&slots["slots_moved"]),
@@ -442,7 +457,10 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
     assert_eq!(int(&slots["between_old"]), 0);
     assert!(int(&slots["moved"]) > 0);
     let modulo = map(&m["modulo"]);
-    assert_eq!(names(&m["modulo"]), ["moved", "between_old", "fraction"]);
+    assert_eq!(
+        names(&m["modulo"]),
+        ["moved", "between_old", "fraction", "standard_error"]
+    );
     assert!(
         int(&modulo["moved"]) > int(&slots["moved"]),
         "mod N moves most members"

@@ -15,7 +15,7 @@ fn random_write(rng: &mut Rng) -> Vec<Vec<u8>> {
     let node = format!("10.0.{}.{}:6379", rng.below(3), rng.below(12)).into_bytes();
     let mut args: Vec<Vec<u8>> = match rng.below(10) {
         0 => {
-            let compat = *rng.pick(&["native", "ketama", "groupcache"]);
+            let compat = *rng.pick(&["native", "ketama", "groupcache", "native-fnv"]);
             let mut a = vec![
                 b"RING.CREATE".to_vec(),
                 key,

@@ -361,8 +361,12 @@ fn module_path(flag: Option<&Path>) -> Result<PathBuf> {
 }
 
 fn check_flavour(f: &str) -> Result<()> {
-    if !["native", "ketama", "groupcache"].contains(&f) {
-        bail!("unknown flavour `{f}` (native, ketama or groupcache)");
+    if ringslot::engine::Flavour::from_name(f.as_bytes()).is_none() {
+        let names: Vec<&str> = ringslot::engine::Flavour::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        bail!("unknown flavour `{f}` ({})", names.join(", "));
     }
     Ok(())
 }

@@ -34,6 +34,11 @@ pub struct SchemeMoves {
     pub between_old: u64,
     /// `moved / members` (0.0 when there are no members).
     pub fraction: f64,
+    /// The standard error `fraction` would have if the members were independent draws:
+    /// `sqrt(fraction (1 - fraction) / members)` (0.0 when there are no members). Sequential
+    /// members on a weak hash are not independent (see the native-fnv flavour), which is
+    /// when `fraction` and the exact `space` disagree by more than a few of these.
+    pub standard_error: f64,
 }
 
 /// The result of a what-if, as `RING.MOVES` replies it.
@@ -79,14 +84,17 @@ impl Counter {
     }
 
     fn finish(&self, members: u64) -> SchemeMoves {
+        let (fraction, standard_error) = if members == 0 {
+            (0.0, 0.0)
+        } else {
+            let f = self.moved as f64 / members as f64;
+            (f, (f * (1.0 - f) / members as f64).sqrt())
+        };
         SchemeMoves {
             moved: self.moved,
             between_old: self.between_old,
-            fraction: if members == 0 {
-                0.0
-            } else {
-                self.moved as f64 / members as f64
-            },
+            fraction,
+            standard_error,
         }
     }
 }

@@ -1,17 +1,21 @@
-//! The three ring flavours: how node points and member hashes are computed.
+//! The ring flavours: how node points and member hashes are computed.
 //!
-//! - `Native`: FNV-1a-64 (the FNV reference, 64-bit offset basis and prime) of the label
-//!   decimal virtual-node index + `#` + `node` + `#` + the same decimal index; member hash =
-//!   FNV-1a-64 of the member. The label is unambiguous: the index ends at the first `#` and is
-//!   repeated after the last one. Why this shape: FNV-1a's last bytes move only the low and
-//!   middle bits of the hash (each byte is followed by a single multiply by the prime
+//! - `Native`: the strong native hash, [`native_hash`]: FNV-1a-64 (the FNV reference, 64-bit
+//!   offset basis and prime) followed by MurmurHash3's 64-bit finalizer `fmix64` (Austin
+//!   Appleby, `MurmurHash3.cpp`, public domain), which spreads every input bit over the whole
+//!   result. Point `k` (1-based) of a node is the hash of the label `node#k`, the form of the
+//!   seed article (`127.0.0.1#1`, `127.0.0.1#2`); member hash = the hash of the member.
+//! - `NativeFnv` (`native-fnv`): ringslot 0.1's native rule, kept so that rings saved by it
+//!   keep their placement and so that users can see what a weak hash does: plain FNV-1a-64 of
+//!   the label decimal virtual-node index + `#` + `node` + `#` + the same decimal index
+//!   (0-based); member hash = plain FNV-1a-64 of the member. FNV-1a's last bytes move only the
+//!   low and middle bits of the hash (each byte is followed by a single multiply by the prime
 //!   `2^40 + 0x1b3`), so labels that differ only at their end land next to each other on the
-//!   circle. With the index last (`node#i`) a node's own points cluster; with the name last
-//!   (`i#node`) the points of `node-1`, `node-2`, ... cluster. Measured peak-to-mean load at
-//!   160 points: 10 nodes `node-N` 2.17 (`node#i`), 6.07 (`i#node`), 1.10 (this label); 100
-//!   nodes `10.0.0.N:6379` 4.37, 1.20, 1.17. The same weakness makes sequential members
-//!   (`key:0`, `key:1`, ...) land in small clusters, so a sample of them estimates moved
-//!   fractions less precisely than its size suggests (ketama's MD5 does not have this bias).
+//!   circle; the label puts the index at both ends to keep points apart (peak-to-mean at 160
+//!   points, 10 nodes `node-N`: 2.17 with `node#i`, 6.07 with `i#node`, 1.10 with this
+//!   label). Members that differ only at their end (`key:0`, `key:1`, ...) still land in small
+//!   clusters, about 99% of neighbours on one node where 25% is expected with four, so a
+//!   sample of them estimates moved fractions less precisely than its size suggests.
 //! - `Ketama`: libmemcached's weighted ketama (`update_continuum()` in libmemcached
 //!   `hosts.cc`, `MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED`): MD5 of `host-i` (port 11211 or none) or
 //!   `host:port-i`, four little-endian u32 points per digest; member hash = first little-endian
@@ -26,13 +30,15 @@ use std::hash::Hasher;
 /// use only the low 32 bits (their hash space is `2^32`, native's is `2^64`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavour {
-    /// FNV-1a-64 points, ties broken by node name (bytewise, lower wins).
+    /// FNV-1a-64 + fmix64 points, ties broken by node name (bytewise, lower wins).
     Native,
     /// libmemcached weighted ketama; ties broken by server order, as libmemcached sorts them.
     Ketama,
     /// groupcache consistenthash; ties broken by node name (groupcache lets the last-added
     /// node win a collided point, which would make the ring depend on insertion order).
     Groupcache,
+    /// ringslot 0.1's native rule: plain FNV-1a-64 points and members, ties by node name.
+    NativeFnv,
 }
 
 /// libmemcached's `MEMCACHED_POINTS_PER_SERVER_KETAMA`: points per server at an equal share.
@@ -42,7 +48,12 @@ pub const KETAMA_DEFAULT_PORT: &[u8] = b"11211";
 
 impl Flavour {
     /// All flavours, in the order they are documented.
-    pub const ALL: [Flavour; 3] = [Flavour::Native, Flavour::Ketama, Flavour::Groupcache];
+    pub const ALL: [Flavour; 4] = [
+        Flavour::Native,
+        Flavour::Ketama,
+        Flavour::Groupcache,
+        Flavour::NativeFnv,
+    ];
 
     /// The flavour's name as `RING.INFO` shows it and `COMPAT` takes it.
     pub fn name(self) -> &'static str {
@@ -50,6 +61,7 @@ impl Flavour {
             Flavour::Native => "native",
             Flavour::Ketama => "ketama",
             Flavour::Groupcache => "groupcache",
+            Flavour::NativeFnv => "native-fnv",
         }
     }
 
@@ -60,12 +72,14 @@ impl Flavour {
             .find(|f| f.name().as_bytes().eq_ignore_ascii_case(name))
     }
 
-    /// The flavour's code in the RDB encoding of a ring: 0 native, 1 ketama, 2 groupcache.
+    /// The flavour's code in the RDB encoding of a ring (encoding version 2): 0 native,
+    /// 1 ketama, 2 groupcache, 3 native-fnv.
     pub fn code(self) -> u64 {
         match self {
             Flavour::Native => 0,
             Flavour::Ketama => 1,
             Flavour::Groupcache => 2,
+            Flavour::NativeFnv => 3,
         }
     }
 
@@ -74,11 +88,23 @@ impl Flavour {
         Flavour::ALL.into_iter().find(|f| f.code() == code)
     }
 
+    /// The flavour of code `code` in a payload of encoding version 1 (ringslot 0.1), whose
+    /// code 0 was the native rule of that release, now `native-fnv`: a ring saved by 0.1
+    /// loads with exactly the placement it had. `None` for an unknown code.
+    pub fn from_code_v1(code: u64) -> Option<Flavour> {
+        match code {
+            0 => Some(Flavour::NativeFnv),
+            1 => Some(Flavour::Ketama),
+            2 => Some(Flavour::Groupcache),
+            _ => None,
+        }
+    }
+
     /// Virtual nodes per unit of weight when `VNODES` is not given: 160 (native; and ketama's
     /// fixed 160 per equal share), 50 for groupcache (its tests' replica count).
     pub fn default_vnodes(self) -> u32 {
         match self {
-            Flavour::Native | Flavour::Ketama => KETAMA_POINTS_PER_SERVER,
+            Flavour::Native | Flavour::NativeFnv | Flavour::Ketama => KETAMA_POINTS_PER_SERVER,
             Flavour::Groupcache => 50,
         }
     }
@@ -88,10 +114,10 @@ impl Flavour {
         self == Flavour::Ketama
     }
 
-    /// Bits of the flavour's hash space: 64 (native) or 32 (ketama, groupcache).
+    /// Bits of the flavour's hash space: 64 (native, native-fnv) or 32 (ketama, groupcache).
     pub fn hash_bits(self) -> u32 {
         match self {
-            Flavour::Native => 64,
+            Flavour::Native | Flavour::NativeFnv => 64,
             Flavour::Ketama | Flavour::Groupcache => 32,
         }
     }
@@ -101,7 +127,8 @@ impl Flavour {
         1u128 << self.hash_bits()
     }
 
-    /// Whether equal points are ordered by node name (native, groupcache) rather than by the
+    /// Whether equal points are ordered by node name (native, groupcache, native-fnv) rather
+    /// than by the
     /// node's position in the ring (ketama).
     pub fn ties_by_name(self) -> bool {
         self != Flavour::Ketama
@@ -110,7 +137,8 @@ impl Flavour {
     /// The hash of a member on this flavour's circle (see the module docs for each flavour).
     pub fn member_hash(self, member: &[u8]) -> u64 {
         match self {
-            Flavour::Native => fnv1a64(member),
+            Flavour::Native => native_hash(member),
+            Flavour::NativeFnv => fnv1a64(member),
             Flavour::Ketama => u64::from(md5_le_u32(member, 0)),
             Flavour::Groupcache => u64::from(crc32fast::hash(member)),
         }
@@ -124,6 +152,12 @@ impl Flavour {
             Flavour::Native => {
                 for i in from..to {
                     native_label(node, i, &mut label);
+                    out.push(native_hash(&label));
+                }
+            }
+            Flavour::NativeFnv => {
+                for i in from..to {
+                    native_fnv_label(node, i, &mut label);
                     out.push(fnv1a64(&label));
                 }
             }
@@ -147,6 +181,23 @@ impl Flavour {
     }
 }
 
+/// The native flavour's hash: [`fmix64`] of [`fnv1a64`].
+pub fn native_hash(bytes: &[u8]) -> u64 {
+    fmix64(fnv1a64(bytes))
+}
+
+/// MurmurHash3's 64-bit finalizer (`fmix64` in Austin Appleby's `MurmurHash3.cpp`): xor-shift
+/// by 33, multiply by 0xff51afd7ed558ccd, xor-shift by 33, multiply by 0xc4ceb9fe1a85ec53,
+/// xor-shift by 33. A bijection of `u64` in which every input bit affects every output bit.
+pub fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    x
+}
+
 /// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3), as the FNV reference.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut hasher = fnv::FnvHasher::default();
@@ -165,9 +216,18 @@ pub fn md5_le_u32(bytes: &[u8], alignment: usize) -> u32 {
     u32::from_le_bytes(word)
 }
 
-/// Writes the native label of virtual node `i` of `node` into `label`: decimal `i`, `#`,
-/// `node`, `#`, decimal `i` (see the module docs for why the index is at both ends).
+/// Writes the native label of virtual node `i` (0-based) of `node` into `label`: `node`, `#`,
+/// decimal `i + 1`, as the seed article labels virtual nodes (`127.0.0.1#1`, `127.0.0.1#2`).
 pub fn native_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
+    label.clear();
+    label.extend_from_slice(node);
+    label.push(b'#');
+    push_decimal(label, i.saturating_add(1));
+}
+
+/// Writes the native-fnv label of virtual node `i` of `node` into `label`: decimal `i`, `#`,
+/// `node`, `#`, decimal `i` (see the module docs for why the index is at both ends).
+pub fn native_fnv_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
     label.clear();
     push_decimal(label, i);
     label.push(b'#');
@@ -255,9 +315,14 @@ mod tests {
     #[test]
     fn labels() {
         let mut l = Vec::new();
-        native_label(b"node-1", 0, &mut l);
+        // The seed article's form: point 1 of 127.0.0.1 is "127.0.0.1#1".
+        native_label(b"127.0.0.1", 0, &mut l);
+        assert_eq!(l, b"127.0.0.1#1");
+        native_label(b"a#1", 22, &mut l);
+        assert_eq!(l, b"a#1#23");
+        native_fnv_label(b"node-1", 0, &mut l);
         assert_eq!(l, b"0#node-1#0");
-        native_label(b"a#1", 23, &mut l);
+        native_fnv_label(b"a#1", 23, &mut l);
         assert_eq!(l, b"23#a#1#23");
         groupcache_label(b"a", 12, &mut l);
         assert_eq!(l, b"12a");
@@ -279,7 +344,12 @@ mod tests {
             );
         }
         assert_eq!(Flavour::from_name(b"jump"), None);
-        assert_eq!(Flavour::from_code(3), None);
+        assert_eq!(Flavour::from_code(4), None);
+        // Version-1 payloads: code 0 was 0.1's native, now native-fnv.
+        assert_eq!(Flavour::from_code_v1(0), Some(Flavour::NativeFnv));
+        assert_eq!(Flavour::from_code_v1(1), Some(Flavour::Ketama));
+        assert_eq!(Flavour::from_code_v1(2), Some(Flavour::Groupcache));
+        assert_eq!(Flavour::from_code_v1(3), None);
     }
 
     #[test]

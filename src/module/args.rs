@@ -463,7 +463,7 @@ mod tests {
         );
         assert_eq!(
             ArgError::UnknownCompat.to_string(),
-            "ERR COMPAT must be one of native, ketama, groupcache"
+            "ERR COMPAT must be one of native, ketama, groupcache, native-fnv"
         );
     }
 
@@ -481,7 +481,7 @@ mod tests {
         );
         assert_eq!(
             text(parse_create(&v(&["COMPAT"]))),
-            syntax("COMPAT needs a value: one of native, ketama, groupcache")
+            syntax("COMPAT needs a value: one of native, ketama, groupcache, native-fnv")
         );
         assert_eq!(
             parse_create(&v(&["VNODES", "x"])),

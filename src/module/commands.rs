@@ -36,7 +36,8 @@ fn max_points(call: &Call) -> u64 {
     }
 }
 
-/// `RING.CREATE key [COMPAT native|ketama|groupcache] [VNODES n] [HASHTAG]` -> `OK`.
+/// `RING.CREATE key [COMPAT native|ketama|groupcache|native-fnv] [VNODES n] [HASHTAG]` ->
+/// `OK`.
 pub fn create(call: &Call) -> Result<(), CommandError> {
     let opts = args::parse_create(&call.rest(2, 0, usize::MAX)?)?;
     let key = call.write_ring()?;
@@ -446,6 +447,7 @@ pub(crate) fn what_if_reply(result: &WhatIf) -> Reply<'static> {
                 ("moved", Reply::count(result.ring.moved)),
                 ("between_old", Reply::count(result.ring.between_old)),
                 ("fraction", Reply::Double(result.ring.fraction)),
+                ("standard_error", Reply::Double(result.ring.standard_error)),
                 ("space", Reply::Double(result.ring_space)),
             ]),
         ),
@@ -455,6 +457,7 @@ pub(crate) fn what_if_reply(result: &WhatIf) -> Reply<'static> {
                 ("moved", Reply::count(result.slots.moved)),
                 ("between_old", Reply::count(result.slots.between_old)),
                 ("fraction", Reply::Double(result.slots.fraction)),
+                ("standard_error", Reply::Double(result.slots.standard_error)),
                 ("slots_moved", Reply::count(result.slots_moved)),
             ]),
         ),
@@ -464,6 +467,10 @@ pub(crate) fn what_if_reply(result: &WhatIf) -> Reply<'static> {
                 ("moved", Reply::count(result.modulo.moved)),
                 ("between_old", Reply::count(result.modulo.between_old)),
                 ("fraction", Reply::Double(result.modulo.fraction)),
+                (
+                    "standard_error",
+                    Reply::Double(result.modulo.standard_error),
+                ),
             ]),
         ),
     ])

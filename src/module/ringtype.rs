@@ -2,11 +2,16 @@
 //! with the background what-ifs that evaluate a snapshot of it (a write while one runs copies
 //! the topology first).
 //!
-//! RDB encoding (encoding version 1), all integers as RDB unsigned:
-//! flavour code (0 native, 1 ketama, 2 groupcache), vnodes, hashtag (0/1), node count, then
-//! per node its name (string) and weight, then the slot table as a range count and per range
-//! start, end and node index. Points are not stored: they are a pure function of the rest
-//! and are rebuilt on load.
+//! RDB encoding (encoding version 2), all integers as RDB unsigned:
+//! flavour code (0 native, 1 ketama, 2 groupcache, 3 native-fnv), vnodes, hashtag (0/1), node
+//! count, then per node its name (string) and weight, then the slot table as a range count
+//! and per range start, end and node index. Points are not stored: they are a pure function of
+//! the rest and are rebuilt on load.
+//!
+//! Encoding version 1 (ringslot 0.1) is the same layout, but its flavour code 0 was that
+//! release's native rule (plain FNV-1a-64), which loads as `native-fnv`: a module upgrade
+//! never moves the keys of a saved ring. A change of placement is always a new flavour or a
+//! new encoding version.
 //!
 //! AOF rewrite emits the commands of [`rebuild_commands`]: `RING.CREATE` with the
 //! configuration (the flavour named), then the nodes in order as `RING.ADD key WEIGHT w node
@@ -27,8 +32,8 @@ use std::sync::Arc;
 
 /// The type's name as `TYPE` shows it (exactly 9 characters, as Redis requires).
 pub const TYPE_NAME: &str = "ringslot1";
-/// The RDB encoding version this build writes and reads.
-pub const ENCODING_VERSION: i32 = 1;
+/// The RDB encoding version this build writes (it also reads version 1).
+pub const ENCODING_VERSION: i32 = 2;
 
 /// The registered data type.
 pub static RING_TYPE: RedisType = RedisType::new(
@@ -163,9 +168,15 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     }
 }
 
-/// Reads one ring; `None` on a short read or data that is not a valid ring.
-fn load_topology(rdb: *mut raw::RedisModuleIO) -> Option<Topology> {
-    let flavour = Flavour::from_code(raw::load_unsigned(rdb).ok()?)?;
+/// Reads one ring of encoding version `encver` (1 or 2); `None` on a short read or data that
+/// is not a valid ring.
+fn load_topology(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Option<Topology> {
+    let code = raw::load_unsigned(rdb).ok()?;
+    let flavour = if encver == 1 {
+        Flavour::from_code_v1(code)?
+    } else {
+        Flavour::from_code(code)?
+    };
     let vnodes = u32::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
     let hashtag = match raw::load_unsigned(rdb).ok()? {
         0 => false,
@@ -195,13 +206,14 @@ fn load_topology(rdb: *mut raw::RedisModuleIO) -> Option<Topology> {
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
+    if !(1..=ENCODING_VERSION).contains(&encver) {
         logging::log_warning(format!(
-            "ringslot: cannot load a ring of encoding version {encver} (this build reads {ENCODING_VERSION})"
+            "ringslot: cannot load a ring of encoding version {encver} (this build reads 1 to \
+             {ENCODING_VERSION}): it was saved by a newer ringslot"
         ));
         return std::ptr::null_mut();
     }
-    match catch_unwind(AssertUnwindSafe(|| load_topology(rdb))) {
+    match catch_unwind(AssertUnwindSafe(|| load_topology(rdb, encver))) {
         Ok(Some(topo)) => into_value(topo),
         _ => {
             logging::log_warning("ringslot: corrupt ring in RDB data");

@@ -52,6 +52,7 @@ const COMPAT: Arg = Arg::one_of(
         Arg::keyword("native", "native"),
         Arg::keyword("ketama", "ketama"),
         Arg::keyword("groupcache", "groupcache"),
+        Arg::keyword("native-fnv", "native-fnv"),
     ],
 )
 .token("COMPAT")

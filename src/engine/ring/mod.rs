@@ -109,7 +109,7 @@ impl Ring {
                 .into_iter()
                 .map(u64::from)
                 .collect(),
-            Flavour::Native | Flavour::Groupcache => weights
+            Flavour::Native | Flavour::NativeFnv | Flavour::Groupcache => weights
                 .iter()
                 .map(|&w| u64::from(vnodes) * u64::from(w))
                 .collect(),
