@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster clean
+.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-spread clean
 
 all: release
 
@@ -103,3 +103,11 @@ bench-whatif: release
 bench-cluster: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  cluster --local 3 --keys 1000000 $(BENCH_ARGS)
+
+## bench-spread: spread and load (Karger et al. 1997) of the native, ketama, groupcache and
+## native-fnv rings, the slot table and modulo, over 40 random subsets of 20 nodes and over
+## the 41 node sets of a 40-step join/leave history, 50000 members; on a temporary
+## redis-server; report on stdout and in bench/out/spread.{md,csv,svg}.
+bench-spread: release
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  spread $(BENCH_ARGS)

@@ -9,6 +9,7 @@ mod migration;
 mod report;
 mod scenario;
 mod server;
+mod spread;
 mod throughput;
 mod whatif;
 
@@ -73,6 +74,41 @@ enum Command {
     /// throw-away cluster (--local N masters, --keys K) where the change is then made for
     /// real and compared.
     Cluster(ClusterArgs),
+    /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
+    /// over random subsets of the nodes and over the node sets of a join/leave history.
+    Spread(SpreadArgs),
+}
+
+#[derive(Args)]
+struct SpreadArgs {
+    /// C: the nodes all views hold together.
+    #[arg(long, default_value_t = 20)]
+    nodes: usize,
+    /// Every view holds at least ceil(nodes / t) nodes.
+    #[arg(long, default_value_t = 2)]
+    t: usize,
+    /// Random subset views.
+    #[arg(long, default_value_t = 40)]
+    views: usize,
+    /// Join/leave steps of the history.
+    #[arg(long, default_value_t = 40)]
+    steps: usize,
+    /// Members `key:0` .. evaluated.
+    #[arg(long, default_value_t = 50_000)]
+    members: usize,
+    /// Ring flavours, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,ketama,groupcache,native-fnv"
+    )]
+    flavours: Vec<String>,
+    /// Seed of the random views.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stem of the output files.
+    #[arg(long, default_value = "spread")]
+    name: String,
 }
 
 #[derive(Args)]
@@ -243,8 +279,13 @@ struct MigrationArgs {
     /// VNODES of the native rings, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,100,160,1000")]
     vnodes: Vec<u32>,
-    /// Also measure these compatible flavours (comma-separated; `none` for neither).
-    #[arg(long, value_delimiter = ',', default_value = "ketama,groupcache")]
+    /// Also measure these flavours at their default points (comma-separated; `none` for
+    /// none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ketama,groupcache,native-fnv"
+    )]
     compat: Vec<String>,
     /// VNODES of the groupcache ring [default: the module's, 50].
     #[arg(long)]
@@ -279,7 +320,7 @@ struct BalanceArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "native,groupcache,ketama"
+        default_value = "native,groupcache,ketama,native-fnv"
     )]
     flavours: Vec<String>,
     /// Sets of node names each configuration is measured over (set k uses the node numbers
@@ -332,6 +373,23 @@ fn real_main() -> Result<()> {
     let md = match &cli.command {
         Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
         Command::Balance(a) => balance_cmd(&mut con, g, a)?,
+        Command::Spread(a) => {
+            for f in &a.flavours {
+                check_flavour(f)?;
+            }
+            let opts = spread::Options {
+                nodes: a.nodes,
+                t: a.t,
+                views: a.views,
+                steps: a.steps,
+                members: a.members,
+                flavours: a.flavours.clone(),
+                seed: a.seed,
+                names: g.names.clone(),
+            };
+            let outcome = spread::run_spread(&mut con, &opts)?;
+            spread::write_outputs(&g.out, &a.name, &outcome, &opts)?
+        }
         Command::Throughput(_) | Command::Limits(_) | Command::Whatif(_) | Command::Cluster(_) => {
             unreachable!("handled above")
         }

@@ -278,8 +278,8 @@ fn balance_reports_every_configuration() {
     assert!(stdout.contains("peak_to_mean"), "{stdout}");
     let text = std::fs::read_to_string(out.path().join("balance.csv")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    // Header, native x2, groupcache x2, ketama, slot table.
-    assert_eq!(lines.len(), 7, "{text}");
+    // Header, native x2, groupcache x2, ketama, native-fnv x2, slot table.
+    assert_eq!(lines.len(), 9, "{text}");
     // redis-cli --cluster create over 10 masters: 1639 or 1638 slots each, so the largest
     // share is 1639/1638.4 of the mean.
     let slots = lines.iter().find(|l| l.contains("slot table")).unwrap();
@@ -289,6 +289,73 @@ fn balance_reports_every_configuration() {
     );
     let ketama = lines.iter().find(|l| l.contains("ketama")).unwrap();
     assert!(ketama.starts_with("10,ketama,160,1600,"), "{ketama}");
+}
+
+#[test]
+fn spread_reports_every_scheme_for_both_kinds_of_views() {
+    let server = Server::start();
+    let out = tempfile::tempdir().unwrap();
+    ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "spread",
+        "--nodes",
+        "8",
+        "--views",
+        "8",
+        "--steps",
+        "8",
+        "--members",
+        "3000",
+    ]);
+    let text = std::fs::read_to_string(out.path().join("spread.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: HashMap<(String, String), HashMap<&str, f64>> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let nums = header
+                .iter()
+                .zip(&f)
+                .skip(2)
+                .map(|(h, v)| (*h, v.parse::<f64>().unwrap()))
+                .collect();
+            ((f[0].to_string(), f[1].to_string()), nums)
+        })
+        .collect();
+    // Six schemes, two kinds of views.
+    assert_eq!(rows.len(), 12, "{text}");
+    for kind in ["subsets", "history"] {
+        let get = |scheme: &str| &rows[&(kind.to_string(), scheme.to_string())];
+        for scheme in [
+            "native",
+            "ketama",
+            "groupcache",
+            "native-fnv",
+            "modulo",
+            "slot table",
+        ] {
+            let r = get(scheme);
+            // Sum of spreads = sum of loads: the mean load over I/C is the mean spread.
+            assert!(
+                (r["spread_mean"] - r["load_mean"]).abs() < 0.002,
+                "{kind} {scheme}"
+            );
+            assert!(
+                r["spread_mean"] >= 1.0 && r["spread_max"] <= 8.0,
+                "{kind} {scheme}"
+            );
+            assert!(r["load_max"] >= r["load_mean"], "{kind} {scheme}");
+        }
+        // Modulo reshuffles with every change of size; the rings move members only to or
+        // from the nodes that change.
+        assert!(
+            get("modulo")["spread_mean"] > 1.5 * get("native")["spread_mean"],
+            "{kind}"
+        );
+    }
 }
 
 #[test]
