@@ -113,11 +113,11 @@ fn syntax_errors_say_what_is_wrong() {
         ("RING.MOVES err:syntax ADD c SAMPLE", "SAMPLE needs a value"),
         (
             "RING.MOVES err:syntax ADD c FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern and SLOTS start end)",
+            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
         ),
         (
             "RING.MOVES err:syntax DEL a FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern and SLOTS start end)",
+            "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
         ),
     ] {
         // Every such error still starts as the core's does, then says what is wrong.

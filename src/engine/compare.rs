@@ -62,8 +62,9 @@ pub struct WhatIf {
 
 /// Counts moves under one scheme; owners are in the common index space of
 /// [`crate::engine::ring::delta`] (the ring's node indices, the joining node after them).
+/// Counts the moves of one scheme over members.
 #[derive(Default)]
-struct Counter {
+pub(crate) struct Counter {
     moved: u64,
     between_old: u64,
 }
@@ -71,7 +72,7 @@ struct Counter {
 impl Counter {
     /// Counts one member whose owner was `before` and is `after`; `changed` is the node that
     /// joins, leaves or is re-weighted.
-    fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: usize) {
+    pub(crate) fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: usize) {
         if before == after {
             return;
         }
@@ -83,7 +84,7 @@ impl Counter {
         }
     }
 
-    fn finish(&self, members: u64) -> SchemeMoves {
+    pub(crate) fn finish(&self, members: u64) -> SchemeMoves {
         let (fraction, standard_error) = if members == 0 {
             (0.0, 0.0)
         } else {
@@ -101,19 +102,19 @@ impl Counter {
 
 /// A change checked against a topology, in the common index space of
 /// [`crate::engine::ring::delta`].
-struct Prepared<'a> {
-    node_change: NodeChange<'a>,
+pub(crate) struct Prepared<'a> {
+    pub(crate) node_change: NodeChange<'a>,
     /// The node that joins, leaves or is re-weighted.
-    changed: usize,
+    pub(crate) changed: usize,
     /// The fraction a perfect scheme moves.
-    ideal: f64,
+    pub(crate) ideal: f64,
     /// Every node's weight after the change (0: it leaves; the joining node last).
-    weights: Vec<u32>,
+    pub(crate) weights: Vec<u32>,
     /// The nodes' names (the joining node last), when the slot table is empty and needs them
     /// for its create layout; empty otherwise.
-    names: Vec<&'a [u8]>,
+    pub(crate) names: Vec<&'a [u8]>,
     /// The change changes nothing (a re-weight to the weight the node has).
-    same: bool,
+    pub(crate) same: bool,
 }
 
 /// One move of a rebalance plan, nodes by name.
@@ -130,7 +131,7 @@ pub struct PlannedMove {
 impl Topology {
     /// Checks `change` (as [`Topology::what_if`] documents its errors) and works out what it
     /// needs, without copying anything of the ring.
-    fn prepare<'a>(
+    pub(crate) fn prepare<'a>(
         &'a self,
         change: &'a Change,
         max_points: u64,

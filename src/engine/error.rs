@@ -63,6 +63,12 @@ pub enum EngineError {
         /// The configured limit.
         limit: u64,
     },
+    /// A what-if under bounded loads over more members than it keeps.
+    #[error("bounded loads evaluates at most {limit} members (it keeps every member's hash)")]
+    BoundedTooMany {
+        /// The most members.
+        limit: u64,
+    },
     /// Stored state that does not describe a valid ring (RDB load).
     #[error("corrupt ring data: {0}")]
     Corrupt(&'static str),

@@ -9,6 +9,8 @@ pub mod glob;
 pub mod keyslot;
 pub mod ring;
 pub mod sample;
+pub mod scheme_whatif;
+pub mod schemes;
 pub mod slots;
 pub mod topology;
 
@@ -19,5 +21,7 @@ pub use glob::glob_match;
 pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
 pub use sample::{sample_members, DEFAULT_SAMPLE};
+pub use scheme_whatif::{SchemeBalance, SchemeResult, SchemesWhatIf};
+pub use schemes::{Scheme, SchemeParams};
 pub use slots::{slot_runs, SlotMove, SlotTable};
 pub use topology::{NodeStats, Topology};

@@ -8,7 +8,7 @@
 //! a script matching `ERR syntax error` still matches.
 
 use crate::engine::error::shown;
-use crate::engine::{Change, EngineError, Flavour, DEFAULT_SAMPLE};
+use crate::engine::{Change, EngineError, Flavour, Scheme, DEFAULT_SAMPLE};
 use std::fmt;
 
 /// Why the arguments of a command were refused. `Display` is the whole error reply.
@@ -251,6 +251,9 @@ pub struct MovesArgs<'a> {
     pub change: Change,
     /// The members to evaluate it over.
     pub members: Members<'a>,
+    /// The schemes of `SCHEMES name ...`, in the order named; `None` without the option (the
+    /// reply of ring, slots and modulo).
+    pub schemes: Option<Vec<Scheme>>,
 }
 
 /// Parses `ADD node [WEIGHT w]` or `DEL node` at the start of `rest` (the change of
@@ -334,12 +337,41 @@ fn slot(bytes: &[u8]) -> Result<u16, ArgError> {
 /// `ringslot.max-sample`, and so does the default sample when it is larger than the limit.
 pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'a>, ArgError> {
     let mut members: Option<Members<'a>> = None;
+    let mut schemes: Option<Vec<Scheme>> = None;
     let exclusive = || ArgError::Syntax("SAMPLE, KEYS and SLOTS exclude each other".into());
     let change = parse_change(
         rest,
         "RING.MOVES",
-        ", SAMPLE n, KEYS pattern and SLOTS start end",
+        ", SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...",
         |opt, opts| {
+            if is_keyword(opt, "SCHEMES") {
+                let mut list: Vec<Scheme> = Vec::new();
+                while let Some(&name) = opts.as_slice().first() {
+                    if is_keyword(name, "ALL") {
+                        list.extend(Scheme::ALL);
+                    } else if let Some(s) = Scheme::from_name(name) {
+                        list.push(s);
+                    } else {
+                        break;
+                    }
+                    opts.next();
+                }
+                if list.is_empty() {
+                    let names: Vec<&str> = Scheme::ALL.iter().map(|s| s.name()).collect();
+                    return Err(ArgError::Syntax(format!(
+                        "SCHEMES needs one or more of {} (or ALL)",
+                        names.join(", ")
+                    )));
+                }
+                let mut unique: Vec<Scheme> = Vec::new();
+                for s in list {
+                    if !unique.contains(&s) {
+                        unique.push(s);
+                    }
+                }
+                schemes = Some(unique);
+                return Ok(true);
+            }
             let source = if is_keyword(opt, "SAMPLE") {
                 let n = integer(opts.next().ok_or_else(|| needs_value("SAMPLE"))?)?;
                 if n < 1 {
@@ -369,7 +401,7 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
                 let end = slot(opts.next().ok_or_else(needs)?)?;
                 if start > end {
                     return Err(ArgError::Syntax(format!(
-                        "SLOTS {start} {end}: the start comes before the end"
+                        "SLOTS {start} {end}: the start must not come after the end"
                     )));
                 }
                 Members::Slots(start, end)
@@ -393,7 +425,11 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
         }
         None => Members::Sample(DEFAULT_SAMPLE),
     };
-    Ok(MovesArgs { change, members })
+    Ok(MovesArgs {
+        change,
+        members,
+        schemes,
+    })
 }
 
 #[cfg(test)]
@@ -588,7 +624,7 @@ mod tests {
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "FOO", "1"]), 100)),
-            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern and SLOTS start end)")
+            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)")
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "KEYS"]), 100)),

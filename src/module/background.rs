@@ -14,11 +14,11 @@
 //!   meanwhile are safe too (the keys walked are then those of the database as it changes).
 
 use super::call::{reply_error, CommandError, RawCtx};
-use super::commands::what_if_reply;
+use super::commands::Answer;
 use super::config::{self, MAX_BACKGROUND};
 use super::keys::KeyWalk;
 use super::stats;
-use crate::engine::{sample_members, Change, EngineError, Topology, WhatIf};
+use crate::engine::{sample_members, Change, EngineError, Scheme, SchemeParams, Topology};
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -57,6 +57,8 @@ pub struct Run {
     pub source: Source,
     /// `ringslot.max-points`.
     pub max_points: u64,
+    /// The schemes of `SCHEMES`, with their parameters; `None`: ring, slots and modulo.
+    pub schemes: Option<(Vec<Scheme>, SchemeParams)>,
 }
 
 /// What a run shares with the callbacks that may cancel it.
@@ -88,7 +90,7 @@ fn runs() -> std::sync::MutexGuard<'static, Vec<(usize, Arc<RunState>)>> {
 
 /// What the worker hands to the reply callback.
 enum Outcome {
-    Done(WhatIf),
+    Done(Answer),
     Failed(CommandError),
     Cancelled,
 }
@@ -251,7 +253,18 @@ fn evaluate(run: Run, tsc: RawCtx, state: &RunState) -> Outcome {
         change,
         source,
         max_points,
+        schemes,
     } = run;
+    let answer = |members: &mut dyn Iterator<Item = Vec<u8>>| -> Result<Answer, EngineError> {
+        match &schemes {
+            None => topo
+                .what_if(&change, members, max_points)
+                .map(Answer::Default),
+            Some((list, params)) => topo
+                .what_if_schemes(&change, members, list, params, max_points)
+                .map(Answer::Schemes),
+        }
+    };
     let result = match source {
         Source::Sample { name, count } => {
             let mut members = Counted {
@@ -259,7 +272,7 @@ fn evaluate(run: Run, tsc: RawCtx, state: &RunState) -> Outcome {
                 state,
                 since: 0,
             };
-            let result = topo.what_if(&change, &mut members, max_points);
+            let result = answer(&mut members);
             state.progress(members.since);
             result.map_err(CommandError::from)
         }
@@ -273,7 +286,7 @@ fn evaluate(run: Run, tsc: RawCtx, state: &RunState) -> Outcome {
                 state,
                 error: None,
             };
-            let result = topo.what_if(&change, &mut feed, max_points);
+            let result = answer(&mut feed);
             match feed.error {
                 Some(e) => Err(e),
                 None => result.map_err(CommandError::from),
@@ -373,7 +386,7 @@ unsafe extern "C" fn reply(
         & raw::REDISMODULE_CTX_FLAGS_RESP3 as c_int
         != 0;
     match outcome.as_ref() {
-        Some(Outcome::Done(w)) => what_if_reply(w).send(ctx, resp3),
+        Some(Outcome::Done(a)) => a.reply().send(ctx, resp3),
         Some(Outcome::Failed(e)) => reply_error(ctx, e),
         Some(Outcome::Cancelled) | None => reply_error(
             ctx,

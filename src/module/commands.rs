@@ -17,7 +17,10 @@ use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_POINTS, MAX_SAMPLE};
 use super::keys::{self, KeyWalk, Reader};
 use super::reply::Reply;
 use crate::engine::error::shown;
-use crate::engine::{key_slot, sample_members, EngineError, Flavour, Topology, WhatIf};
+use crate::engine::scheme_whatif::scheme_cost;
+use crate::engine::{
+    key_slot, sample_members, EngineError, Flavour, Scheme, SchemesWhatIf, Topology, WhatIf,
+};
 use redis_module::ContextFlags;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -339,6 +342,27 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
         Plan::Keys { size, .. } => (*size, format!("the database holds {size} keys,")),
         Plan::Slots { size, .. } => (*size, format!("the slots hold {size} keys,")),
     };
+    // Schemes beyond ring, slots and modulo cost more per member (rendezvous scores every
+    // node): the work counts in what ring + slots + modulo cost.
+    let schemes = match &parsed.schemes {
+        Some(list) => Some((
+            list.clone(),
+            config::scheme_params().map_err(CommandError::Text)?,
+        )),
+        None => None,
+    };
+    let (work, what) = match &schemes {
+        None => (work, what),
+        Some((list, params)) => {
+            let nodes = call.read_ring_or_implicit(|ring| Ok(ring.nodes().len()))?;
+            let cost: u64 = list.iter().map(|&s| scheme_cost(s, nodes, params)).sum();
+            let factor = cost.div_ceil(3).max(1);
+            (
+                work.saturating_mul(factor),
+                format!("{what} with those SCHEMES (x{factor})"),
+            )
+        }
+    };
     if work > inline {
         let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
         if flags.intersects(blocked) {
@@ -380,6 +404,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             change: parsed.change,
             source,
             max_points,
+            schemes,
         };
         // SAFETY: the live context of this call, on the main thread, which may block.
         return unsafe { background::start(ctx.ctx, run) };
@@ -403,18 +428,174 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
         Plan::Sample(_) => None,
     };
     let result = call.read_ring_or_implicit(|ring| {
+        let change = &parsed.change;
         Ok(match (parsed.members, &keys) {
             (Members::Sample(n), _) => {
                 let members = sample_members(name.as_slice(), n);
-                ring.what_if(&parsed.change, members, max_points)?
+                evaluate(ring, change, members, schemes.as_ref(), max_points)?
             }
-            (Members::Keys(_) | Members::Slots(..), keys) => {
-                ring.what_if(&parsed.change, keys.iter().flatten(), max_points)?
-            }
+            (Members::Keys(_) | Members::Slots(..), keys) => evaluate(
+                ring,
+                change,
+                keys.iter().flatten(),
+                schemes.as_ref(),
+                max_points,
+            )?,
         })
     })?;
-    call.reply(&what_if_reply(&result));
+    call.reply(&result.reply());
     Ok(())
+}
+
+/// Evaluates `change` over `members`: the default what-if, or the one of `schemes`.
+fn evaluate<I, M>(
+    ring: &Topology,
+    change: &crate::engine::Change,
+    members: I,
+    schemes: Option<&(Vec<Scheme>, crate::engine::SchemeParams)>,
+    max_points: u64,
+) -> Result<Answer, EngineError>
+where
+    I: IntoIterator<Item = M>,
+    M: AsRef<[u8]>,
+{
+    Ok(match schemes {
+        None => Answer::Default(ring.what_if(change, members, max_points)?),
+        Some((list, params)) => {
+            Answer::Schemes(ring.what_if_schemes(change, members, list, params, max_points)?)
+        }
+    })
+}
+
+/// What `RING.MOVES` answers: the default map (ring, slots, modulo), or the map of the
+/// schemes named with `SCHEMES`.
+pub(crate) enum Answer {
+    Default(WhatIf),
+    Schemes(SchemesWhatIf),
+}
+
+impl Answer {
+    /// The reply.
+    pub(crate) fn reply(&self) -> Reply<'static> {
+        match self {
+            Answer::Default(w) => what_if_reply(w),
+            Answer::Schemes(w) => schemes_reply(w),
+        }
+    }
+}
+
+/// The map of `RING.MOVES ... SCHEMES`: `members`, `ideal`, then one map per scheme named, in
+/// order: `moved`, `between_old`, `fraction`, `standard_error`, then `space` (the exact moved
+/// share of the key space) for the ring and Maglev, `slots_moved` for the slot table: the
+/// default reply's fields for ring, slots and modulo.
+fn schemes_reply(w: &SchemesWhatIf) -> Reply<'static> {
+    let mut fields = vec![
+        ("members", Reply::count(w.members)),
+        ("ideal", Reply::Double(w.ideal)),
+    ];
+    for r in &w.schemes {
+        let mut m = vec![
+            ("moved", Reply::count(r.moves.moved)),
+            ("between_old", Reply::count(r.moves.between_old)),
+            ("fraction", Reply::Double(r.moves.fraction)),
+            ("standard_error", Reply::Double(r.moves.standard_error)),
+        ];
+        // The slot table's exact share is its slots_moved / 16384, as in the default reply.
+        if let (Some(space), false) = (r.space, r.scheme == Scheme::Slots) {
+            m.push(("space", Reply::Double(space)));
+        }
+        if let Some(slots) = r.slots_moved {
+            m.push(("slots_moved", Reply::count(slots)));
+        }
+        fields.push((r.scheme.name(), Reply::Map(m)));
+    }
+    Reply::Map(fields)
+}
+
+/// `RING.OWNERS key member` -> a map of scheme -> owner (nil on an empty ring): where the
+/// member lands under every scheme at once, on the ring key's nodes and weights (bounded loads
+/// with no other member placed is the ring). A missing key is the ring `RING.ADD` would make.
+/// Builds a Maglev table for the call (`ringslot.maglev-size` entries).
+pub fn owners(call: &Call) -> Result<(), CommandError> {
+    let rest = call.rest(2, 1, 1)?;
+    let [member] = rest.as_slice() else {
+        return Err(CommandError::WrongArity);
+    };
+    let params = config::scheme_params().map_err(CommandError::Text)?;
+    call.read_ring_or_implicit(|ring| {
+        let owners = ring.owners_under_all(member, &params);
+        let fields = owners
+            .into_iter()
+            .map(|(s, o)| {
+                let node = o.and_then(|i| ring.nodes().get(i));
+                (s.name(), node.map_or(Reply::Nil, |n| Reply::Bulk(&n.name)))
+            })
+            .collect();
+        call.reply(&Reply::Map(fields));
+        Ok(())
+    })
+}
+
+/// `RING.BALANCE key [SAMPLE n]` -> a map of scheme -> map of `peak_to_mean` (the largest
+/// node's share over its weight's share) and `exact` (true for the ring, the slot table,
+/// Maglev and modulo, which are computed from their structure; false for jump, rendezvous,
+/// multi-probe and bounded loads, estimated over the sample members, default 10000). The work
+/// (sample x the schemes' cost) must fit in `ringslot.inline-limit`.
+pub fn balance(call: &Call) -> Result<(), CommandError> {
+    let rest = call.rest(2, 0, 2)?;
+    let n = match rest.as_slice() {
+        [] => 10_000,
+        [opt, value] if opt.eq_ignore_ascii_case(b"SAMPLE") => {
+            let n = args::integer(value)?;
+            if n < 1 {
+                return Err(CommandError::Text("ERR SAMPLE must be 1 or more".into()));
+            }
+            n.unsigned_abs()
+        }
+        [opt, ..] => {
+            return Err(CommandError::Text(format!(
+                "ERR syntax error, unknown option {} (RING.BALANCE takes SAMPLE n)",
+                shown(opt)
+            )))
+        }
+    };
+    let params = config::scheme_params().map_err(CommandError::Text)?;
+    let inline = config::get(&INLINE_LIMIT);
+    let name = call.key_name()?;
+    call.read_ring_or_implicit(|ring| {
+        let nodes = ring.nodes().len();
+        let cost: u64 = [
+            Scheme::Jump,
+            Scheme::Rendezvous,
+            Scheme::MultiProbe,
+            Scheme::Bounded,
+        ]
+        .iter()
+        .map(|&s| scheme_cost(s, nodes, &params))
+        .sum();
+        let work = n.saturating_mul(cost.div_ceil(3).max(1));
+        if work > inline {
+            return Err(CommandError::Text(format!(
+                "ERR SAMPLE {n} over {nodes} nodes is {work} units of work, more than \
+                 ringslot.inline-limit ({inline}): use a smaller SAMPLE"
+            )));
+        }
+        let balances = ring.balance_under_all(sample_members(name.as_slice(), n), &params);
+        let fields = balances
+            .iter()
+            .map(|b| {
+                (
+                    b.scheme.name(),
+                    Reply::Map(vec![
+                        ("peak_to_mean", Reply::Double(b.peak_to_mean)),
+                        ("exact", Reply::Bool(b.exact)),
+                    ]),
+                )
+            })
+            .collect();
+        call.reply(&Reply::Map(fields));
+        Ok(())
+    })
 }
 
 /// What a `RING.MOVES` evaluates, as planned on the main thread.

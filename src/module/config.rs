@@ -39,11 +39,17 @@ pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(1_000_000_000);
 pub static INLINE_LIMIT: AtomicI64 = AtomicI64::new(100_000);
 /// `ringslot.max-background`: the most `RING.MOVES` running in the background at once.
 pub static MAX_BACKGROUND: AtomicI64 = AtomicI64::new(2);
+/// `ringslot.maglev-size`: entries of a Maglev table; must be a prime (checked where used).
+pub static MAGLEV_SIZE: AtomicI64 = AtomicI64::new(65537);
+/// `ringslot.probes`: multi-probe consistent hashing's probes per member.
+pub static PROBES: AtomicI64 = AtomicI64::new(21);
+/// `ringslot.balance-factor`: bounded loads' capacity, in percent of the mean load.
+pub static BALANCE_FACTOR: AtomicI64 = AtomicI64::new(125);
 
 /// Every configuration. The defaults keep every command within about 100 ms of the main
 /// thread on a 2-vCPU machine (README, Configuration): building a ring costs about 60 ns a
 /// point, a what-if about 1 µs a key walked.
-pub static SETTINGS: [Setting; 5] = [
+pub static SETTINGS: [Setting; 8] = [
     Setting {
         name: "default-vnodes",
         value: &DEFAULT_VNODES,
@@ -79,7 +85,44 @@ pub static SETTINGS: [Setting; 5] = [
         min: 1,
         max: 64,
     },
+    Setting {
+        name: "maglev-size",
+        value: &MAGLEV_SIZE,
+        default: 65537,
+        min: 7,
+        max: 1_000_003,
+    },
+    Setting {
+        name: "probes",
+        value: &PROBES,
+        default: 21,
+        min: 1,
+        max: 1000,
+    },
+    Setting {
+        name: "balance-factor",
+        value: &BALANCE_FACTOR,
+        default: 125,
+        min: 100,
+        max: 1000,
+    },
 ];
+
+/// The schemes' parameters as configured. Error: `ringslot.maglev-size` is not a prime.
+pub fn scheme_params() -> Result<crate::engine::SchemeParams, String> {
+    let maglev_size = u32::try_from(get(&MAGLEV_SIZE)).unwrap_or(65537);
+    if !crate::engine::schemes::is_prime(maglev_size) {
+        return Err(format!(
+            "ERR ringslot.maglev-size is {maglev_size}: Maglev needs a prime table size (65537, \
+             the default, or another prime)"
+        ));
+    }
+    Ok(crate::engine::SchemeParams {
+        maglev_size,
+        probes: u32::try_from(get(&PROBES)).unwrap_or(21),
+        balance_factor: u32::try_from(get(&BALANCE_FACTOR)).unwrap_or(125),
+    })
+}
 
 /// Why the `--loadmodule` arguments were refused: the log line names the argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +259,7 @@ mod tests {
             (
                 &["max_sample", "5"],
                 "unknown module argument 'max_sample' (ringslot takes default-vnodes, max-points, \
-                 max-sample, inline-limit, max-background, each followed by its value)",
+                 max-sample, inline-limit, max-background, maglev-size, probes, balance-factor, each followed by its value)",
             ),
         ] {
             assert_eq!(

@@ -61,7 +61,7 @@ const VNODES: Arg = Arg::integer("vnodes").token("VNODES").optional();
 const HASHTAG: Arg = Arg::keyword("hashtag", "HASHTAG").optional();
 
 /// Every RING.* command.
-pub static COMMANDS: [Command; 14] = [
+pub static COMMANDS: [Command; 16] = [
     Command {
         name: "ring.create",
         flags: "write deny-oom",
@@ -158,6 +158,28 @@ pub static COMMANDS: [Command; 14] = [
         handler: commands::slot,
     },
     Command {
+        name: "ring.owners",
+        flags: "readonly",
+        arity: 3,
+        key_flags: RO | ACCESS,
+        summary: "Returns a member's owner under every placement scheme: ring, slots, modulo, jump, rendezvous, maglev, multiprobe, bounded",
+        complexity: "O(M + N log N) for a Maglev table of M entries and N nodes",
+        since: "0.2.0",
+        args: &[Arg::key(), Arg::string("member")],
+        handler: commands::owners,
+    },
+    Command {
+        name: "ring.balance",
+        flags: "readonly",
+        arity: -2,
+        key_flags: RO | ACCESS,
+        summary: "Returns every placement scheme's peak-to-mean share on the ring's nodes and weights",
+        complexity: "O(M + S x N) for a Maglev table of M entries, S sample members, N nodes",
+        since: "0.2.0",
+        args: &[Arg::key(), Arg::integer("sample").token("SAMPLE").optional()],
+        handler: commands::balance,
+    },
+    Command {
         name: "ring.slots",
         flags: "readonly",
         arity: 2,
@@ -213,6 +235,7 @@ pub static COMMANDS: [Command; 14] = [
                 ],
             )
             .optional(),
+            Arg::string("scheme").token("SCHEMES").optional().multiple(),
         ],
         handler: commands::moves,
     },

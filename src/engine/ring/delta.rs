@@ -266,6 +266,32 @@ impl RingDelta<'_> {
         self.ring.nodes.len()
     }
 
+    /// The changed ring's points as sorted (hash, owner) pairs, owners in the common index
+    /// space: the ring's surviving points merged with the added ones. O(P + k): a copy.
+    pub fn after_points(&self) -> Vec<(u64, u32)> {
+        let ring = self.ring;
+        let mut out = Vec::with_capacity(ring.hashes.len() + self.added.len());
+        let mut removed = self.removed_at.iter().peekable();
+        let mut added = self.added.iter().peekable();
+        for (i, (&h, &o)) in ring.hashes.iter().zip(&ring.owners).enumerate() {
+            if removed.peek() == Some(&&i) {
+                removed.next();
+                continue;
+            }
+            while let Some(&&(ah, ao)) = added.peek() {
+                if ah < h || (ah == h && self.before((ah, ao), (h, o))) {
+                    out.push((ah, ao));
+                    added.next();
+                } else {
+                    break;
+                }
+            }
+            out.push((h, o));
+        }
+        out.extend(added.copied());
+        out
+    }
+
     /// The points the change adds and removes.
     pub fn changed_points(&self) -> usize {
         self.added.len() + self.removed_at.len()
@@ -551,6 +577,18 @@ mod tests {
                 );
             }
         }
+        // The changed ring's points, as the rebuilt ring has them (owners mapped).
+        let (rh, ro) = after.points();
+        let rebuilt: Vec<(u64, u32)> = rh
+            .iter()
+            .zip(ro)
+            .map(|(&h, &o)| (h, map[o as usize]))
+            .collect();
+        assert_eq!(
+            delta.after_points(),
+            rebuilt,
+            "{flavour:?} {change:?}: after_points"
+        );
         // The moved share by a sweep over both rings' owned values.
         let mut moved = 0u128;
         let space = flavour.space();

@@ -118,12 +118,16 @@ impl Ring {
 
     /// The hash of `member` on this ring's circle (of its hash tag when `HASHTAG` is set).
     pub fn member_hash(&self, member: &[u8]) -> u64 {
-        let hashed = if self.hashtag {
+        self.flavour.member_hash(self.key_bytes(member))
+    }
+
+    /// The bytes of `member` that are hashed: its hash tag when `HASHTAG` is set, else all.
+    pub fn key_bytes<'m>(&self, member: &'m [u8]) -> &'m [u8] {
+        if self.hashtag {
             hashed_part(member)
         } else {
             member
-        };
-        self.flavour.member_hash(hashed)
+        }
     }
 
     /// Index of the first point at or after `hash` (the point count when there is none), found
