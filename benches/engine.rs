@@ -4,7 +4,10 @@
 //!   floor a lookup can reach, and the native-fnv flavour (the native lookup without its
 //!   fmix64 finalizer: what the finalizer costs);
 //! - adding and removing one node on a 1000-node ring, against rebuilding it from scratch;
-//! - the hash slot of a member, and a `RING.MOVES`-sized what-if over 100000 members.
+//! - the hash slot of a member, and a `RING.MOVES`-sized what-if over 100000 members;
+//! - one owner lookup under each placement scheme (ring, jump, rendezvous, Maglev,
+//!   multi-probe) at 10, 100 and 1000 nodes, each from the member's bytes (its key hash
+//!   included), and the memory each keeps (printed once).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringslot::engine::{key_slot, Change, Flavour, Ring, Topology};
@@ -188,5 +191,81 @@ fn slots_and_moves(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lookup, change_one_node, slots_and_moves);
+/// One owner lookup per member under each scheme, from the member's bytes, on the same nodes:
+/// the schemes' state (ring points, Maglev table, multi-probe points, rendezvous seeds) is
+/// built outside the timing.
+fn scheme_lookup(c: &mut Criterion) {
+    use ringslot::engine::schemes::{
+        jump, key_hash, maglev_owner, maglev_table, rendezvous_owner, rendezvous_seed, MultiProbe,
+        SchemeParams,
+    };
+    let keys = members(1024);
+    let params = SchemeParams::default();
+    let mut group = c.benchmark_group("scheme_lookup");
+    group.throughput(Throughput::Elements(keys.len() as u64));
+    for n in [10usize, 100, 1000] {
+        let names = node_names(n);
+        let nodes: Vec<(&[u8], u32)> = names.iter().map(|n| (n.as_slice(), 1)).collect();
+        let ring = native_ring(&names);
+        let seeds: Vec<(u64, u32)> = nodes
+            .iter()
+            .map(|&(n, w)| (rendezvous_seed(n), w))
+            .collect();
+        let table = maglev_table(&nodes, params.maglev_size);
+        let probe = MultiProbe::new(&nodes);
+        eprintln!(
+            "memory at {n} nodes: ring {} B (160 points per node), maglev {} B ({} entries), \
+             multiprobe {} B, rendezvous {} B (seeds, if kept), jump 0 B",
+            ring.memory_bytes(),
+            table.len() * std::mem::size_of::<u32>(),
+            table.len(),
+            probe.memory_bytes(),
+            seeds.len() * std::mem::size_of::<(u64, u32)>()
+        );
+        group.bench_with_input(BenchmarkId::new("ring", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(ring.owner(k));
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("jump", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(jump(key_hash(k), n as u32));
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("rendezvous", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(rendezvous_owner(key_hash(k), &seeds));
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("maglev", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(maglev_owner(key_hash(k), &table));
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("multiprobe", n), &n, |b, _| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(probe.owner(key_hash(k), params.probes));
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    lookup,
+    change_one_node,
+    slots_and_moves,
+    scheme_lookup
+);
 criterion_main!(benches);

@@ -82,6 +82,7 @@ pub fn run_balance(
     flavours: &[String],
     template: &str,
     sets: usize,
+    schemes: &[String],
 ) -> Result<Vec<Row>> {
     let per_count: usize = flavours
         .iter()
@@ -158,10 +159,39 @@ pub fn run_balance(
         if !slot_draws.is_empty() {
             rows.push(summarise(n, "slot table", None, 16384, &slot_draws));
         }
+        // Other schemes on the same names: RING.BALANCE of a native ring of 160 points (its
+        // nodes and weights; bounded loads over its points), over 10000 sample members.
+        let mut scheme_draws: Vec<Vec<Draw>> = vec![Vec::new(); schemes.len()];
+        for set in 0..if schemes.is_empty() { 0 } else { sets } {
+            let names: Vec<String> = (1..=n).map(|i| node_name(template, set * n + i)).collect();
+            run(con, &["DEL", BALANCE_KEY])?;
+            run(con, &["RING.CREATE", BALANCE_KEY, "VNODES", "160"])?;
+            let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
+            add.extend(names.iter().cloned());
+            run(con, &add)?;
+            let reply = run(con, &["RING.BALANCE", BALANCE_KEY, "SAMPLE", "10000"])?;
+            for (s, draws) in schemes.iter().zip(scheme_draws.iter_mut()) {
+                let p2m = float(field(field(&reply, s)?, "peak_to_mean")?)?;
+                draws.push((p2m, f64::NAN, f64::NAN, f64::NAN));
+            }
+        }
+        for (s, draws) in schemes.iter().zip(&scheme_draws) {
+            rows.push(summarise(n, s, None, 0, draws));
+        }
     }
     run(con, &["DEL", BALANCE_KEY])?;
     progress.finish_and_clear();
     Ok(rows)
+}
+
+/// `x` to 4 decimals, `-` when it was not measured (NaN: the other schemes' rows have their
+/// peak-to-mean only).
+fn shown(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        fixed(x, 4)
+    }
 }
 
 /// The balance table: one row per node count, scheme and VNODES.
@@ -188,9 +218,9 @@ pub fn table(rows: &[Row]) -> Table {
             fixed(r.peak_to_mean, 4),
             fixed(r.peak_to_mean_low, 4),
             fixed(r.peak_to_mean_high, 4),
-            fixed(r.min, 4),
-            fixed(r.max, 4),
-            fixed(r.stddev, 4),
+            shown(r.min),
+            shown(r.max),
+            shown(r.stddev),
             r.sets.to_string(),
         ]);
     }
@@ -242,7 +272,8 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             .iter()
             .filter(|r| r.nodes == *n && r.scheme == *scheme)
             .collect();
-        let (points, errors, markers_only) = if scheme == "slot table" {
+        let flat = mine.iter().all(|r| r.vnodes.is_none()) && scheme != "ketama";
+        let (points, errors, markers_only) = if flat {
             // Independent of VNODES: a flat line across the chart.
             let y = mine[0].peak_to_mean;
             (vec![(vmin, y), (vmax, y)], Vec::new(), false)

@@ -287,6 +287,10 @@ struct MigrationArgs {
         default_value = "ketama,groupcache,native-fnv"
     )]
     compat: Vec<String>,
+    /// Other schemes, evaluated on the same nodes, weights and members (comma-separated:
+    /// jump, rendezvous, maglev, multiprobe, bounded, or all; `none` for none).
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    schemes: Vec<String>,
     /// VNODES of the groupcache ring [default: the module's, 50].
     #[arg(long)]
     groupcache_vnodes: Option<u32>,
@@ -323,6 +327,10 @@ struct BalanceArgs {
         default_value = "native,groupcache,ketama,native-fnv"
     )]
     flavours: Vec<String>,
+    /// Other schemes (comma-separated: jump, rendezvous, maglev, multiprobe, bounded, or all;
+    /// `none` for none), from RING.BALANCE on a native ring of 160 points with the same names.
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    schemes: Vec<String>,
     /// Sets of node names each configuration is measured over (set k uses the node numbers
     /// kN+1..kN+N of --names); the table and chart give their mean, lowest and highest.
     #[arg(long, default_value_t = 8)]
@@ -418,6 +426,26 @@ fn module_path(flag: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
+/// The schemes of `--schemes` beyond the rings, the slot table and modulo (which every run
+/// measures): `all` for every one, `none` for none.
+fn other_schemes(list: &[String]) -> Result<Vec<String>> {
+    const OTHERS: [&str; 5] = ["jump", "rendezvous", "maglev", "multiprobe", "bounded"];
+    let mut out: Vec<String> = Vec::new();
+    for s in list {
+        match s.as_str() {
+            "none" => {}
+            "all" => out.extend(OTHERS.iter().map(|s| s.to_string())),
+            s if OTHERS.contains(&s) => out.push(s.to_string()),
+            other => bail!(
+                "unknown scheme `{other}` ({}, all or none)",
+                OTHERS.join(", ")
+            ),
+        }
+    }
+    out.dedup();
+    Ok(out)
+}
+
 fn check_flavour(f: &str) -> Result<()> {
     if ringslot::engine::Flavour::from_name(f.as_bytes()).is_none() {
         let names: Vec<&str> = ringslot::engine::Flavour::ALL
@@ -495,6 +523,7 @@ fn migration_cmd(
         // Our own server is thrown away at the end: no need to clean it.
         keep: a.keep || own_server,
         reuse_keys: a.reuse_keys,
+        schemes: other_schemes(&a.schemes)?,
     };
     let rows = migration::run_scenario(con, &scenario, &opts)?;
     let title = format!(
@@ -515,7 +544,16 @@ fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Resu
     if a.name_sets == 0 {
         bail!("--name-sets needs at least 1");
     }
-    let rows = balance::run_balance(con, &a.nodes, &a.vnodes, &a.flavours, &g.names, a.name_sets)?;
+    let schemes = other_schemes(&a.schemes)?;
+    let rows = balance::run_balance(
+        con,
+        &a.nodes,
+        &a.vnodes,
+        &a.flavours,
+        &g.names,
+        a.name_sets,
+        &schemes,
+    )?;
     let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
     // The node names change the native ring's points: say which ones were used.
     let title = format!(

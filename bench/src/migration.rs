@@ -111,6 +111,10 @@ pub struct Options {
     pub keep: bool,
     /// Accept keys that already match the members' pattern (a `--url` server).
     pub reuse_keys: bool,
+    /// Schemes beyond the rings, the slot table and modulo (`jump`, `rendezvous`, `maglev`,
+    /// `multiprobe`, `bounded`), evaluated with `RING.MOVES ... SCHEMES` on the native ring of
+    /// 160 points (bounded loads runs over it; the others use its nodes and weights only).
+    pub schemes: Vec<String>,
 }
 
 /// One scheme's cost of one step.
@@ -298,7 +302,36 @@ fn measure(
             Step::Del { node } => vec!["DEL".into(), node.clone()],
         };
         let mut extra = Vec::new();
+        let scheme_ring = opts
+            .rings
+            .iter()
+            .position(|r| r.flavour == "native" && r.vnodes == Some(160))
+            .unwrap_or(base);
         for (i, ring) in opts.rings.iter().enumerate() {
+            if i == scheme_ring && !opts.schemes.is_empty() {
+                let mut args = vec!["RING.MOVES".to_string(), ring.key()];
+                args.extend(change.iter().cloned());
+                args.extend(opts.members.moves_args());
+                args.push("SCHEMES".into());
+                args.extend(opts.schemes.iter().cloned());
+                let reply = run(con, &args)?;
+                let factor = run(con, &["CONFIG", "GET", "ringslot.balance-factor"])?;
+                let factor = crate::server::items(&factor)?
+                    .get(1)
+                    .and_then(crate::server::text)
+                    .unwrap_or_else(|| "?".into());
+                for s in &opts.schemes {
+                    let space = field(field(&reply, s)?, "space")
+                        .ok()
+                        .map(float)
+                        .transpose()?;
+                    let label = match s.as_str() {
+                        "bounded" => format!("bounded {factor}% over {}", ring.label()),
+                        other => other.to_string(),
+                    };
+                    extra.push(row(label, &reply, s, space)?);
+                }
+            }
             let mut args = vec!["RING.MOVES".to_string(), ring.key()];
             args.extend(change.iter().cloned());
             args.extend(opts.members.moves_args());

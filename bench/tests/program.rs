@@ -359,6 +359,84 @@ fn spread_reports_every_scheme_for_both_kinds_of_views() {
 }
 
 #[test]
+fn other_schemes_are_measured_on_the_same_members() {
+    let server = Server::start();
+    let out = tempfile::tempdir().unwrap();
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/scenario-schemes.txt");
+    ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "migration",
+        "--scenario",
+        scenario,
+        "--vnodes",
+        "160",
+        "--compat",
+        "none",
+        "--schemes",
+        "all",
+        "--sample",
+        "4000",
+        "--name",
+        "schemes",
+    ]);
+    let rows = csv_rows(&out.path().join("schemes.csv"));
+    let between =
+        |step: usize, scheme: &str| num(&rows[&(step, scheme.to_string())], "between_old");
+    // Step 1 adds a node, step 2 removes one from the middle, step 3 adds one of weight 2.
+    for scheme in [
+        "jump",
+        "rendezvous",
+        "multiprobe",
+        "bounded 125% over ring vnodes=160",
+    ] {
+        assert_eq!(between(1, scheme), 0.0, "{scheme} join");
+    }
+    assert_eq!(between(2, "rendezvous"), 0.0);
+    assert!(
+        between(2, "jump") > 0.0,
+        "jump's last node takes the freed bucket"
+    );
+    // Jump ignores weights: the weight-2 node gets one share, not two.
+    let jump = &rows[&(3, "jump".to_string())];
+    assert!(num(jump, "fraction") < 0.7 * num(jump, "ideal"), "{jump:?}");
+    // Maglev's exact share of changed entries is reported.
+    assert!(num(&rows[&(1, "maglev".to_string())], "hash_space_fraction") > 0.0);
+
+    // Balance: the other schemes beside the rings.
+    ok(&[
+        "--url",
+        &server.url(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "balance",
+        "--nodes",
+        "10",
+        "--vnodes",
+        "160",
+        "--flavours",
+        "native",
+        "--name-sets",
+        "2",
+        "--schemes",
+        "jump,maglev",
+    ]);
+    let text = std::fs::read_to_string(out.path().join("balance.csv")).unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("10,jump,-,0,")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("10,maglev,-,0,")),
+        "{text}"
+    );
+    let err = bench(&["--url", &server.url(), "balance", "--schemes", "hrw"]);
+    assert!(String::from_utf8_lossy(&err.stderr).contains("unknown scheme `hrw`"));
+}
+
+#[test]
 fn errors_name_the_problem() {
     // Nobody listens on this port.
     let port = free_port().expect("a free port");
