@@ -36,7 +36,7 @@ fn ring_of(flavour: Flavour, nodes: &[Vec<u8>]) -> Ring {
 }
 
 /// Jump consistent hash, "A Fast, Minimal Memory, Consistent Hash Algorithm" (Lamping and
-/// Veach, 2014), fed the same FNV-1a-64 member hash as the ring.
+/// Veach, 2014), fed the same member hash as the native ring.
 fn jump_hash(mut key: u64, buckets: i64) -> i64 {
     let (mut b, mut j) = (-1i64, 0i64);
     while j < buckets {
