@@ -167,6 +167,25 @@ fn frozen_ring() -> Topology {
     ring_of(&names, &[1, 1, 1, 2, 5])
 }
 
+/// The owners of `member` under jump, rendezvous, Maglev and multi-probe, by name.
+fn frozen_owners(t: &Topology, params: &SchemeParams, member: &str) -> [String; 4] {
+    let owners = t.owners_under_all(member.as_bytes(), params);
+    [
+        Scheme::Jump,
+        Scheme::Rendezvous,
+        Scheme::Maglev,
+        Scheme::MultiProbe,
+    ]
+    .map(|s| {
+        let i = owners
+            .iter()
+            .find(|o| o.0 == s)
+            .and_then(|o| o.1)
+            .expect("owner");
+        String::from_utf8(t.nodes()[i].name.clone()).expect("name")
+    })
+}
+
 #[test]
 fn frozen_owners_stay() {
     // tests/vectors/schemes.tsv was written by this build on 2026-12-01 (the test
@@ -178,21 +197,7 @@ fn frozen_owners_stay() {
     let rows = ringslot_harness::prelude::vectors("schemes.tsv");
     assert_eq!(rows.len(), 40);
     for row in rows {
-        let owners = t.owners_under_all(row[0].as_bytes(), &params);
-        let name = |s: Scheme| {
-            let i = owners
-                .iter()
-                .find(|o| o.0 == s)
-                .and_then(|o| o.1)
-                .expect("owner");
-            String::from_utf8(t.nodes()[i].name.clone()).expect("name")
-        };
-        let got = [
-            name(Scheme::Jump),
-            name(Scheme::Rendezvous),
-            name(Scheme::Maglev),
-            name(Scheme::MultiProbe),
-        ];
+        let got = frozen_owners(&t, &params, &row[0]);
         assert_eq!(got.as_slice(), &row[1..5], "member {}", row[0]);
     }
 }
@@ -205,21 +210,6 @@ fn print_frozen_owners() {
     println!("member\tjump\trendezvous\tmaglev\tmultiprobe");
     for i in 0..40 {
         let m = format!("user:{i}");
-        let owners = t.owners_under_all(m.as_bytes(), &params);
-        let name = |s: Scheme| {
-            let i = owners
-                .iter()
-                .find(|o| o.0 == s)
-                .and_then(|o| o.1)
-                .expect("owner");
-            String::from_utf8(t.nodes()[i].name.clone()).expect("name")
-        };
-        println!(
-            "{m}\t{}\t{}\t{}\t{}",
-            name(Scheme::Jump),
-            name(Scheme::Rendezvous),
-            name(Scheme::Maglev),
-            name(Scheme::MultiProbe)
-        );
+        println!("{m}\t{}", frozen_owners(&t, &params, &m).join("\t"));
     }
 }

@@ -40,23 +40,6 @@ fn assert_same(master: &mut Connection, replica: &mut Connection, keys: &[&[u8]]
     }
 }
 
-fn connect_replica(master: &Server, replica: &Server) -> Connection {
-    let mut con = replica.client();
-    q(&mut con, &format!("REPLICAOF 127.0.0.1 {}", master.port));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info = String::from_utf8_lossy(&bytes(&q(&mut con, "INFO replication"))).to_string();
-        if info.contains("master_link_status:up") {
-            return con;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replica did not sync:\n{info}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn every_write_reaches_the_replica() {
     let master = Server::start();

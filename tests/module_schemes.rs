@@ -26,20 +26,6 @@ fn owners(con: &mut Connection, key: &str, member: &str) -> Vec<(String, Option<
         .collect()
 }
 
-fn connect_replica(master: &Server, replica: &Server) -> Connection {
-    let mut con = replica.client();
-    q(&mut con, &format!("REPLICAOF 127.0.0.1 {}", master.port));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info = text(&q(&mut con, "INFO replication"));
-        if info.contains("master_link_status:up") {
-            return con;
-        }
-        assert!(std::time::Instant::now() < deadline, "replica did not sync");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn owners_under_every_scheme_are_stable_across_processes() {
     let server = Server::start();

@@ -80,26 +80,12 @@ fn state(con: &mut redis::Connection) -> Vec<RingState> {
         .collect()
 }
 
-fn replica_of(master: &Server, replica: &Server) -> redis::Connection {
-    let mut con = replica.client();
-    q(&mut con, &format!("REPLICAOF 127.0.0.1 {}", master.port));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info = text(&q(&mut con, "INFO replication"));
-        if info.contains("master_link_status:up") {
-            return con;
-        }
-        assert!(std::time::Instant::now() < deadline, "replica did not sync");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_replica_stays_equal_under_random_writes_and_restarts() {
     let master = Server::start();
     let mut m = master.client();
     let mut replica = Server::start();
-    let mut r = replica_of(&master, &replica);
+    let mut r = connect_replica(&master, &replica);
     let mut rng = Rng::new(0x50a4_0001);
     let writes = soak(300, 20_000);
     for i in 1..=writes {
@@ -117,7 +103,7 @@ fn a_replica_stays_equal_under_random_writes_and_restarts() {
             drop(r);
             let dir = replica.stop();
             replica = Server::start_in(dir, &[], &[]);
-            r = replica_of(&master, &replica);
+            r = connect_replica(&master, &replica);
         }
     }
 }

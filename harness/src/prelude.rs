@@ -250,3 +250,19 @@ pub fn vectors(name: &str) -> Vec<Vec<String>> {
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
 }
+
+/// Makes `replica` a replica of `master` (`REPLICAOF`) and waits (at most 20 s) until its link
+/// is up; returns a connection to the replica.
+pub fn connect_replica(master: &Server, replica: &Server) -> Connection {
+    let mut con = replica.client();
+    q(&mut con, &format!("REPLICAOF 127.0.0.1 {}", master.port));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = text(&q(&mut con, "INFO replication"));
+        if info.contains("master_link_status:up") {
+            return con;
+        }
+        assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -100,6 +100,14 @@ fn jump_after(count: usize, change: NodeChange) -> Vec<usize> {
 }
 
 impl Topology {
+    /// The nodes as (name, weight), in order: what every scheme is a function of.
+    pub fn names_and_weights(&self) -> Vec<(&[u8], u32)> {
+        self.nodes()
+            .iter()
+            .map(|n| (n.name.as_slice(), n.weight))
+            .collect()
+    }
+
     /// The hash the strong-hash schemes use for `member`: [`key_hash`] of the member, or of its
     /// hash tag on a `HASHTAG` ring.
     pub fn scheme_key_hash(&self, member: &[u8]) -> u64 {
@@ -114,11 +122,7 @@ impl Topology {
         member: &[u8],
         params: &SchemeParams,
     ) -> Vec<(Scheme, Option<usize>)> {
-        let nodes: Vec<(&[u8], u32)> = self
-            .nodes()
-            .iter()
-            .map(|n| (n.name.as_slice(), n.weight))
-            .collect();
+        let nodes = self.names_and_weights();
         let count = nodes.len();
         let ring_hash = self.ring().member_hash(member);
         let kh = self.scheme_key_hash(member);
@@ -163,11 +167,7 @@ impl Topology {
         let p = self.prepare(change, max_points)?;
         let count = self.nodes().len();
         let wants = |s: Scheme| schemes.contains(&s);
-        let before: Vec<(&[u8], u32)> = self
-            .nodes()
-            .iter()
-            .map(|n| (n.name.as_slice(), n.weight))
-            .collect();
+        let before = self.names_and_weights();
         let after = after_nodes(self, change, &p.weights);
         let delta = (wants(Scheme::Ring) || wants(Scheme::Bounded))
             .then(|| self.ring().delta(p.node_change));
@@ -331,11 +331,7 @@ impl Topology {
         I: IntoIterator<Item = M>,
         M: AsRef<[u8]>,
     {
-        let nodes: Vec<(&[u8], u32)> = self
-            .nodes()
-            .iter()
-            .map(|n| (n.name.as_slice(), n.weight))
-            .collect();
+        let nodes = self.names_and_weights();
         let count = nodes.len();
         let total: f64 = nodes.iter().map(|n| f64::from(n.1)).sum();
         // The largest share over the fair share, from per-node tallies of `of` units.
