@@ -14,8 +14,8 @@
 //!   offsets and skips from xxHash64 of the node name with seeds 0 and 1 and weights by target
 //!   weights, as Envoy builds it.
 //! - [`MultiProbe`]: multi-probe consistent hashing (Appleton & O'Reilly, 2015, arXiv
-//!   1505.00062): one point per unit of weight, the member hashed `probes` times, the nearest
-//!   point clockwise of any probe wins.
+//!   1505.00062): one point per unit of weight (at most [`MULTIPROBE_MAX_POINTS`] in all), the
+//!   member hashed `probes` times, the nearest point clockwise of any probe wins.
 //! - [`bounded_loads`]: consistent hashing with bounded loads (Mirrokni, Thorup &
 //!   Zadimoghaddam, 2016, arXiv 1608.01350) over a ring: node capacity `ceil(f m w / W)` for
 //!   balance factor `f` (a percentage, as HAProxy's `hash-balance-factor`), members placed in
@@ -194,6 +194,8 @@ pub fn is_prime(n: u32) -> bool {
 /// of every entry (`u32::MAX` when no node has weight). `size` must be prime and each skip in
 /// `1..size`, so that every node's preferences visit every entry.
 pub fn maglev_fill(nodes: &[(u64, u64, u32)], size: u32) -> Vec<u32> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let m = u64::from(size);
     let mut table = vec![u32::MAX; size as usize];
     let max_weight = nodes.iter().map(|n| u64::from(n.2)).max().unwrap_or(0);
@@ -202,35 +204,41 @@ pub fn maglev_fill(nodes: &[(u64, u64, u32)], size: u32) -> Vec<u32> {
     }
     let mut next = vec![0u64; nodes.len()];
     let mut target = vec![0u64; nodes.len()];
+    // Each node's next turn to claim, in (turn, node) order: the order of the turns' loop over
+    // the nodes, without visiting the nodes that may not claim yet (a light node among heavy
+    // ones claims once in many turns).
+    let mut turns: BinaryHeap<Reverse<(u64, usize)>> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.2 > 0)
+        .map(|(i, _)| Reverse((1, i)))
+        .collect();
     let mut filled = 0u64;
-    let mut turn = 0u64;
     while filled < m {
-        turn += 1;
-        for (i, &(offset, skip, weight)) in nodes.iter().enumerate() {
-            if filled >= m {
-                break;
-            }
-            let w = u64::from(weight);
-            if w == 0 || turn * w < target[i] {
-                continue;
-            }
-            target[i] += max_weight;
-            // The node's next preferred entry that is still free.
-            loop {
-                let entry = (offset % m + next[i] % m * (skip % m)) % m;
-                next[i] += 1;
-                if let Some(slot) = table.get_mut(entry as usize) {
-                    if *slot == u32::MAX {
-                        *slot = i as u32;
-                        filled += 1;
-                        break;
-                    }
-                }
-                if next[i] > m {
+        let Some(Reverse((turn, i))) = turns.pop() else {
+            break;
+        };
+        let (Some(&(offset, skip, weight)), Some(t), Some(n)) =
+            (nodes.get(i), target.get_mut(i), next.get_mut(i))
+        else {
+            break;
+        };
+        let w = u64::from(weight);
+        *t += max_weight;
+        // The node's next preferred entry that is still free.
+        while *n < m {
+            let entry = (offset % m + *n % m * (skip % m)) % m;
+            *n += 1;
+            if let Some(slot) = table.get_mut(entry as usize) {
+                if *slot == u32::MAX {
+                    *slot = i as u32;
+                    filled += 1;
                     break;
                 }
             }
         }
+        // It claims again in the first later turn t with t w >= its target (once a turn).
+        turns.push(Reverse((t.div_ceil(w).max(turn + 1), i)));
     }
     table
 }
@@ -274,13 +282,27 @@ pub struct MultiProbe {
     points: Vec<(u64, u32)>,
 }
 
+/// The most points a multi-probe ring gets: weights that add up to more are scaled down in
+/// proportion (each node keeping at least one point), so that a ring of huge weights (ketama's
+/// point counts do not grow with them) cannot make a command build millions of points.
+pub const MULTIPROBE_MAX_POINTS: u64 = 1_000_000;
+
 impl MultiProbe {
-    /// The points of `nodes` (name, weight).
+    /// The points of `nodes` (name, weight); see [`MULTIPROBE_MAX_POINTS`].
     pub fn new(nodes: &[(&[u8], u32)]) -> MultiProbe {
+        let total: u64 = nodes.iter().map(|n| u64::from(n.1)).sum();
+        let points_of = |w: u32| -> u32 {
+            if total <= MULTIPROBE_MAX_POINTS || w == 0 {
+                w
+            } else {
+                let scaled = u64::from(w) * MULTIPROBE_MAX_POINTS / total;
+                u32::try_from(scaled.max(1)).unwrap_or(u32::MAX)
+            }
+        };
         let mut points = Vec::new();
         let mut label = Vec::new();
         for (i, &(name, weight)) in nodes.iter().enumerate() {
-            for k in 0..weight {
+            for k in 0..points_of(weight) {
                 super::flavour::native_label(name, k, &mut label);
                 points.push((native_hash(&label), i as u32));
             }
@@ -404,6 +426,27 @@ mod tests {
     }
 
     #[test]
+    fn maglev_weights_share_the_table() {
+        // One node of weight 1000 among 5000 of weight 1 (turns where only the heavy node may
+        // claim are skipped, not looped over): the heavy node gets about 1000/6000 of the
+        // entries; the light ones claim in whole turns of 5000 entries, so within 5%.
+        let names: Vec<String> = (0..5001).map(|i| format!("n{i}")).collect();
+        let mut nodes: Vec<(&[u8], u32)> = names.iter().map(|n| (n.as_bytes(), 1)).collect();
+        nodes[0].1 = 1000;
+        let table = maglev_table(&nodes, 65537);
+        assert!(
+            table.iter().all(|&e| e != u32::MAX),
+            "every entry has a node"
+        );
+        let heavy = table.iter().filter(|&&e| e == 0).count() as f64;
+        let expected = 65537.0 * 1000.0 / 6000.0;
+        assert!(
+            (heavy - expected).abs() < 0.05 * expected,
+            "{heavy} vs {expected}"
+        );
+    }
+
+    #[test]
     fn xxh64_check_value() {
         // xxHash's reference: XXH64("", seed 0) = 0xef46db3751d8e999.
         assert_eq!(xxh64(b"", 0), 0xef46_db37_51d8_e999);
@@ -422,6 +465,17 @@ mod tests {
         let placed = bounded_loads(&points, &[1, 1, 1], &[5, 5, 5, 5, 35, 25], 200);
         assert_eq!(placed, [0, 0, 0, 0, 1, 2].map(Some).to_vec());
         assert_eq!(bounded_loads(&[], &[], &[1], 125), vec![None]);
+    }
+
+    #[test]
+    fn multiprobe_points_are_bounded() {
+        // Two nodes of weight 1,000,000 (a ketama ring allows it): 2M units of weight, scaled
+        // to the cap in proportion.
+        let heavy = [(&b"a"[..], 1_000_000u32), (&b"b"[..], 1_000_000)];
+        let probe = MultiProbe::new(&heavy);
+        assert_eq!(probe.points.len() as u64, MULTIPROBE_MAX_POINTS);
+        let light = [(&b"a"[..], 3u32), (&b"b"[..], 1)];
+        assert_eq!(MultiProbe::new(&light).points.len(), 4);
     }
 
     #[test]
