@@ -2,8 +2,8 @@
 //! table and naive `hash mod N`, over a list of members, without changing anything.
 
 use super::error::EngineError;
-use super::keyslot::{key_slot, SLOT_COUNT};
 use super::ring::delta::NodeChange;
+use super::schemes::{Scheme, SchemeParams};
 use super::topology::{check_weight, follow_nodes, Topology};
 
 /// A node change to evaluate, as the write that would make it.
@@ -99,9 +99,6 @@ impl Counter {
         }
     }
 }
-
-/// Members whose ring lookups a what-if sorts and makes together (512 KiB of hashes).
-const RING_CHUNK: usize = 65536;
 
 /// A change checked against a topology, in the common index space of
 /// [`crate::engine::ring::delta`].
@@ -245,7 +242,8 @@ impl Topology {
     /// points that change, O(S + N) for the table, then O(log P) per member. Errors: adding a
     /// node already in the ring without a weight, removing an unknown node, a bad weight, a
     /// ring that would have more than `max_points` points after the change (checked before
-    /// anything is built).
+    /// anything is built). The default what-if of `RING.MOVES`:
+    /// [`Topology::what_if_schemes`] with [`Scheme::DEFAULT`].
     pub fn what_if<I, M>(
         &self,
         change: &Change,
@@ -256,83 +254,27 @@ impl Topology {
         I: IntoIterator<Item = M>,
         M: AsRef<[u8]>,
     {
-        let Prepared {
-            node_change,
-            changed,
-            ideal,
-            weights,
-            names,
-            same,
-        } = self.prepare(change, max_points)?;
-        let count = self.nodes().len();
-        let delta = self.ring().delta(node_change);
-        let mut slots_after = self.slot_table().clone();
-        // As the write would: a re-weight to the weight a node has changes nothing.
-        if !same {
-            follow_nodes(&mut slots_after, &names, &weights);
-        }
-        // Modulo over the nodes in order, before and after; the index after the change mapped
-        // back to the common space (past a node that leaves, one more).
-        let (n_before, n_after) = (
-            count as u64,
-            weights.iter().filter(|&&w| w > 0).count() as u64,
+        let w = self.what_if_schemes(
+            change,
+            members,
+            &Scheme::DEFAULT,
+            &SchemeParams::default(),
+            max_points,
+        )?;
+        let part = |s: Scheme| w.schemes.iter().find(|r| r.scheme == s);
+        let (ring, slots, modulo) = (
+            part(Scheme::Ring),
+            part(Scheme::Slots),
+            part(Scheme::Modulo),
         );
-        let modulo_after = |hash: u64| -> Option<usize> {
-            let i = hash.checked_rem(n_after)? as usize;
-            Some(match node_change {
-                NodeChange::Leave { index } if i >= index => i + 1,
-                _ => i,
-            })
-        };
-
-        let (mut ring, mut slots, mut modulo) =
-            (Counter::default(), Counter::default(), Counter::default());
-        let mut members_seen = 0u64;
-        // Ring lookups go in hash order, a chunk at a time: on a ring bigger than the CPU's
-        // caches, members spread evenly by a good hash would each cost several cache misses
-        // in arrival order, and a sorted chunk walks the ring's arrays forward instead. The
-        // counts do not depend on the order.
-        let mut chunk: Vec<u64> = Vec::new();
-        let flush = |chunk: &mut Vec<u64>, ring: &mut Counter| {
-            chunk.sort_unstable();
-            for &hash in chunk.iter() {
-                ring.count(
-                    self.ring().owner_of_hash(hash),
-                    delta.owner_after(hash),
-                    changed,
-                );
-            }
-            chunk.clear();
-        };
-        for member in members {
-            let member = member.as_ref();
-            members_seen += 1;
-            let hash = self.ring().member_hash(member);
-            chunk.push(hash);
-            if chunk.len() == RING_CHUNK {
-                flush(&mut chunk, &mut ring);
-            }
-            let slot = key_slot(member);
-            slots.count(
-                self.slot_table().owner(slot),
-                slots_after.owner(slot),
-                changed,
-            );
-            let m_before = hash.checked_rem(n_before).map(|i| i as usize);
-            modulo.count(m_before, modulo_after(hash), changed);
-        }
-        flush(&mut chunk, &mut ring);
-        let slots_moved = (0..SLOT_COUNT as u16)
-            .filter(|&s| self.slot_table().owner(s) != slots_after.owner(s))
-            .count() as u32;
         Ok(WhatIf {
-            members: members_seen,
-            ideal,
-            ring: ring.finish(members_seen),
-            ring_space: delta.moved_space(),
-            slots: slots.finish(members_seen),
-            slots_moved,
-            modulo: modulo.finish(members_seen),
+            members: w.members,
+            ideal: w.ideal,
+            ring: ring.map(|r| r.moves).unwrap_or_default(),
+            ring_space: ring.and_then(|r| r.space).unwrap_or(0.0),
+            slots: slots.map(|r| r.moves).unwrap_or_default(),
+            slots_moved: slots.and_then(|r| r.slots_moved).unwrap_or(0),
+            modulo: modulo.map(|r| r.moves).unwrap_or_default(),
         })
     }
 }

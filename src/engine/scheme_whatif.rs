@@ -16,6 +16,9 @@ use super::schemes::{
 };
 use super::topology::{follow_nodes, Topology};
 
+/// Members whose ring lookups a what-if sorts and makes together (512 KiB of hashes).
+const RING_CHUNK: usize = 65536;
+
 /// Members bounded loads keeps (one 8-byte hash each) for a what-if: it places every member
 /// knowing how many there are, so it cannot stream them.
 pub const BOUNDED_MAX_MEMBERS: usize = 10_000_000;
@@ -167,17 +170,19 @@ impl Topology {
         let p = self.prepare(change, max_points)?;
         let count = self.nodes().len();
         let wants = |s: Scheme| schemes.contains(&s);
-        let before = self.names_and_weights();
-        let after = after_nodes(self, change, &p.weights);
+        // Each scheme's state, built only when the scheme is asked for.
         let delta = (wants(Scheme::Ring) || wants(Scheme::Bounded))
             .then(|| self.ring().delta(p.node_change));
         let slots_after = wants(Scheme::Slots).then(|| {
             let mut t = self.slot_table().clone();
+            // As the write would: a re-weight to the weight a node has changes nothing.
             if !p.same {
                 follow_nodes(&mut t, &p.names, &p.weights);
             }
             t
         });
+        // Modulo over the nodes in order, before and after; the index after the change mapped
+        // back to the common space (past a node that leaves, one more).
         let n_after = p.weights.iter().filter(|&&w| w > 0).count() as u64;
         let modulo_after = |hash: u64| -> Option<usize> {
             let i = hash.checked_rem(n_after)? as usize;
@@ -186,15 +191,30 @@ impl Topology {
                 _ => i,
             })
         };
-        let jump_table = jump_after(count, p.node_change);
-        let seeds_before: Vec<(u64, u32)> = before
-            .iter()
-            .map(|&(n, w)| (rendezvous_seed(n), w))
-            .collect();
-        let seeds_after: Vec<(u64, u32)> = after
-            .iter()
-            .map(|&(n, w)| (rendezvous_seed(n), w))
-            .collect();
+        let strong = [
+            Scheme::Jump,
+            Scheme::Rendezvous,
+            Scheme::Maglev,
+            Scheme::MultiProbe,
+        ];
+        let (before, after) = if strong.iter().any(|&s| wants(s)) {
+            (
+                self.names_and_weights(),
+                after_nodes(self, change, &p.weights),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let jump_table = wants(Scheme::Jump).then(|| jump_after(count, p.node_change));
+        let seeds = wants(Scheme::Rendezvous).then(|| {
+            let seeds = |nodes: &[(&[u8], u32)]| -> Vec<(u64, u32)> {
+                nodes
+                    .iter()
+                    .map(|&(n, w)| (rendezvous_seed(n), w))
+                    .collect()
+            };
+            (seeds(&before), seeds(&after))
+        });
         let maglev = wants(Scheme::Maglev).then(|| {
             (
                 maglev_table(&before, params.maglev_size),
@@ -205,19 +225,46 @@ impl Topology {
             wants(Scheme::MultiProbe).then(|| (MultiProbe::new(&before), MultiProbe::new(&after)));
 
         let mut counters: Vec<Counter> = schemes.iter().map(|_| Counter::default()).collect();
+        let ring_at = schemes.iter().position(|&s| s == Scheme::Ring);
+        // Ring lookups go in hash order, a chunk at a time: on a ring bigger than the CPU's
+        // caches, members spread evenly by a good hash would each cost several cache misses
+        // in arrival order, and a sorted chunk walks the ring's arrays forward instead. The
+        // counts do not depend on the order.
+        let mut chunk: Vec<u64> = Vec::new();
+        let flush = |chunk: &mut Vec<u64>, counters: &mut [Counter]| {
+            chunk.sort_unstable();
+            if let (Some(d), Some(counter)) = (&delta, ring_at.and_then(|i| counters.get_mut(i))) {
+                for &hash in chunk.iter() {
+                    counter.count(
+                        self.ring().owner_of_hash(hash),
+                        d.owner_after(hash),
+                        p.changed,
+                    );
+                }
+            }
+            chunk.clear();
+        };
         let mut bounded_hashes: Vec<u64> = Vec::new();
         let mut seen = 0u64;
         for member in members {
             let member = member.as_ref();
             seen += 1;
             let ring_hash = self.ring().member_hash(member);
-            let kh = self.scheme_key_hash(member);
+            if ring_at.is_some() {
+                chunk.push(ring_hash);
+                if chunk.len() == RING_CHUNK {
+                    flush(&mut chunk, &mut counters);
+                }
+            }
+            let kh = if before.is_empty() && after.is_empty() {
+                0
+            } else {
+                self.scheme_key_hash(member)
+            };
             for (s, counter) in schemes.iter().zip(counters.iter_mut()) {
                 let (was, now) = match s {
-                    Scheme::Ring => (
-                        self.ring().owner_of_hash(ring_hash),
-                        delta.as_ref().and_then(|d| d.owner_after(ring_hash)),
-                    ),
+                    // In the chunks above.
+                    Scheme::Ring => continue,
                     Scheme::Slots => {
                         let slot = key_slot(member);
                         (
@@ -229,15 +276,18 @@ impl Topology {
                         ring_hash.checked_rem(count as u64).map(|i| i as usize),
                         modulo_after(ring_hash),
                     ),
-                    Scheme::Jump => (
-                        jump(kh, count as u32).map(|b| b as usize),
-                        jump(kh, jump_table.len() as u32)
-                            .and_then(|b| jump_table.get(b as usize).copied()),
-                    ),
-                    Scheme::Rendezvous => (
-                        rendezvous_owner(kh, &seeds_before),
-                        rendezvous_owner(kh, &seeds_after),
-                    ),
+                    Scheme::Jump => match &jump_table {
+                        Some(table) => (
+                            jump(kh, count as u32).map(|b| b as usize),
+                            jump(kh, table.len() as u32)
+                                .and_then(|b| table.get(b as usize).copied()),
+                        ),
+                        None => (None, None),
+                    },
+                    Scheme::Rendezvous => match &seeds {
+                        Some((b, a)) => (rendezvous_owner(kh, b), rendezvous_owner(kh, a)),
+                        None => (None, None),
+                    },
                     Scheme::Maglev => match &maglev {
                         Some((b, a)) => (maglev_owner(kh, b), maglev_owner(kh, a)),
                         None => (None, None),
@@ -259,12 +309,13 @@ impl Topology {
                 counter.count(was, now, p.changed);
             }
         }
+        flush(&mut chunk, &mut counters);
         // Bounded loads: placed now that the members are known.
         if let (Some(i), Some(d)) = (schemes.iter().position(|&s| s == Scheme::Bounded), &delta) {
             let (hashes, owners) = self.ring().points();
             let points_before: Vec<(u64, u32)> =
                 hashes.iter().copied().zip(owners.iter().copied()).collect();
-            let weights_before: Vec<u32> = before.iter().map(|n| n.1).collect();
+            let weights_before: Vec<u32> = self.nodes().iter().map(|n| n.weight).collect();
             let was = bounded_loads(
                 &points_before,
                 &weights_before,
