@@ -78,6 +78,17 @@ fn observe(con: &mut Connection) -> Vec<Value> {
     seen
 }
 
+/// The base file of `server`'s multi-part AOF (what the last rewrite wrote).
+fn base_aof(server: &Server) -> Vec<u8> {
+    let aof_dir = server.dir.path().join("appendonlydir");
+    let base = std::fs::read_dir(&aof_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
+        .expect("a base AOF");
+    std::fs::read(base.path()).unwrap()
+}
+
 #[test]
 fn save_and_restart() {
     let server = Server::start();
@@ -199,13 +210,7 @@ fn aof_rewrite_without_preamble_and_restart() {
     q(&mut con, "BGREWRITEAOF");
     wait_aof_rewrite(&mut con);
     // The rewritten base is commands, not an RDB.
-    let aof_dir = server.dir.path().join("appendonlydir");
-    let base = std::fs::read_dir(&aof_dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
-        .expect("a base AOF");
-    let text = std::fs::read(base.path()).unwrap();
+    let text = base_aof(&server);
     assert!(!text.starts_with(b"REDIS"), "no RDB preamble");
     let text = String::from_utf8_lossy(&text);
     assert!(
@@ -316,13 +321,7 @@ fn the_aof_rewrite_adds_runs_of_nodes_and_replays_a_big_ring_exactly() {
     );
     q(&mut con, "BGREWRITEAOF");
     wait_aof_rewrite(&mut con);
-    let aof_dir = server.dir.path().join("appendonlydir");
-    let base = std::fs::read_dir(&aof_dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
-        .expect("a base AOF");
-    let text = String::from_utf8_lossy(&std::fs::read(base.path()).unwrap()).into_owned();
+    let text = String::from_utf8_lossy(&base_aof(&server)).into_owned();
     assert_eq!(
         text.matches("RING.ADD").count(),
         4,

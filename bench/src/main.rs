@@ -604,24 +604,33 @@ fn throughput_cmd(g: &Global, a: &ThroughputArgs) -> Result<()> {
         md.find("\n\n").map_or(0, |i| i + 2),
         &format!("- module `{}`\n", module.display()),
     );
-    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
+    publish(g, &a.name, &md)
+}
+
+/// A temporary server of the program's own, for a subcommand that may not run on `--url`
+/// (`why` says what it does to the server); stopped when dropped.
+fn own_server(g: &Global, command: &str, why: &str) -> Result<Server> {
+    if g.url.is_some() {
+        bail!("{command} needs its own server ({why}): drop --url");
+    }
+    let module = module_path(g.module.as_deref())?;
+    eprintln!("starting redis-server with {}", module.display());
+    Ok(Server::builder()
+        .binary(&g.redis_server)
+        .module(&module)
+        .start()?)
+}
+
+/// Writes a subcommand's Markdown report to `<out>/<name>.md` and prints it.
+fn publish(g: &Global, name: &str, md: &str) -> Result<()> {
+    let path = report::write(&g.out, &format!("{name}.md"), md)?;
     println!("{md}");
     eprintln!("wrote {}", path.display());
     Ok(())
 }
 
 fn limits_cmd(g: &Global, a: &LimitsArgs) -> Result<()> {
-    if g.url.is_some() {
-        bail!(
-            "limits needs its own server (it flushes it and changes its configuration): drop --url"
-        );
-    }
-    let module = module_path(g.module.as_deref())?;
-    eprintln!("starting redis-server with {}", module.display());
-    let own = Server::builder()
-        .binary(&g.redis_server)
-        .module(&module)
-        .start()?;
+    let own = own_server(g, "limits", "it flushes it and changes its configuration")?;
     let mut con = server::connect(&own.url())?;
     let opts = limits::Options {
         bulk_nodes: a.bulk_nodes,
@@ -633,22 +642,11 @@ fn limits_cmd(g: &Global, a: &LimitsArgs) -> Result<()> {
         repeat: a.repeat,
     };
     let md = limits::measure(&mut con, &own.url(), &opts)?;
-    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
-    println!("{md}");
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    publish(g, &a.name, &md)
 }
 
 fn whatif_cmd(g: &Global, a: &WhatifArgs) -> Result<()> {
-    if g.url.is_some() {
-        bail!("whatif needs its own server (it flushes it and fills it with keys): drop --url");
-    }
-    let module = module_path(g.module.as_deref())?;
-    eprintln!("starting redis-server with {}", module.display());
-    let own = Server::builder()
-        .binary(&g.redis_server)
-        .module(&module)
-        .start()?;
+    let own = own_server(g, "whatif", "it flushes it and fills it with keys")?;
     let mut con = server::connect(&own.url())?;
     let opts = whatif::Options {
         keys: a.keys.clone(),
@@ -657,10 +655,7 @@ fn whatif_cmd(g: &Global, a: &WhatifArgs) -> Result<()> {
         baseline_secs: a.baseline_secs,
     };
     let md = whatif::measure(&mut con, &own.url(), &opts)?;
-    let path = report::write(&g.out, &format!("{}.md", a.name), &md)?;
-    println!("{md}");
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    publish(g, &a.name, &md)
 }
 
 fn cluster_cmd(g: &Global, a: &ClusterArgs) -> Result<()> {

@@ -5,49 +5,21 @@
 //! it must refuse a cluster with a migrating slot or a master without the module before
 //! writing anything.
 
+mod common;
+
+use common::{bench, csv_table, ok};
 use ringslot::engine::key_slot;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
-use ringslot_harness::server::test_module;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn bench(args: &[&str]) -> Output {
-    let module = test_module();
-    let mut all = vec!["--module", module.to_str().expect("UTF-8 path")];
-    all.extend_from_slice(args);
-    Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
-        .args(&all)
-        .output()
-        .expect("run ringslot-bench")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = bench(args);
-    assert!(
-        out.status.success(),
-        "ringslot-bench {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
 
 /// The rows of the CSV the program wrote, keyed by scheme.
 fn csv_rows(path: &Path) -> HashMap<String, HashMap<String, String>> {
-    let text = std::fs::read_to_string(path).expect("read the CSV");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    lines
-        .map(|l| {
-            let row: HashMap<String, String> = header
-                .iter()
-                .zip(l.split(','))
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect();
-            (row["scheme"].clone(), row)
-        })
+    csv_table(path)
+        .into_iter()
+        .map(|row| (row["scheme"].clone(), row))
         .collect()
 }
 

@@ -3,45 +3,21 @@
 //! equal-weight node joining N nodes: ideal 1/(N+1); the native ring and the slot table never
 //! move a member between two old nodes). Its errors must name the problem.
 
+mod common;
+
+use common::{bench, csv_table, ok};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
-        .args(args)
-        .output()
-        .expect("run ringslot-bench")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = bench(args);
-    assert!(
-        out.status.success(),
-        "ringslot-bench {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
 
 /// The rows of a CSV the program wrote (its fields hold no commas or quotes), keyed by
 /// `(step, scheme)`, each a map from column name to field.
 fn csv_rows(path: &Path) -> HashMap<(usize, String), HashMap<String, String>> {
-    let text = std::fs::read_to_string(path).expect("read the CSV");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    lines
-        .map(|l| {
-            let row: HashMap<String, String> = header
-                .iter()
-                .zip(l.split(','))
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect();
-            ((row["step"].parse().unwrap(), row["scheme"].clone()), row)
-        })
+    csv_table(path)
+        .into_iter()
+        .map(|row| ((row["step"].parse().unwrap(), row["scheme"].clone()), row))
         .collect()
 }
 
@@ -485,10 +461,7 @@ fn throughput_reports_every_command_memory_and_reload() {
     // A tiny run of the real measurement: every command through redis-benchmark, the memory
     // figures and a DEBUG RELOAD, on the program's own server.
     let out = tempfile::tempdir().unwrap();
-    let module = ringslot_harness::server::test_module();
     let stdout = ok(&[
-        "--module",
-        module.to_str().unwrap(),
         "--out",
         out.path().to_str().unwrap(),
         "throughput",

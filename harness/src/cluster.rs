@@ -142,6 +142,17 @@ pub fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
+/// The text reply of `args` on `server`; `None` when it cannot be had (a server still
+/// starting, say).
+fn text_reply(server: &Server, args: &[&str]) -> Option<String> {
+    let mut con = server.try_client().ok()?;
+    let mut cmd = redis::cmd(args.first()?);
+    for a in args.iter().skip(1) {
+        cmd.arg(*a);
+    }
+    cmd.query::<String>(&mut con).ok()
+}
+
 /// `CLUSTER NODES` of `server`.
 pub fn cluster_nodes(server: &Server) -> Result<String, Error> {
     let mut con = server
@@ -187,15 +198,7 @@ pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option
         // A master that started less than two seconds ago reports the cluster down (Redis'
         // CLUSTER_WRITABLE_DELAY) and refuses the keys a rebalance sends it.
         for s in members {
-            let state_ok = s
-                .try_client()
-                .ok()
-                .and_then(|mut con| {
-                    redis::cmd("CLUSTER")
-                        .arg("INFO")
-                        .query::<String>(&mut con)
-                        .ok()
-                })
+            let state_ok = text_reply(s, &["CLUSTER", "INFO"])
                 .is_some_and(|info| info.contains("cluster_state:ok"));
             if !state_ok {
                 ok = false;
@@ -266,21 +269,33 @@ impl Cluster {
         wait_converged(&members, Duration::from_secs(60))
     }
 
-    /// Starts one more server made by `builder`, adds it as an empty master
-    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
-    pub fn add_node(&mut self, builder: impl Fn() -> ServerBuilder) -> Result<usize, Error> {
+    /// Starts one more server made by `builder` and joins it with `redis-cli --cluster
+    /// add-node <it> <node 0> <extra...>`; returns its index (convergence is the caller's).
+    fn join(
+        &mut self,
+        builder: impl Fn() -> ServerBuilder,
+        extra: &[&str],
+    ) -> Result<usize, Error> {
         let node = builder()
             .cluster()
             .args(&["--cluster-node-timeout", "5000"])
             .start()?;
-        let args = strings(&[
+        let mut args = strings(&[
             "--cluster",
             "add-node",
             &node.address(),
             &self.nodes[0].address(),
         ]);
+        args.extend(strings(extra));
         self.nodes.push(node);
         redis_cli_ok(&args, Duration::from_secs(60))?;
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Starts one more server made by `builder`, adds it as an empty master
+    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
+    pub fn add_node(&mut self, builder: impl Fn() -> ServerBuilder) -> Result<usize, Error> {
+        self.join(builder, &[])?;
         // add-node returns before every node has met the new one.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -301,33 +316,10 @@ impl Cluster {
         builder: impl Fn() -> ServerBuilder,
     ) -> Result<usize, Error> {
         let id = self.node_id(master)?;
-        let node = builder()
-            .cluster()
-            .args(&["--cluster-node-timeout", "5000"])
-            .start()?;
-        let args = strings(&[
-            "--cluster",
-            "add-node",
-            &node.address(),
-            &self.nodes[0].address(),
-            "--cluster-slave",
-            "--cluster-master-id",
-            &id,
-        ]);
-        self.nodes.push(node);
-        redis_cli_ok(&args, Duration::from_secs(60))?;
-        let index = self.nodes.len() - 1;
+        let index = self.join(builder, &["--cluster-slave", "--cluster-master-id", &id])?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let linked = self.nodes[index]
-                .try_client()
-                .ok()
-                .and_then(|mut con| {
-                    redis::cmd("INFO")
-                        .arg("replication")
-                        .query::<String>(&mut con)
-                        .ok()
-                })
+            let linked = text_reply(&self.nodes[index], &["INFO", "replication"])
                 .is_some_and(|info| info.contains("master_link_status:up"));
             if linked && self.converge().is_ok() {
                 return Ok(index);

@@ -1,0 +1,45 @@
+//! What the program's tests share: running `ringslot-bench` with the module `make test`
+//! builds (`ringslot_harness::server::test_module`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `ringslot-bench --module <the test module> args...`.
+pub fn bench(args: &[&str]) -> Output {
+    let module = ringslot_harness::server::test_module();
+    Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
+        .arg("--module")
+        .arg(&module)
+        .args(args)
+        .output()
+        .expect("run ringslot-bench")
+}
+
+/// [`bench`] that must succeed; returns its standard output.
+pub fn ok(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "ringslot-bench {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+}
+
+/// The rows of a CSV the program wrote (its fields hold no commas or quotes), each a map from
+/// column name to field.
+pub fn csv_table(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).expect("read the CSV");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
