@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-spread clean
+.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-spread clean
 
 all: release
 
@@ -38,11 +38,25 @@ test: build
 	$(CARGO) test --workspace --benches --no-run
 	$(CARGO) test --workspace --lib --bins --tests
 
+## test-repeat: the tests against live servers REPEAT times in a row (default 20), stopping
+## at the first failure: no test may depend on a timing window
+REPEAT ?= 20
+test-repeat: build
+	$(CARGO) test --workspace --tests --no-run
+	@for i in $$(seq 1 $(REPEAT)); do \
+	  started=$$(date +%s); \
+	  out=$$($(CARGO) test --workspace --tests -q 2>&1) || { \
+	    echo "$$out" | grep -E -A 20 "panicked|FAILED" | head -80; \
+	    echo "== test-repeat: run $$i of $(REPEAT) failed"; exit 1; }; \
+	  echo "== test-repeat: run $$i of $(REPEAT) passed ($$(echo "$$out" | grep -c '^test result: ok') test binaries, $$(( $$(date +%s) - started )) s)"; \
+	done
+
 ## soak: the long data-safety runs (100000 fuzzed calls that must leave rings unchanged,
-## 20000 replicated writes with replica restarts, 20 SIGKILLs under appendfsync always);
-## minutes, so not part of `make test`, which runs short versions of each
+## 20000 replicated writes with replica restarts, 20 SIGKILLs under appendfsync always,
+## 20000 damaged DUMP payloads fed to RESTORE); minutes, so not part of `make test`, which
+## runs short versions of each
 soak: build
-	RINGSLOT_SOAK=1 $(CARGO) test --test module_soak --test module_errors -- --nocapture
+	RINGSLOT_SOAK=1 $(CARGO) test --test module_soak --test module_errors --test module_payloads -- --nocapture
 
 ## lint: formatting and clippy, as CI would want them
 lint:

@@ -10,6 +10,7 @@
 //!   included), and the memory each keeps (printed once).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ringslot::engine::Limits;
 use ringslot::engine::{key_slot, Change, Flavour, Ring, Topology};
 use std::time::{Duration, Instant};
 
@@ -177,7 +178,7 @@ fn slots_and_moves(c: &mut Criterion) {
     let names = node_names(10);
     let refs: Vec<&[u8]> = names.iter().map(|n| n.as_slice()).collect();
     let mut t = Topology::new(Flavour::Native, None, false).expect("ring");
-    t.add(&refs, None, u64::MAX).expect("add");
+    t.add(&refs, None, Limits::NONE).expect("add");
     let sample = members(100_000);
     let change = Change::Add {
         node: b"10.0.9.9:6379".to_vec(),
@@ -186,7 +187,7 @@ fn slots_and_moves(c: &mut Criterion) {
     let mut group = c.benchmark_group("what_if");
     group.sample_size(10);
     group.bench_function("add_node_100000_members", |b| {
-        b.iter(|| t.what_if(&change, &sample, u64::MAX).expect("what-if"))
+        b.iter(|| t.what_if(&change, &sample, Limits::NONE).expect("what-if"))
     });
     group.finish();
 }

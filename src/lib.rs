@@ -11,6 +11,18 @@ use module::ringtype::RING_TYPE;
 use redis_module::{redis_module, Context, RedisString, Status};
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // The type's load checks every read: Redis then reports a short or corrupt payload to it
+    // (which refuses the value) instead of stopping the server.
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init; called in
+    // OnLoad with its context.
+    if let Some(set_options) = unsafe { redis_module::raw::RedisModule_SetModuleOptions } {
+        unsafe {
+            set_options(
+                ctx.ctx,
+                redis_module::raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as i32,
+            )
+        };
+    }
     if let Err(e) = module::config::register(ctx, args) {
         ctx.log_warning(&format!("ringslot: {e}"));
         return Status::Err;

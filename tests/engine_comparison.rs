@@ -1,13 +1,14 @@
 //! The comparison figures the project exists for, checked against theory: balance of a
 //! 10-node ring, and what an 11th node costs under the ring, the slot table and modulo.
 
+use ringslot::engine::Limits;
 use ringslot::engine::{Change, EngineError, Flavour, Topology};
 
 fn ten_nodes(flavour: Flavour) -> Topology {
     let mut t = Topology::new(flavour, None, false).expect("ring");
     let names: Vec<String> = (1..=10).map(|i| format!("10.0.0.{i}:6379")).collect();
     let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-    t.add(&refs, None, u64::MAX).expect("add");
+    t.add(&refs, None, Limits::NONE).expect("add");
     t
 }
 
@@ -40,7 +41,7 @@ fn an_eleventh_node_moves_about_one_eleventh() {
         weight: Some(1),
     };
     let w = t
-        .what_if(&change, sample(100_000), u64::MAX)
+        .what_if(&change, sample(100_000), Limits::NONE)
         .expect("what-if");
     println!("{w:#?}");
     assert_eq!(w.members, 100_000);
@@ -87,7 +88,7 @@ fn an_eleventh_node_moves_about_one_eleventh() {
 fn t_share_after(t: &Topology) -> f64 {
     let mut after = t.clone();
     after
-        .add(&[b"10.0.0.11:6379".as_slice()], None, u64::MAX)
+        .add(&[b"10.0.0.11:6379".as_slice()], None, Limits::NONE)
         .expect("add");
     after.node_stats().last().expect("node").ring_share
 }
@@ -100,7 +101,7 @@ fn removing_a_node_moves_only_its_members() {
             node: b"10.0.0.4:6379".to_vec(),
         };
         let w = t
-            .what_if(&change, sample(20_000), u64::MAX)
+            .what_if(&change, sample(20_000), Limits::NONE)
             .expect("what-if");
         assert!((w.ideal - 0.1).abs() < 1e-12);
         if flavour != Flavour::Ketama {
@@ -120,9 +121,9 @@ fn ketama_reports_a_starved_server_with_zero_points() {
     // libmemcached's formula by hand: the light server gets floor(1/1000001 * 160/4 * 2) * 4
     // = 0 points; the heavy one floor(0.999999 * 160/4 * 2 = 79.99992) * 4 = 316.
     let mut t = Topology::new(Flavour::Ketama, None, false).expect("ring");
-    t.add(&[b"heavy:11211".as_slice()], Some(1_000_000), u64::MAX)
+    t.add(&[b"heavy:11211".as_slice()], Some(1_000_000), Limits::NONE)
         .expect("add");
-    t.add(&[b"light:11211".as_slice()], Some(1), u64::MAX)
+    t.add(&[b"light:11211".as_slice()], Some(1), Limits::NONE)
         .expect("add");
     let stats = t.node_stats();
     assert_eq!(stats[1].points, 0);
@@ -134,9 +135,25 @@ fn ketama_reports_a_starved_server_with_zero_points() {
 fn errors_leave_the_ring_unchanged() {
     let mut t = ten_nodes(Flavour::Native);
     let before = (t.node_stats().len(), t.slot_ranges().len());
-    assert!(t.add(&[b"".as_slice()], None, u64::MAX).is_err());
-    assert!(t.add(&[b"x".as_slice()], Some(0), u64::MAX).is_err());
-    assert!(t.add(&[b"x".as_slice()], None, 1000).is_err());
+    assert!(t.add(&[b"".as_slice()], None, Limits::NONE).is_err());
+    assert!(t.add(&[b"x".as_slice()], Some(0), Limits::NONE).is_err());
+    let points = |points| Limits {
+        points,
+        nodes: u64::MAX,
+    };
+    assert!(t.add(&[b"x".as_slice()], None, points(1000)).is_err());
+    // Eleven nodes where ten are allowed.
+    let ten = Limits {
+        points: u64::MAX,
+        nodes: 10,
+    };
+    assert_eq!(
+        t.add(&[b"x".as_slice()], None, ten),
+        Err(EngineError::TooManyNodes {
+            nodes: 11,
+            limit: 10
+        })
+    );
     assert!(t.assign(0, 16384, b"10.0.0.1:6379").is_err());
     assert!(t.assign(5, 4, b"10.0.0.1:6379").is_err());
     assert!(t.assign(0, 1, b"nope").is_err());
@@ -146,7 +163,7 @@ fn errors_leave_the_ring_unchanged() {
         weight: None,
     };
     assert_eq!(
-        t.what_if(&add_existing, sample(1), u64::MAX),
+        t.what_if(&add_existing, sample(1), Limits::NONE),
         Err(EngineError::NodeExists(b"10.0.0.1:6379".to_vec()))
     );
     // A what-if whose ring would pass the point limit is refused before it builds anything:
@@ -156,7 +173,7 @@ fn errors_leave_the_ring_unchanged() {
         weight: Some(1_000_000),
     };
     assert_eq!(
-        t.what_if(&heavy, sample(1), 10_000_000),
+        t.what_if(&heavy, sample(1), points(10_000_000)),
         Err(EngineError::TooManyPoints {
             points: 1600 + 160_000_000,
             limit: 10_000_000
@@ -173,13 +190,13 @@ fn fifth_node(flavour: Flavour) -> (f64, f64, f64) {
     let mut t = Topology::new(flavour, None, false).expect("ring");
     let names: Vec<String> = (1..=4).map(|i| format!("cache-{i}")).collect();
     let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-    t.add(&refs, None, u64::MAX).expect("add");
+    t.add(&refs, None, Limits::NONE).expect("add");
     let change = Change::Add {
         node: b"cache-5".to_vec(),
         weight: None,
     };
     let w = t
-        .what_if(&change, sample(100_000), u64::MAX)
+        .what_if(&change, sample(100_000), Limits::NONE)
         .expect("what-if");
     (w.ring.fraction, w.ring_space, w.ring.standard_error)
 }

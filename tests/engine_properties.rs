@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 use ringslot::engine::keyslot::SLOT_COUNT;
+use ringslot::engine::Limits;
 use ringslot::engine::{Change, Flavour, Ring, Topology};
 use std::collections::BTreeSet;
 
@@ -158,8 +159,8 @@ proptest! {
         for (op, node, weight) in ops {
             let name = format!("10.0.0.{node}:6379");
             match op {
-                0 => { t.add(&[name.as_bytes()], None, u64::MAX).unwrap(); }
-                1 => { t.add(&[name.as_bytes()], Some(weight), u64::MAX).unwrap(); }
+                0 => { t.add(&[name.as_bytes()], None, Limits::NONE).unwrap(); }
+                1 => { t.add(&[name.as_bytes()], Some(weight), Limits::NONE).unwrap(); }
                 _ => { t.del(&[name.as_bytes()]); }
             }
             let nodes = t.nodes();
@@ -200,7 +201,7 @@ proptest! {
             let mut t = Topology::new(flavour, vnodes, false).unwrap();
             for (i, &w) in start.iter().enumerate() {
                 let name = format!("10.2.0.{i}:6379");
-                t.add(&[name.as_bytes()], Some(i64::from(w)), u64::MAX).unwrap();
+                t.add(&[name.as_bytes()], Some(i64::from(w)), Limits::NONE).unwrap();
             }
             let target = format!("10.2.0.{}:6379", usize::from(pick) % start.len());
             let change = match op {
@@ -208,11 +209,11 @@ proptest! {
                 1 => Change::Add { node: target.clone().into_bytes(), weight: Some(i64::from(weight)) },
                 _ => Change::Del { node: target.clone().into_bytes() },
             };
-            let w = t.what_if(&change, &members, u64::MAX).unwrap();
+            let w = t.what_if(&change, &members, Limits::NONE).unwrap();
             let mut after = t.clone();
             let changed: Vec<u8> = match &change {
                 Change::Add { node, weight } => {
-                    after.add(&[node.as_slice()], *weight, u64::MAX).unwrap();
+                    after.add(&[node.as_slice()], *weight, Limits::NONE).unwrap();
                     node.clone()
                 }
                 Change::Del { node } => { after.del(&[node.as_slice()]); node.clone() }

@@ -5,13 +5,14 @@
 //! table grows), and weights honoured within a stated tolerance.
 
 use ringslot::engine::schemes::{jump, key_hash};
+use ringslot::engine::Limits;
 use ringslot::engine::{Change, Flavour, Scheme, SchemeParams, SchemesWhatIf, Topology};
 use ringslot_harness::prelude::Rng;
 
 fn ring_of(names: &[String], weights: &[u32]) -> Topology {
     let mut t = Topology::new(Flavour::Native, None, false).expect("ring");
     for (n, &w) in names.iter().zip(weights) {
-        t.add(&[n.as_bytes()], Some(i64::from(w)), u64::MAX)
+        t.add(&[n.as_bytes()], Some(i64::from(w)), Limits::NONE)
             .expect("add");
     }
     t
@@ -43,7 +44,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
             weight: None,
         };
         let w = t
-            .what_if_schemes(&join, &keys, &Scheme::ALL, &params, u64::MAX)
+            .what_if_schemes(&join, &keys, &Scheme::ALL, &params, Limits::NONE)
             .expect("what-if");
         for s in [
             Scheme::Ring,
@@ -71,7 +72,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
             node: names[gone].clone().into_bytes(),
         };
         let w = t
-            .what_if_schemes(&leave, &keys, &Scheme::ALL, &params, u64::MAX)
+            .what_if_schemes(&leave, &keys, &Scheme::ALL, &params, Limits::NONE)
             .expect("what-if");
         for s in [Scheme::Ring, Scheme::Rendezvous, Scheme::MultiProbe] {
             assert_eq!(result(&w, s).1, 0, "{s:?} leave, {n} nodes");

@@ -5,6 +5,7 @@
 use ringslot_harness::prelude::*;
 
 use ringslot::engine::flavour::{fmix64, fnv1a64, md5_le_u32, native_hash};
+use ringslot::engine::Limits;
 use ringslot::engine::{key_slot, Flavour, Topology};
 
 #[test]
@@ -95,7 +96,7 @@ fn ketama_ring_matches_libmemcached() {
     let mut topology = Topology::new(Flavour::Ketama, None, false).expect("ketama ring");
     for (name, weight) in &servers {
         topology
-            .add(&[name.as_bytes()], Some(i64::from(*weight)), u64::MAX)
+            .add(&[name.as_bytes()], Some(i64::from(*weight)), Limits::NONE)
             .expect("add server");
     }
     let points: Vec<u32> = topology.nodes().iter().map(|n| n.points).collect();

@@ -62,11 +62,11 @@ fn background_answers_equal_inline_ones() {
     }
     pipe.query::<()>(&mut con).unwrap();
     let cases: [&[&[u8]]; 5] = [
+        &[b"bg:ring", b"ADD", b"e", b"KEYS", b"nothing:*"],
         &[b"bg:ring", b"ADD", b"e", b"KEYS", b"*"],
         &[b"bg:ring", b"DEL", b"b", b"KEYS", b"user:*"],
         &[b"bg:ring", b"ADD", b"a", b"WEIGHT", b"3", b"KEYS", b"bin:*"],
         &[b"bg:ketama", b"ADD", b"z:11211", b"SAMPLE", b"5000"],
-        &[b"bg:missing", b"ADD", b"a", b"KEYS", b"*"],
     ];
     for args in cases {
         q(&mut con, "CONFIG SET ringslot.inline-limit 1000000");
@@ -87,35 +87,44 @@ fn background_answers_equal_inline_ones() {
 
 #[test]
 fn other_clients_are_served_and_a_snapshot_is_evaluated() {
+    // The workers wait between slices (ringslot.debug-pause-background), so that the run is
+    // certainly in progress while the other client is served and changes the ring, however
+    // fast or slow the machine.
     let server = Server::start();
     let mut con = server.client();
     q(&mut con, "CONFIG SET ringslot.inline-limit 10");
     q(&mut con, "RING.ADD snap:ring a b c d");
     q(&mut con, "COPY snap:ring snap:copy");
-    // Long enough to change the ring while it runs (about a second with the debug build).
-    let long = "RING.MOVES snap:ring ADD e SAMPLE 300000";
+    q(&mut con, "CONFIG SET ringslot.debug-pause-background 1");
+    let long = "RING.MOVES snap:ring ADD e SAMPLE 30000";
     let run = spawn(&server, long);
     wait_running(&mut con, 1);
-    // Served while the run goes on, and changing the ring does not change its result.
-    let started = Instant::now();
+    // Progress shows once the first slice is evaluated (the worker then waits).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info(&mut con, "background_evaluated") == 0 {
+        assert!(Instant::now() < deadline, "no progress shown");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Served while the run is paused in the middle, and changing the ring does not change
+    // its result.
     assert_pong(&mut con);
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "PING waited"
-    );
     q(&mut con, "RING.ADD snap:ring WEIGHT 5 e f");
     q(&mut con, "RING.DEL snap:ring a");
     q(&mut con, "DEL snap:ring");
-    assert!(
-        info(&mut con, "background_evaluated") > 0,
-        "progress is visible"
+    assert_eq!(info(&mut con, "background_runs"), 1, "still running");
+    assert_eq!(
+        info(&mut con, "background_evaluated"),
+        1024,
+        "one slice done"
     );
+    q(&mut con, "CONFIG SET ringslot.debug-pause-background 0");
     let got = run.join().unwrap().unwrap();
     // The same what-if on the untouched copy, whose sample members are named after snap:ring
     // as the original's were: evaluate the copy under the original name.
     q(&mut con, "RENAME snap:copy snap:ring");
     let expected = q(&mut con, long);
     assert_eq!(got, expected);
+    assert_eq!(int(field(&got, "members")), 30000);
 }
 
 #[test]
@@ -142,10 +151,14 @@ fn a_client_that_leaves_cancels_its_run() {
 
 #[test]
 fn concurrent_runs_are_limited_and_multi_runs_inline() {
+    // A ring of one point a node: a what-if's work is the slot table's rebalance (512 units
+    // and a quarter of one a node), half a unit a point that comes or goes, and three quarters
+    // of one a member (src/engine/cost.rs).
     let server = Server::start();
     let mut con = server.client();
-    q(&mut con, "CONFIG SET ringslot.inline-limit 10");
+    q(&mut con, "CONFIG SET ringslot.inline-limit 1000");
     q(&mut con, "CONFIG SET ringslot.max-background 1");
+    q(&mut con, "RING.CREATE lim:ring VNODES 1");
     q(&mut con, "RING.ADD lim:ring a b");
     let mut client = server.client();
     let id = int(&q(&mut client, "CLIENT ID"));
@@ -157,9 +170,9 @@ fn concurrent_runs_are_limited_and_multi_runs_inline() {
     });
     wait_running(&mut con, 1);
     assert_eq!(
-        e(&mut con, "RING.MOVES lim:ring ADD c SAMPLE 11"),
-        "ERR 1 RING.MOVES already run in the background, the most ringslot.max-background \
-         allows: try again when one ends"
+        e(&mut con, "RING.MOVES lim:ring ADD c SAMPLE 1000"),
+        "ERR 1 RING.* evaluations already run in the background, the most \
+         ringslot.max-background allows: try again when one ends"
     );
     // Inline work needs no background slot.
     q(&mut con, "RING.MOVES lim:ring ADD c SAMPLE 10");
@@ -173,19 +186,22 @@ fn concurrent_runs_are_limited_and_multi_runs_inline() {
     let replies = array(&q(&mut con, "EXEC"));
     assert_eq!(int(&map(&replies[0])["members"]), 10);
     q(&mut con, "MULTI");
-    q(&mut con, "RING.MOVES lim:ring ADD c SAMPLE 11");
+    q(&mut con, "RING.MOVES lim:ring ADD c SAMPLE 1000");
     let refused = e(&mut con, "EXEC");
+    // 512 + 2/4 for the rebalance of two nodes, 1/2 for the joining point, 750 for the
+    // members.
     assert_eq!(
         refused,
-        "ERR SAMPLE 11 is more than ringslot.inline-limit (10), the most RING.MOVES does on \
-         Redis' main thread, and here (MULTI, a script) it cannot run in the background"
+        "ERR this what-if (SAMPLE 1000) is about 1263 units of work, more than \
+         ringslot.inline-limit (1000), the most RING.MOVES does on Redis' main thread, and \
+         here (MULTI, a script) it cannot run in the background"
     );
     // And in a script.
     let err = call(
         &mut con,
         &[
             b"EVAL",
-            b"return redis.call('RING.MOVES', KEYS[1], 'ADD', 'c', 'SAMPLE', '11')",
+            b"return redis.call('RING.MOVES', KEYS[1], 'ADD', 'c', 'SAMPLE', '1000')",
             b"1",
             b"lim:ring",
         ],
@@ -223,11 +239,15 @@ fn shutdown_and_reload_during_a_run_are_safe() {
     q(&mut con, "CONFIG SET ringslot.inline-limit 10");
     q(&mut con, "RING.ADD down:ring a b");
     q(&mut con, "DEBUG POPULATE 200000 down:key");
-    // A reload (save, flush, load) while a walk of the keyspace goes on.
-    let run = spawn(&server, "RING.MOVES down:ring ADD c SAMPLE 50000000");
+    // A reload (save, flush, load) while a walk of the keyspace goes on: the workers wait
+    // between slices until the reload is done, so both runs are certainly under way.
+    q(&mut con, "CONFIG SET ringslot.debug-pause-background 1");
+    let run = spawn(&server, "RING.MOVES down:ring ADD c SAMPLE 1000000000");
     let walk = spawn(&server, "RING.MOVES down:ring ADD c KEYS *");
     wait_running(&mut con, 2);
     assert_eq!(q(&mut con, "DEBUG RELOAD"), redis::Value::Okay);
+    assert_eq!(info(&mut con, "background_runs"), 2);
+    q(&mut con, "CONFIG SET ringslot.debug-pause-background 0");
     let walked = walk.join().unwrap();
     assert!(walked.is_ok(), "{walked:?}");
     assert_pong(&mut con);

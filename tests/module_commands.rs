@@ -538,7 +538,13 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
         "RING.MOVES cmd:moves DEL b KEYS nothing:matches:*",
     ));
     assert_eq!(int(&m["members"]), 0);
-    assert_eq!(float(&map(&m["ring"])["fraction"]), 0.0);
+    // Nothing evaluated: no fraction to give.
+    for s in ["ring", "slots", "modulo"] {
+        let scheme = map(&m[s]);
+        assert_eq!(int(&scheme["moved"]), 0);
+        assert_eq!(scheme["fraction"], Value::Nil, "{s}");
+        assert_eq!(scheme["standard_error"], Value::Nil, "{s}");
+    }
 
     assert_eq!(
         snapshot(&mut con, b"cmd:moves"),
@@ -546,11 +552,18 @@ fn moves_reports_the_three_schemes_and_changes_nothing() {
         "RING.MOVES changes nothing"
     );
 
-    // A missing ring is evaluated as the empty ring RING.ADD would create.
-    let m = map(&q(&mut con, "RING.MOVES cmd:moves:none ADD a SAMPLE 10"));
-    assert_eq!(float(&m["ideal"]), 1.0);
-    assert_eq!(int(&map(&m["ring"])["moved"]), 10);
-    assert_eq!(int(&q(&mut con, "EXISTS cmd:moves:none")), 0);
+    // A missing ring (a typo, say) is an error naming the key, for every evaluation of a
+    // ring; RING.GET of a missing ring stays nil, as GET of a missing key.
+    for line in [
+        "RING.MOVES cmd:mvoes ADD a SAMPLE 10",
+        "RING.PLAN cmd:mvoes ADD a",
+        "RING.OWNERS cmd:mvoes m",
+        "RING.BALANCE cmd:mvoes",
+    ] {
+        assert_eq!(e(&mut con, line), "ERR no such key 'cmd:mvoes'", "{line}");
+    }
+    assert_eq!(q(&mut con, "RING.GET cmd:mvoes m"), Value::Nil);
+    assert_eq!(int(&q(&mut con, "EXISTS cmd:mvoes")), 0);
 }
 
 #[test]

@@ -155,6 +155,13 @@ fn the_walk_has_the_callers_rights() {
         let members = int(&map(&call(&mut con, &args).unwrap())["members"]);
         assert_eq!(members, 7, "{user}");
     }
+    // Checking the script's user leaves no trace: nothing in ACL LOG (the module once ran
+    // PING as the user to find out, which logged a denial for `noping`).
+    assert_eq!(
+        array(&q(&mut admin, "ACL LOG")),
+        vec![],
+        "ACL LOG stays empty"
+    );
     let mut con = server.client();
     q(&mut con, "AUTH noscan pw");
     let err = moves(&mut con, "*").unwrap_err();
@@ -164,6 +171,48 @@ fn the_walk_has_the_callers_rights() {
     );
     // SAMPLE needs no walk, so it stays allowed.
     q(&mut con, "RING.MOVES app:ring ADD x SAMPLE 10");
+}
+
+#[test]
+fn a_key_counts_where_one_selector_allows_a_read_command_on_it() {
+    // ACL selectors (Redis 7.0): a key counts only where one selector lets the user run GET
+    // (the command that stands for a read) on it, command and key checked together, as
+    // `ACL DRYRUN user GET key` answers. A selector that grants read access to secret:* but
+    // allows no read command reveals nothing; one that allows GET on them does.
+    let server = Server::start();
+    let mut admin = server.client();
+    q(&mut admin, "RING.ADD app:ring a b c");
+    for i in 0..4 {
+        q(&mut admin, &format!("SET app:{i} v"));
+        q(&mut admin, &format!("SET secret:{i} v"));
+    }
+    q(
+        &mut admin,
+        "ACL SETUSER pinger on >pw ~app:* +@all (%R~secret:* +ping)",
+    );
+    q(
+        &mut admin,
+        "ACL SETUSER getter on >pw ~app:* +@all (%R~secret:* +get)",
+    );
+    for (user, secrets) in [("pinger", 0), ("getter", 4)] {
+        // Redis' own answer for the same user, command and key.
+        let dry = call(
+            &mut admin,
+            &words(&format!("ACL DRYRUN {user} GET secret:0")),
+        );
+        assert_eq!(
+            dry == Ok(redis::Value::Okay),
+            secrets > 0,
+            "{user}: {dry:?}"
+        );
+        let mut con = server.client();
+        q(&mut con, &format!("AUTH {user} pw"));
+        let reply = q(&mut con, "RING.MOVES app:ring ADD x KEYS secret:*");
+        assert_eq!(int(&map(&reply)["members"]), secrets, "{user}");
+        let reply = q(&mut con, "RING.MOVES app:ring ADD x KEYS *");
+        assert_eq!(int(&map(&reply)["members"]), 5 + secrets, "{user}");
+    }
+    assert_eq!(array(&q(&mut admin, "ACL LOG")), vec![], "no ACL LOG entry");
 }
 
 #[test]

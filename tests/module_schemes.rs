@@ -67,8 +67,10 @@ fn owners_under_every_scheme_are_stable_across_processes() {
     assert_eq!(int(&q(&mut con, "WAIT 1 5000")), 1);
     let on_replica: Vec<_> = members.iter().map(|m| owners(&mut rep, "r", m)).collect();
     assert_eq!(on_replica, before);
-    // A missing key is the ring RING.ADD would make: nil everywhere.
-    let empty = owners(&mut con, "nothing", "m");
+    // An emptied ring: nil everywhere.
+    q(&mut con, "RING.ADD emptied a");
+    q(&mut con, "RING.DEL emptied a");
+    let empty = owners(&mut con, "emptied", "m");
     assert!(empty.iter().all(|(_, o)| o.is_none()), "{empty:?}");
 }
 
@@ -143,6 +145,17 @@ fn moves_under_named_schemes() {
         err.starts_with("ERR ringslot.maglev-size is 65536"),
         "{err}"
     );
+    // Only Maglev needs a prime table.
+    let err = e(&mut con, "RING.MOVES r ADD f SCHEMES jump maglev SAMPLE 10");
+    assert!(
+        err.starts_with("ERR ringslot.maglev-size is 65536"),
+        "{err}"
+    );
+    let jump = q(
+        &mut con,
+        "RING.MOVES r ADD f SCHEMES jump rendezvous SAMPLE 10",
+    );
+    assert_eq!(int(&map(&jump)["members"]), 10);
     q(&mut con, "CONFIG SET ringslot.maglev-size 7");
     assert_eq!(names(&q(&mut con, "RING.OWNERS r m")).len(), 8);
 }
@@ -168,12 +181,31 @@ fn balance_of_every_scheme() {
         float(&map(&m["ring"])["peak_to_mean"]),
         float(&info["ring_peak_to_mean"])
     );
+    // Past ringslot.inline-limit it runs in the background with the same answer, and where
+    // the client cannot wait (MULTI) it is refused, naming the limit.
+    let inline = q(&mut con, "RING.BALANCE r SAMPLE 5000");
+    let owners = q(&mut con, "RING.OWNERS r m");
     q(&mut con, "CONFIG SET ringslot.inline-limit 1000");
-    let err = e(&mut con, "RING.BALANCE r SAMPLE 5000");
+    let done = |con: &mut redis::Connection| -> i64 {
+        text(&q(con, "INFO ringslot"))
+            .lines()
+            .find_map(|l| l.strip_prefix("ringslot_runs_done:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("runs_done")
+    };
+    let before = done(&mut con);
+    assert_eq!(q(&mut con, "RING.BALANCE r SAMPLE 5000"), inline);
+    // A Maglev table of 65537 entries is past 1000 units too.
+    assert_eq!(q(&mut con, "RING.OWNERS r m"), owners);
+    assert_eq!(done(&mut con), before + 2, "both ran in the background");
+    q(&mut con, "MULTI");
+    q(&mut con, "RING.BALANCE r SAMPLE 5000");
+    let err = e(&mut con, "EXEC");
     assert!(
         err.contains("more than ringslot.inline-limit (1000)"),
         "{err}"
     );
+    q(&mut con, "CONFIG SET ringslot.inline-limit 100000");
     assert_eq!(
         e(&mut con, "RING.BALANCE r COUNT 5"),
         "ERR syntax error, unknown option 'COUNT' (RING.BALANCE takes SAMPLE n)"

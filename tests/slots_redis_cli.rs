@@ -28,6 +28,7 @@ use ringslot_harness::cluster::{self, redis_cli_ok, strings, CliRun};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
+use ringslot::engine::Limits;
 use ringslot::engine::{Flavour, Topology, SLOT_COUNT};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -244,7 +245,7 @@ fn topology_matches_redis_cli_cluster() {
         create.stdout
     );
     let real = wait_converged(p1, &[p1, p2, p3]);
-    topo.add(&[name(0), name(1), name(2)], None, u64::MAX)
+    topo.add(&[name(0), name(1), name(2)], None, Limits::NONE)
         .expect("add p1..p3");
     assert_same_table("create p1 p2 p3", &real, &topo);
 
@@ -268,7 +269,7 @@ fn topology_matches_redis_cli_cluster() {
         rebalance.stdout
     );
     let real = wait_converged(p1, &[p1, p2, p3, p4]);
-    topo.add(&[name(3)], Some(2), u64::MAX).expect("add p4");
+    topo.add(&[name(3)], Some(2), Limits::NONE).expect("add p4");
     assert_same_table("add-node p4 + rebalance (p4 weight 2)", &real, &topo);
 
     // Step 3: drain p2 (weight 0), keeping p4 at weight 2 as the engine does (redis-cli does not
@@ -306,7 +307,7 @@ fn topology_matches_redis_cli_cluster() {
     // does not change the result.
     run_rebalance(p1, &names, "step 4", &[format!("{p4_id}=2")]);
     let real = wait_converged(p1, &[p1, p3, p4, p5]);
-    topo.add(&[name(4)], None, u64::MAX).expect("add p5");
+    topo.add(&[name(4)], None, Limits::NONE).expect("add p5");
     assert_same_table("del-node p2, add-node p5 + rebalance", &real, &topo);
 
     eprintln!("scenario took {:?}", started.elapsed());

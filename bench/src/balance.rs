@@ -8,6 +8,7 @@
 
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
+use crate::scratch::Scratch;
 use crate::server::{field, float, int, items, run, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -72,18 +73,33 @@ fn summarise(nodes: usize, scheme: &str, vnodes: Option<u32>, points: u64, draws
     }
 }
 
-/// Measures every `flavour` at every `vnodes` (ketama: once, its counts are fixed) for every
-/// node count over `sets` name sets, plus the slot table once per node count. Node names come
-/// from `template`.
-pub fn run_balance(
-    con: &mut Connection,
-    node_counts: &[usize],
-    vnodes: &[u32],
-    flavours: &[String],
-    template: &str,
-    sets: usize,
-    schemes: &[String],
-) -> Result<Vec<Row>> {
+/// What a balance run measures.
+pub struct Options<'a> {
+    /// Node counts.
+    pub node_counts: &'a [usize],
+    /// VNODES of every flavour but ketama.
+    pub vnodes: &'a [u32],
+    /// Ring flavours.
+    pub flavours: &'a [String],
+    /// The node-name template (`{}`: the node's number).
+    pub template: &'a str,
+    /// Name sets per configuration.
+    pub sets: usize,
+    /// Other schemes, from `RING.BALANCE`.
+    pub schemes: &'a [String],
+}
+
+/// Measures every flavour at every VNODES (ketama: once, its counts are fixed) for every node
+/// count over the name sets, plus the slot table once per node count, on rings `scratch` makes.
+pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Result<Vec<Row>> {
+    let Options {
+        node_counts,
+        vnodes,
+        flavours,
+        template,
+        sets,
+        schemes,
+    } = *opts;
     let per_count: usize = flavours
         .iter()
         .map(|f| if f == "ketama" { 1 } else { vnodes.len() })
@@ -112,15 +128,14 @@ pub fn run_balance(
                 for set in 0..sets {
                     let names: Vec<String> =
                         (1..=n).map(|i| node_name(template, set * n + i)).collect();
-                    let mut create = vec!["RING.CREATE".to_string(), BALANCE_KEY.to_string()];
+                    let mut create = Vec::new();
                     if flavour != "native" {
                         create.extend(["COMPAT".to_string(), flavour.clone()]);
                     }
                     if let Some(v) = v {
                         create.extend(["VNODES".to_string(), v.to_string()]);
                     }
-                    run(con, &["DEL", BALANCE_KEY])?;
-                    run(con, &create)?;
+                    scratch.ring(con, BALANCE_KEY, &create)?;
                     let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
                     add.extend(names.iter().cloned());
                     run(con, &add)?;
@@ -164,8 +179,7 @@ pub fn run_balance(
         let mut scheme_draws: Vec<Vec<Draw>> = vec![Vec::new(); schemes.len()];
         for set in 0..if schemes.is_empty() { 0 } else { sets } {
             let names: Vec<String> = (1..=n).map(|i| node_name(template, set * n + i)).collect();
-            run(con, &["DEL", BALANCE_KEY])?;
-            run(con, &["RING.CREATE", BALANCE_KEY, "VNODES", "160"])?;
+            scratch.ring(con, BALANCE_KEY, &["VNODES".to_string(), "160".to_string()])?;
             let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
             add.extend(names.iter().cloned());
             run(con, &add)?;
@@ -179,7 +193,7 @@ pub fn run_balance(
             rows.push(summarise(n, s, None, 0, draws));
         }
     }
-    run(con, &["DEL", BALANCE_KEY])?;
+    scratch.delete(con, BALANCE_KEY)?;
     progress.finish_and_clear();
     Ok(rows)
 }

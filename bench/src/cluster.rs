@@ -511,19 +511,37 @@ fn mirror_with_ttl(
     flavour: &str,
     ttl: &str,
 ) -> Result<()> {
-    redis::pipe()
+    // RING.MIRROR refreshes a ring that exists: the key must be new, and stay new until the
+    // mirror is made (WATCH: EXEC does nothing if another client wrote it meanwhile).
+    let fail = |e: redis::RedisError| anyhow!("{at}: RING.MIRROR {key}: {}", error_text(&e));
+    redis::cmd("WATCH")
+        .arg(key)
+        .query::<()>(con)
+        .map_err(fail)?;
+    if redis::cmd("EXISTS")
+        .arg(key)
+        .query::<i64>(con)
+        .map_err(fail)?
+        != 0
+    {
+        let _ = redis::cmd("UNWATCH").query::<()>(con);
+        bail!("{at}: the key {key} exists; the benchmark changes no key it did not create");
+    }
+    let made: Option<(redis::Value, i64)> = redis::pipe()
         .atomic()
         .cmd("RING.MIRROR")
         .arg(key)
         .arg("COMPAT")
         .arg(flavour)
-        .ignore()
         .cmd("EXPIRE")
         .arg(key)
         .arg(ttl)
-        .ignore()
-        .query::<()>(con)
-        .map_err(|e| anyhow!("{at}: RING.MIRROR {key}: {}", error_text(&e)))
+        .query(con)
+        .map_err(fail)?;
+    if made.is_none() {
+        bail!("{at}: another client wrote {key} while the benchmark made it");
+    }
+    Ok(())
 }
 
 /// What a prediction found.
@@ -609,10 +627,10 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
     // The plan, from a mirror on the entry master.
     let plan_key = copy_key(first, "plan");
     let mut con = connect(&first.info)?;
+    mirror_with_ttl(&mut con, &first.address, &plan_key, "native", &ttl)?;
     copies
         .keys
         .push((first.info.clone(), first.address.clone(), plan_key.clone()));
-    mirror_with_ttl(&mut con, &first.address, &plan_key, "native", &ttl)?;
     let mut plan_args = s(&["RING.PLAN", &plan_key]);
     plan_args.extend(change.args());
     let plan = parse_plan(&run(&mut con, &first.address, &plan_args)?)?;
@@ -664,10 +682,10 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
         // modulo and ketama's ties depend on).
         let key = copy_key(first, flavour);
         let mut con = connect(&first.info)?;
+        mirror_with_ttl(&mut con, &first.address, &key, flavour, &ttl)?;
         copies
             .keys
             .push((first.info.clone(), first.address.clone(), key.clone()));
-        mirror_with_ttl(&mut con, &first.address, &key, flavour, &ttl)?;
         let payload: Vec<u8> = redis::cmd("DUMP")
             .arg(&key)
             .query(&mut con)
@@ -675,15 +693,16 @@ fn predict(seed: &ConnectionInfo, change: &Change, opts: &Options) -> Result<Pre
         for m in serving.iter().filter(|m| m.address != first.address) {
             let key = copy_key(m, flavour);
             let mut con = connect(&m.info)?;
-            copies
-                .keys
-                .push((m.info.clone(), m.address.clone(), key.clone()));
+            // RESTORE refuses a key that exists (BUSYKEY): only a copy it made is deleted.
             redis::cmd("RESTORE")
                 .arg(&key)
                 .arg(opts.ttl_secs.max(1) * 1000)
                 .arg(&payload)
                 .query::<()>(&mut con)
                 .map_err(|e| anyhow!("{}: RESTORE {key}: {}", m.address, error_text(&e)))?;
+            copies
+                .keys
+                .push((m.info.clone(), m.address.clone(), key.clone()));
         }
         let results: Vec<Result<Sums>> = std::thread::scope(|scope| {
             let handles: Vec<_> = serving

@@ -8,6 +8,7 @@ mod limits;
 mod migration;
 mod report;
 mod scenario;
+mod scratch;
 mod server;
 mod spread;
 mod throughput;
@@ -297,10 +298,11 @@ struct MigrationArgs {
     /// Commands per pipeline (SET, RING.MGET of this many members, RING.SLOT).
     #[arg(long, default_value_t = 1000)]
     batch: usize,
-    /// Leave the member keys and the rings on the server (--url).
+    /// Leave the member keys and the rings on the server (--url) until their TTL (an hour).
     #[arg(long)]
     keep: bool,
-    /// Accept existing keys that match the member prefix (--url); they are overwritten.
+    /// Evaluate the keys that already match the member prefix (--url) as they are, read-only,
+    /// instead of writing --keys new ones.
     #[arg(long)]
     reuse_keys: bool,
     /// Stem of the output files.
@@ -377,10 +379,21 @@ fn real_main() -> Result<()> {
         }
     };
     let mut con = server::connect(&url)?;
+    // Ctrl-C: the keys the run made are deleted before the program exits (a run that dies
+    // otherwise leaves them until their TTL).
+    ctrlc::set_handler(|| {
+        eprintln!("ringslot-bench: interrupted; deleting the keys this run made");
+        scratch::interrupted();
+        std::process::exit(130);
+    })
+    .context("install the Ctrl-C handler")?;
+    // Our own server is thrown away at the end: no need to clean it.
+    let keep = _own.is_some() || matches!(&cli.command, Command::Migration(a) if a.keep);
+    let scratch = scratch::Scratch::new(&url, keep);
     let started = Instant::now();
     let md = match &cli.command {
-        Command::Migration(a) => migration_cmd(&mut con, g, a, _own.is_some())?,
-        Command::Balance(a) => balance_cmd(&mut con, g, a)?,
+        Command::Migration(a) => migration_cmd(&mut con, &scratch, g, a)?,
+        Command::Balance(a) => balance_cmd(&mut con, &scratch, g, a)?,
         Command::Spread(a) => {
             for f in &a.flavours {
                 check_flavour(f)?;
@@ -395,7 +408,7 @@ fn real_main() -> Result<()> {
                 seed: a.seed,
                 names: g.names.clone(),
             };
-            let outcome = spread::run_spread(&mut con, &opts)?;
+            let outcome = spread::run_spread(&mut con, &scratch, &opts)?;
             spread::write_outputs(&g.out, &a.name, &outcome, &opts)?
         }
         Command::Throughput(_) | Command::Limits(_) | Command::Whatif(_) | Command::Cluster(_) => {
@@ -459,9 +472,9 @@ fn check_flavour(f: &str) -> Result<()> {
 
 fn migration_cmd(
     con: &mut redis::Connection,
+    scratch: &scratch::Scratch,
     g: &Global,
     a: &MigrationArgs,
-    own_server: bool,
 ) -> Result<String> {
     let scenario = match &a.scenario {
         Some(path) => {
@@ -503,10 +516,7 @@ fn migration_cmd(
         });
     }
     let members = match a.sample {
-        Some(n) => Members::Sample {
-            prefix: a.key_prefix.clone(),
-            count: n,
-        },
+        Some(n) => Members::Sample { count: n },
         None => Members::Keys {
             prefix: a.key_prefix.clone(),
             count: a.keys,
@@ -520,12 +530,10 @@ fn migration_cmd(
         rings,
         members,
         batch: a.batch.max(1),
-        // Our own server is thrown away at the end: no need to clean it.
-        keep: a.keep || own_server,
         reuse_keys: a.reuse_keys,
         schemes: other_schemes(&a.schemes)?,
     };
-    let rows = migration::run_scenario(con, &scenario, &opts)?;
+    let rows = migration::run_scenario(con, scratch, &scenario, &opts)?;
     let title = format!(
         "Migration cost: {} nodes, {} changes, {count}",
         scenario.start.len(),
@@ -534,7 +542,12 @@ fn migration_cmd(
     migration::write_outputs(&g.out, &a.name, &rows, &title)
 }
 
-fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Result<String> {
+fn balance_cmd(
+    con: &mut redis::Connection,
+    scratch: &scratch::Scratch,
+    g: &Global,
+    a: &BalanceArgs,
+) -> Result<String> {
     for f in &a.flavours {
         check_flavour(f)?;
     }
@@ -545,15 +558,15 @@ fn balance_cmd(con: &mut redis::Connection, g: &Global, a: &BalanceArgs) -> Resu
         bail!("--name-sets needs at least 1");
     }
     let schemes = other_schemes(&a.schemes)?;
-    let rows = balance::run_balance(
-        con,
-        &a.nodes,
-        &a.vnodes,
-        &a.flavours,
-        &g.names,
-        a.name_sets,
-        &schemes,
-    )?;
+    let opts = balance::Options {
+        node_counts: &a.nodes,
+        vnodes: &a.vnodes,
+        flavours: &a.flavours,
+        template: &g.names,
+        sets: a.name_sets,
+        schemes: &schemes,
+    };
+    let rows = balance::run_balance(con, scratch, &opts)?;
     let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
     // The node names change the native ring's points: say which ones were used.
     let title = format!(

@@ -4,10 +4,11 @@
 
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::{Scenario, Step};
+use crate::scratch::Scratch;
 use crate::server::{field, float, int, run};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use ringslot_harness::redis::{self, Connection, Value};
+use ringslot_harness::redis::{Connection, Value};
 use std::path::Path;
 
 /// Prefix of every ring key the benchmark creates (kept apart from the members).
@@ -43,9 +44,9 @@ impl RingConf {
         }
     }
 
-    /// `RING.CREATE key [COMPAT f] [VNODES n]`.
-    pub fn create_args(&self) -> Vec<String> {
-        let mut args = vec!["RING.CREATE".to_string(), self.key()];
+    /// The options of its `RING.CREATE key`: `[COMPAT f] [VNODES n]`.
+    pub fn create_options(&self) -> Vec<String> {
+        let mut args = Vec::new();
         if self.flavour != "native" {
             args.extend(["COMPAT".to_string(), self.flavour.clone()]);
         }
@@ -62,24 +63,11 @@ pub enum Members {
     /// `count` real keys `prefix0 .. prefix{count-1}` written into the server and evaluated
     /// with `RING.MOVES ... KEYS prefix*`.
     Keys { prefix: String, count: u64 },
-    /// Nothing written; `RING.MOVES ... SAMPLE count`. Re-weight steps look up
-    /// `prefix0 .. prefix{count-1}` with `RING.MGET`.
-    Sample { prefix: String, count: u64 },
+    /// Nothing written; `RING.MOVES ... SAMPLE count`.
+    Sample { count: u64 },
 }
 
 impl Members {
-    fn prefix(&self) -> &str {
-        match self {
-            Members::Keys { prefix, .. } | Members::Sample { prefix, .. } => prefix,
-        }
-    }
-
-    fn count(&self) -> u64 {
-        match self {
-            Members::Keys { count, .. } | Members::Sample { count, .. } => *count,
-        }
-    }
-
     /// The `KEYS pattern` or `SAMPLE n` arguments of `RING.MOVES`.
     fn moves_args(&self) -> [String; 2] {
         match self {
@@ -107,9 +95,8 @@ pub struct Options {
     pub members: Members,
     /// Commands per pipeline when writing keys and looking up owners.
     pub batch: usize,
-    /// Leave the keys and rings on the server at the end.
-    pub keep: bool,
-    /// Accept keys that already match the members' pattern (a `--url` server).
+    /// Evaluate the keys that already match the members' pattern, read-only (a `--url`
+    /// server), instead of writing them.
     pub reuse_keys: bool,
     /// Schemes beyond the rings, the slot table and modulo (`jump`, `rendezvous`, `maglev`,
     /// `multiprobe`, `bounded`), evaluated with `RING.MOVES ... SCHEMES` on the native ring of
@@ -156,8 +143,17 @@ fn bar(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Runs `scenario` on the server behind `con`; returns one row per step and scheme (rings in
-/// `opts.rings` order, then `slot table` and `modulo`, from the first ring's replies).
-pub fn run_scenario(con: &mut Connection, scenario: &Scenario, opts: &Options) -> Result<Vec<Row>> {
+/// `opts.rings` order, then `slot table` and `modulo`, from the first ring's replies). Changes
+/// no key it did not create (`scratch` makes and deletes the rest): with `reuse_keys` the keys
+/// that match the members' prefix are evaluated as they are, read-only; otherwise none may
+/// exist, and the members are written with a TTL, to be deleted with the rings when the run
+/// ends, on every exit path.
+pub fn run_scenario(
+    con: &mut Connection,
+    scratch: &Scratch,
+    scenario: &Scenario,
+    opts: &Options,
+) -> Result<Vec<Row>> {
     if opts.rings.is_empty() {
         bail!("no ring configuration to measure");
     }
@@ -168,44 +164,39 @@ pub fn run_scenario(con: &mut Connection, scenario: &Scenario, opts: &Options) -
         .position(|r| r.flavour == "native")
         .unwrap_or(0);
     for ring in &opts.rings {
-        run(con, &["DEL", &ring.key()])?;
-        run(con, &ring.create_args())?;
+        scratch.ring(con, &ring.key(), &ring.create_options())?;
         let mut add = vec!["RING.ADD".to_string(), ring.key()];
         add.extend(scenario.start.iter().cloned());
         run(con, &add)?;
     }
-    let wrote = match &opts.members {
-        Members::Keys { prefix, count } => {
-            let existing = members_matching(con, &opts.rings[base], &opts.members)?;
-            if existing > 0 && !opts.reuse_keys {
+    if let Members::Keys { prefix, count } = &opts.members {
+        let existing = members_matching(con, &opts.rings[base], &opts.members)?;
+        if opts.reuse_keys {
+            if existing == 0 {
+                bail!("no key matches `{prefix}*`: nothing to evaluate with --reuse-keys");
+            }
+        } else {
+            if existing > 0 {
                 bail!(
                     "{existing} keys matching `{prefix}*` already exist on the server; the \
-                     benchmark would overwrite them. Pick another --key-prefix, or pass \
-                     --reuse-keys"
+                     benchmark changes no key it did not create. Pick another --key-prefix, or \
+                     pass --reuse-keys to evaluate those keys as they are (read-only)"
                 );
             }
-            write_keys(con, prefix, *count, opts.batch)?;
+            let names: Vec<String> = (0..*count).map(|k| format!("{prefix}{k}")).collect();
+            let progress = bar(*count, "writing keys");
+            let made = scratch.write_new(con, &names, opts.batch)?;
+            progress.finish_and_clear();
             let seen = members_matching(con, &opts.rings[base], &opts.members)?;
-            if seen != *count {
+            if made != *count || seen != *count {
                 bail!(
-                    "{seen} keys match `{prefix}*` but {count} were written: other keys share \
-                     the prefix; pick another --key-prefix"
+                    "{seen} keys match `{prefix}*` and {made} of {count} were written: another \
+                     client writes keys of that prefix; pick another --key-prefix"
                 );
             }
-            true
-        }
-        Members::Sample { .. } => false,
-    };
-    let result = measure(con, scenario, opts, base);
-    if !opts.keep {
-        for ring in &opts.rings {
-            run(con, &["DEL", &ring.key()])?;
-        }
-        if wrote {
-            delete_keys(con, opts.members.prefix(), opts.members.count(), opts.batch)?;
         }
     }
-    result
+    measure(con, scenario, opts, base)
 }
 
 /// Members matching the pattern, as `RING.MOVES ... KEYS` counts them.
@@ -217,40 +208,6 @@ fn members_matching(con: &mut Connection, ring: &RingConf, members: &Members) ->
         &["RING.MOVES", &ring.key(), "ADD", probe, &kw, &pattern],
     )?;
     Ok(int(field(&reply, "members")?)? as u64)
-}
-
-fn write_keys(con: &mut Connection, prefix: &str, count: u64, batch: usize) -> Result<()> {
-    let progress = bar(count, "writing keys");
-    let mut i = 0u64;
-    while i < count {
-        let end = (i + batch as u64).min(count);
-        let mut pipe = redis::pipe();
-        for k in i..end {
-            pipe.cmd("SET")
-                .arg(format!("{prefix}{k}"))
-                .arg("v")
-                .ignore();
-        }
-        pipe.query::<()>(con).context("writing the member keys")?;
-        progress.inc(end - i);
-        i = end;
-    }
-    progress.finish_and_clear();
-    Ok(())
-}
-
-fn delete_keys(con: &mut Connection, prefix: &str, count: u64, batch: usize) -> Result<()> {
-    let mut i = 0u64;
-    while i < count {
-        let end = (i + batch as u64).min(count);
-        let mut c = redis::cmd("UNLINK");
-        for k in i..end {
-            c.arg(format!("{prefix}{k}"));
-        }
-        c.query::<()>(con).context("deleting the member keys")?;
-        i = end;
-    }
-    Ok(())
 }
 
 fn measure(

@@ -26,6 +26,7 @@
 
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
+use crate::scratch::Scratch;
 use crate::server::{int, items, run, text};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -201,13 +202,13 @@ pub fn history_views(
 /// as node numbers.
 fn ring_owners(
     con: &mut Connection,
+    scratch: &Scratch,
     flavour: &str,
     view: &[usize],
     names: &[String],
     members: &[String],
 ) -> Result<Vec<Option<usize>>> {
-    run(con, &["DEL", KEY])?;
-    run(con, &["RING.CREATE", KEY, "COMPAT", flavour])?;
+    scratch.ring(con, KEY, &["COMPAT".to_string(), flavour.to_string()])?;
     let mut add = vec!["RING.ADD".to_string(), KEY.to_string()];
     add.extend(view.iter().map(|&n| names[n].clone()));
     run(con, &add)?;
@@ -283,7 +284,7 @@ pub struct Outcome {
 }
 
 /// Measures every scheme over both kinds of views (see the module docs).
-pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
+pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Result<Outcome> {
     let c = opts.nodes;
     if c < 2 || opts.t < 1 || opts.members == 0 || opts.views < 1 {
         bail!("spread needs at least 2 nodes, t >= 1, 1 view and 1 member");
@@ -310,7 +311,7 @@ pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
             bar.set_message(format!("{kind}: {flavour}"));
             let mut owners = Vec::with_capacity(views.len());
             for view in views.iter() {
-                owners.push(ring_owners(con, flavour, view, &names, &members)?);
+                owners.push(ring_owners(con, scratch, flavour, view, &names, &members)?);
                 bar.inc(1);
             }
             rows.push(summarise(kind, flavour, views, &owners, c));
@@ -334,7 +335,7 @@ pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
 
     // The slot table: subsets drain the others from the create layout over all nodes.
     bar.set_message("slot table");
-    run(con, &["DEL", KEY])?;
+    scratch.ring(con, KEY, &[])?;
     let mut add = vec!["RING.ADD".to_string(), KEY.to_string()];
     add.extend(names.iter().cloned());
     run(con, &add)?;
@@ -347,7 +348,7 @@ pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
     };
     let mut owners = Vec::new();
     for view in &subsets {
-        run(con, &["DEL", KEY])?;
+        scratch.ring(con, KEY, &[])?;
         run(con, &add)?;
         let mut del = vec!["RING.DEL".to_string(), KEY.to_string()];
         del.extend(
@@ -363,7 +364,7 @@ pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
     }
     rows.push(summarise("subsets", "slot table", &subsets, &owners, c));
     // The history: one ring follows it.
-    run(con, &["DEL", KEY])?;
+    scratch.ring(con, KEY, &[])?;
     let mut first = vec!["RING.ADD".to_string(), KEY.to_string()];
     first.extend(history[0].iter().map(|&n| names[n].clone()));
     run(con, &first)?;
@@ -386,7 +387,7 @@ pub fn run_spread(con: &mut Connection, opts: &Options) -> Result<Outcome> {
             o.len() as u32
         })
         .collect();
-    run(con, &["DEL", KEY])?;
+    scratch.delete(con, KEY)?;
     bar.finish_and_clear();
     // Order: subsets then history, schemes in the order measured.
     rows.sort_by_key(|r| r.kind != "subsets");

@@ -517,3 +517,150 @@ fn throughput_reports_every_command_memory_and_reload() {
     let written = std::fs::read_to_string(out.path().join("throughput.md")).unwrap();
     assert!(written.contains("## Targets"));
 }
+
+#[test]
+fn a_users_data_is_never_touched() {
+    // The program against a server holding a user's data (as with --url): whatever it runs,
+    // succeeds or fails, the data set's digest is the same after, and nothing of its own is
+    // left (reliability trial: `--key-prefix acct: --reuse-keys` overwrote 1000 acct:* keys
+    // and deleted them).
+    let server = Server::start();
+    let url = server.url();
+    let mut con = server.client();
+    for i in 0..1000 {
+        q(&mut con, &format!("SET acct:{i} balance-{i}"));
+    }
+    q(&mut con, "HSET acct:h field value");
+    q(&mut con, "SET ringslot-bench:ring:native:10 the-users-own");
+    let digest = |con: &mut redis::Connection| bytes(&q(con, "DEBUG DIGEST"));
+    let leftovers = |con: &mut redis::Connection, pattern: &str| -> Vec<String> {
+        redis::cmd("KEYS").arg(pattern).query(con).unwrap()
+    };
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().to_str().unwrap();
+    let migration = |extra: &[&str]| {
+        let mut args = vec![
+            "--url",
+            url.as_str(),
+            "--out",
+            out,
+            "migration",
+            "--grow",
+            "3..4",
+            "--vnodes",
+            "10,160",
+            "--compat",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        bench(&args)
+    };
+    let before = digest(&mut con);
+    // A key the program would make exists: refused, and the key is the user's still.
+    let run = migration(&["--key-prefix", "acct:", "--reuse-keys"]);
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("cannot make the ring ringslot-bench:ring:native:10"),
+        "{err}"
+    );
+    assert_eq!(digest(&mut con), before);
+    assert_eq!(
+        leftovers(&mut con, "ringslot-bench:ring:native:160"),
+        Vec::<String>::new()
+    );
+    q(&mut con, "DEL ringslot-bench:ring:native:10");
+    let before = digest(&mut con);
+
+    // The user's keys evaluated as they are: read-only.
+    let run = migration(&["--key-prefix", "acct:", "--reuse-keys"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows = csv_rows(&out_dir.path().join("migration.csv"));
+    assert_eq!(
+        num(&rows[&(1, "ring vnodes=10".to_string())], "members"),
+        1001.0
+    );
+    assert_eq!(digest(&mut con), before);
+    // Without --reuse-keys they are not written over: refused.
+    let run = migration(&["--key-prefix", "acct:", "--keys", "1000"]);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--reuse-keys"));
+    assert_eq!(digest(&mut con), before);
+    // Keys of its own, written and deleted.
+    let run = migration(&["--key-prefix", "fresh:", "--keys", "300"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(digest(&mut con), before);
+    // A run that fails half-way (Maglev refuses a table size that is not a prime) deletes the
+    // keys it wrote.
+    q(&mut con, "CONFIG SET ringslot.maglev-size 65536");
+    let run = migration(&[
+        "--key-prefix",
+        "fresh:",
+        "--keys",
+        "300",
+        "--schemes",
+        "maglev",
+    ]);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("maglev-size"));
+    q(&mut con, "CONFIG SET ringslot.maglev-size 65537");
+    assert_eq!(digest(&mut con), before);
+    // Kept keys carry a TTL.
+    let run = migration(&["--key-prefix", "fresh:", "--keys", "300", "--keep"]);
+    assert!(run.status.success());
+    for key in ["fresh:0", "ringslot-bench:ring:native:160"] {
+        let ttl = int(&q(&mut con, &format!("PTTL {key}")));
+        assert!(ttl > 0, "{key}: PTTL {ttl}");
+    }
+    for i in 0..300 {
+        q(&mut con, &format!("DEL fresh:{i}"));
+    }
+    q(
+        &mut con,
+        "DEL ringslot-bench:ring:native:10 ringslot-bench:ring:native:160",
+    );
+    assert_eq!(digest(&mut con), before);
+
+    // The other subcommands that run on --url.
+    ok(&[
+        "--url",
+        &url,
+        "--out",
+        out,
+        "balance",
+        "--nodes",
+        "3",
+        "--vnodes",
+        "1,2",
+        "--name-sets",
+        "1",
+    ]);
+    ok(&[
+        "--url",
+        &url,
+        "--out",
+        out,
+        "spread",
+        "--nodes",
+        "4",
+        "--views",
+        "2",
+        "--steps",
+        "2",
+        "--members",
+        "200",
+    ]);
+    assert_eq!(digest(&mut con), before);
+    assert_eq!(
+        leftovers(&mut con, "ringslot-bench:*"),
+        Vec::<String>::new()
+    );
+}

@@ -4,7 +4,7 @@
 use super::error::EngineError;
 use super::ring::delta::NodeChange;
 use super::schemes::{Scheme, SchemeParams};
-use super::topology::{check_weight, follow_nodes, Topology};
+use super::topology::{check_weight, follow_nodes, Limits, Topology};
 
 /// A node change to evaluate, as the write that would make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl Topology {
     pub(crate) fn prepare<'a>(
         &'a self,
         change: &'a Change,
-        max_points: u64,
+        limits: Limits,
     ) -> Result<Prepared<'a>, EngineError> {
         let nodes = self.nodes();
         let count = nodes.len();
@@ -193,7 +193,7 @@ impl Topology {
             }
         };
         if !matches!(node_change, NodeChange::Leave { .. }) {
-            self.check_points(&weights, max_points)?;
+            self.check_points(&weights, limits)?;
         }
         let same = weights.len() == count && weights.iter().zip(nodes).all(|(&w, n)| w == n.weight);
         Ok(Prepared {
@@ -206,12 +206,18 @@ impl Topology {
         })
     }
 
+    /// Checks `change` against the ring as [`Topology::what_if`] would (an unknown node, a bad
+    /// weight, a ring past `limits`), without evaluating anything. Cost: O(N).
+    pub fn check_change(&self, change: &Change, limits: Limits) -> Result<(), EngineError> {
+        self.prepare(change, limits).map(|_| ())
+    }
+
     /// The slots `change` would move, as `redis-cli --cluster rebalance
     /// --cluster-use-empty-masters` would move them (in the order it would, one entry per
     /// "Moving N slots from A to B"), or as `--cluster create` lays out the first nodes.
     /// Changes nothing. Errors: those of [`Topology::what_if`].
-    pub fn plan(&self, change: &Change, max_points: u64) -> Result<Vec<PlannedMove>, EngineError> {
-        let p = self.prepare(change, max_points)?;
+    pub fn plan(&self, change: &Change, limits: Limits) -> Result<Vec<PlannedMove>, EngineError> {
+        let p = self.prepare(change, limits)?;
         if p.same {
             return Ok(Vec::new());
         }
@@ -241,14 +247,14 @@ impl Topology {
     /// the slot side rebalances a copy of the 16384-slot table. Cost: O(k log k) for the k
     /// points that change, O(S + N) for the table, then O(log P) per member. Errors: adding a
     /// node already in the ring without a weight, removing an unknown node, a bad weight, a
-    /// ring that would have more than `max_points` points after the change (checked before
+    /// ring that would pass `limits` after the change (checked before
     /// anything is built). The default what-if of `RING.MOVES`:
     /// [`Topology::what_if_schemes`] with [`Scheme::DEFAULT`].
     pub fn what_if<I, M>(
         &self,
         change: &Change,
         members: I,
-        max_points: u64,
+        limits: Limits,
     ) -> Result<WhatIf, EngineError>
     where
         I: IntoIterator<Item = M>,
@@ -259,7 +265,7 @@ impl Topology {
             members,
             &Scheme::DEFAULT,
             &SchemeParams::default(),
-            max_points,
+            limits,
         )?;
         let part = |s: Scheme| w.schemes.iter().find(|r| r.scheme == s);
         let (ring, slots, modulo) = (

@@ -22,6 +22,14 @@ pub enum EngineError {
         /// The configured limit.
         limit: u64,
     },
+    /// The change would give the ring more nodes than allowed (`ringslot.max-nodes`).
+    #[error("the ring would have {nodes} nodes, more than ringslot.max-nodes ({limit})")]
+    TooManyNodes {
+        /// Nodes the ring would have after the change.
+        nodes: u64,
+        /// The configured limit.
+        limit: u64,
+    },
     /// A slot range outside `0..=16383` or with start after end.
     #[error("invalid slot range {start}..{end}: slots are 0..16383 and start <= end")]
     BadSlotRange {

@@ -146,36 +146,179 @@ impl Flavour {
 
     /// Appends to `out` the points `from..to` of `node` (indices count points, not labels).
     /// For ketama, `from` and `to` are multiples of 4: label `i` yields points `4i..4i+4`.
+    ///
+    /// The node's name is hashed once for all its points, not once per label, so that the work
+    /// does not multiply the name's length by its points (a 64 KiB name with 100000 points
+    /// would hash 6.5 GB): the hash state after the label's fixed prefix is kept and continued
+    /// with each label's digits (native: `node#`; ketama: `host-`, MD5's state), or the name's
+    /// effect on the state is worked out once (groupcache: CRC32 is affine in its starting
+    /// state over the name; native-fnv, whose labels start with the index: see
+    /// [`FnvSpan`]). The points are bit for bit those of hashing each label whole.
     pub fn push_points(self, node: &[u8], from: u32, to: u32, out: &mut Vec<u64>) {
-        let mut label = Vec::with_capacity(node.len() + 12);
+        let mut digits = Vec::with_capacity(24);
         match self {
             Flavour::Native => {
+                let prefix = fnv_state(FNV_OFFSET, node, b"#");
                 for i in from..to {
-                    native_label(node, i, &mut label);
-                    out.push(native_hash(&label));
+                    digits.clear();
+                    push_decimal(&mut digits, i.saturating_add(1));
+                    out.push(fmix64(fnv_state(prefix, &digits, b"")));
                 }
             }
             Flavour::NativeFnv => {
+                let span = FnvSpan::new(node);
+                let mut offsets = [None; 256];
                 for i in from..to {
-                    native_fnv_label(node, i, &mut label);
-                    out.push(fnv1a64(&label));
+                    digits.clear();
+                    push_decimal(&mut digits, i);
+                    let before = fnv_state(FNV_OFFSET, &digits, b"#");
+                    let after = span.apply(before, &mut offsets);
+                    out.push(fnv_state(after, b"#", &digits));
                 }
             }
             Flavour::Groupcache => {
+                let span = CrcSpan::new(node);
                 for i in from..to {
-                    groupcache_label(node, i, &mut label);
-                    out.push(u64::from(crc32fast::hash(&label)));
+                    digits.clear();
+                    push_decimal(&mut digits, i);
+                    out.push(u64::from(span.apply(crc32fast::hash(&digits))));
                 }
             }
             Flavour::Ketama => {
+                let mut prefix = Md5::new();
+                prefix.update(ketama_host(node));
+                prefix.update(b"-");
                 for i in from / 4..to / 4 {
-                    ketama_label(node, i, &mut label);
-                    let digest = Md5::digest(&label);
+                    digits.clear();
+                    push_decimal(&mut digits, i);
+                    let mut md5 = prefix.clone();
+                    md5.update(&digits);
+                    let digest = md5.finalize();
                     for chunk in digest.chunks_exact(4) {
                         let word = [chunk[0], chunk[1], chunk[2], chunk[3]];
                         out.push(u64::from(u32::from_le_bytes(word)));
                     }
                 }
+            }
+        }
+    }
+}
+
+/// FNV-1a-64's offset basis and prime (the FNV reference).
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
+
+/// FNV-1a-64's state after `a` then `b`, from `state`.
+fn fnv_state(state: u64, a: &[u8], b: &[u8]) -> u64 {
+    let mut hasher = fnv::FnvHasher::with_key(state);
+    hasher.write(a);
+    hasher.write(b);
+    hasher.finish()
+}
+
+/// What FNV-1a-64 over a fixed byte string (a node name) does to any starting state, worked
+/// out once per name. A step is `h -> (h xor byte) * prime`; `h xor byte` is `h + d` where
+/// `d` depends only on the low 8 bits of `h`, and those bits after a step depend only on
+/// those before it (a product's low bits come from the factors' low bits). So over `L` bytes,
+/// `h -> h * prime^L + C(h mod 256)`, with one offset `C` per starting low byte, each found by
+/// hashing the name once from that byte: at most 256 passes over the name per node, however
+/// many labels (`i#node#i`, ringslot 0.1's native) it has.
+struct FnvSpan<'a> {
+    bytes: &'a [u8],
+    /// `prime^len(bytes)`, wrapping.
+    scale: u64,
+}
+
+impl<'a> FnvSpan<'a> {
+    /// The span of `bytes`.
+    fn new(bytes: &'a [u8]) -> FnvSpan<'a> {
+        let mut scale = 1u64;
+        for _ in bytes {
+            scale = scale.wrapping_mul(FNV_PRIME);
+        }
+        FnvSpan { bytes, scale }
+    }
+
+    /// FNV-1a-64's state after the span's bytes, from `state`; `offsets` caches the offset of
+    /// each starting low byte (start with all `None`, keep it for the span's lifetime).
+    fn apply(&self, state: u64, offsets: &mut [Option<u64>; 256]) -> u64 {
+        let low = (state & 0xff) as usize;
+        let offset = match offsets.get(low).copied().flatten() {
+            Some(c) => c,
+            None => {
+                let c = fnv_state(low as u64, self.bytes, b"")
+                    .wrapping_sub((low as u64).wrapping_mul(self.scale));
+                if let Some(slot) = offsets.get_mut(low) {
+                    *slot = Some(c);
+                }
+                c
+            }
+        };
+        state.wrapping_mul(self.scale).wrapping_add(offset)
+    }
+}
+
+/// What CRC32-IEEE over a fixed byte string (a node name) does to a CRC: the CRC of `x` then
+/// the name is affine in the CRC of `x` over GF(2) (a CRC register is a linear shift register;
+/// the initial and final inversions add constants), so it is worked out once per name from 33
+/// passes over it (the zero CRC and each single bit) and applied as four byte tables.
+struct CrcSpan<'a> {
+    bytes: &'a [u8],
+    /// `None` for a short name, which is simply hashed again (cheaper than the tables).
+    tables: Option<Box<CrcTables>>,
+}
+
+/// The affine map of a [`CrcSpan`]: one table per byte of the starting CRC, and the constant.
+struct CrcTables {
+    bytes: [[u32; 256]; 4],
+    constant: u32,
+}
+
+/// Names at least this long get [`CrcTables`].
+const CRC_TABLES_FROM: usize = 64;
+
+impl<'a> CrcSpan<'a> {
+    fn new(bytes: &'a [u8]) -> CrcSpan<'a> {
+        let tables = (bytes.len() >= CRC_TABLES_FROM).then(|| {
+            let run = |crc: u32| {
+                let mut h = crc32fast::Hasher::new_with_initial(crc);
+                h.update(bytes);
+                h.finalize()
+            };
+            let constant = run(0);
+            let columns: Vec<u32> = (0..32).map(|bit| run(1 << bit) ^ constant).collect();
+            let mut t = Box::new(CrcTables {
+                bytes: [[0; 256]; 4],
+                constant,
+            });
+            for (k, table) in t.bytes.iter_mut().enumerate() {
+                for (value, entry) in table.iter_mut().enumerate() {
+                    *entry = (0..8)
+                        .filter(|bit| value >> bit & 1 == 1)
+                        .filter_map(|bit| columns.get(8 * k + bit))
+                        .fold(0, |acc, c| acc ^ c);
+                }
+            }
+            t
+        });
+        CrcSpan { bytes, tables }
+    }
+
+    /// The CRC32 of `x` followed by the span's bytes, given `crc`, the CRC32 of `x`.
+    fn apply(&self, crc: u32) -> u32 {
+        match &self.tables {
+            Some(t) => {
+                let [b0, b1, b2, b3] = crc.to_le_bytes();
+                t.constant
+                    ^ t.bytes[0][usize::from(b0)]
+                    ^ t.bytes[1][usize::from(b1)]
+                    ^ t.bytes[2][usize::from(b2)]
+                    ^ t.bytes[3][usize::from(b3)]
+            }
+            None => {
+                let mut h = crc32fast::Hasher::new_with_initial(crc);
+                h.update(self.bytes);
+                h.finalize()
             }
         }
     }
@@ -332,6 +475,68 @@ mod tests {
         assert_eq!(l, b"10.0.1.1:6379-0");
         ketama_label(b"cache", 4294967295, &mut l);
         assert_eq!(l, b"cache-4294967295");
+    }
+
+    /// The points of `node` as the labels define them: each label hashed whole.
+    fn points_label_by_label(f: Flavour, node: &[u8], from: u32, to: u32) -> Vec<u64> {
+        let mut label = Vec::new();
+        let mut out = Vec::new();
+        match f {
+            Flavour::Ketama => {
+                for i in from / 4..to / 4 {
+                    ketama_label(node, i, &mut label);
+                    out.extend((0..4).map(|a| u64::from(md5_le_u32(&label, a))));
+                }
+            }
+            _ => {
+                for i in from..to {
+                    let h = match f {
+                        Flavour::Native => {
+                            native_label(node, i, &mut label);
+                            native_hash(&label)
+                        }
+                        Flavour::NativeFnv => {
+                            native_fnv_label(node, i, &mut label);
+                            fnv1a64(&label)
+                        }
+                        _ => {
+                            groupcache_label(node, i, &mut label);
+                            u64::from(crc32fast::hash(&label))
+                        }
+                    };
+                    out.push(h);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn points_equal_their_labels_hashed_whole() {
+        // Names short and long (past the CRC tables' threshold, and with every byte value),
+        // ranges from 0 and from the middle, past 256 labels (every low byte of FNV's state).
+        let mut names: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"10.0.0.1:6379".to_vec(),
+            b"10.0.1.1:11211".to_vec(),
+            (0..=255u8).collect(),
+            vec![b'x'; 1000],
+        ];
+        names.push([b"host:".as_slice(), &[0xff; 70], b":11211"].concat());
+        for f in Flavour::ALL {
+            for name in &names {
+                for (from, to) in [(0, 8), (4, 600), (996, 1000)] {
+                    let mut out = Vec::new();
+                    f.push_points(name, from, to, &mut out);
+                    assert_eq!(
+                        out,
+                        points_label_by_label(f, name, from, to),
+                        "{f:?} {} bytes {from}..{to}",
+                        name.len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

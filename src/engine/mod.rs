@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod cost;
 pub mod error;
 pub mod flavour;
 pub mod glob;
@@ -24,4 +25,4 @@ pub use sample::{sample_members, DEFAULT_SAMPLE};
 pub use scheme_whatif::{SchemeBalance, SchemeResult, SchemesWhatIf};
 pub use schemes::{Scheme, SchemeParams};
 pub use slots::{slot_runs, SlotMove, SlotTable};
-pub use topology::{NodeStats, Topology};
+pub use topology::{Limits, NodeStats, Topology};

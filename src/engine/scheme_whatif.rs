@@ -14,7 +14,7 @@ use super::schemes::{
     bounded_loads, jump, key_hash, maglev_owner, maglev_table, rendezvous_owner, rendezvous_seed,
     MultiProbe, Scheme, SchemeParams,
 };
-use super::topology::{follow_nodes, Topology};
+use super::topology::{follow_nodes, Limits, Topology};
 
 /// Members whose ring lookups a what-if sorts and makes together (512 KiB of hashes).
 const RING_CHUNK: usize = 65536;
@@ -161,13 +161,13 @@ impl Topology {
         members: I,
         schemes: &[Scheme],
         params: &SchemeParams,
-        max_points: u64,
+        limits: Limits,
     ) -> Result<SchemesWhatIf, EngineError>
     where
         I: IntoIterator<Item = M>,
         M: AsRef<[u8]>,
     {
-        let p = self.prepare(change, max_points)?;
+        let p = self.prepare(change, limits)?;
         let count = self.nodes().len();
         let wants = |s: Scheme| schemes.contains(&s);
         // Each scheme's state, built only when the scheme is asked for.

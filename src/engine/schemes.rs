@@ -24,7 +24,7 @@
 //! Members are hashed with the native flavour's strong hash ([`super::flavour::native_hash`]),
 //! the same for every scheme that takes a key hash, so that a comparison is fair.
 
-use super::flavour::{fmix64, native_hash};
+use super::flavour::{fmix64, native_hash, Flavour};
 use xxhash_rust::xxh64::xxh64;
 
 /// A placement scheme, as `RING.MOVES ... SCHEMES` and `RING.OWNERS` name it.
@@ -300,12 +300,11 @@ impl MultiProbe {
             }
         };
         let mut points = Vec::new();
-        let mut label = Vec::new();
+        let mut hashes = Vec::new();
         for (i, &(name, weight)) in nodes.iter().enumerate() {
-            for k in 0..points_of(weight) {
-                super::flavour::native_label(name, k, &mut label);
-                points.push((native_hash(&label), i as u32));
-            }
+            hashes.clear();
+            Flavour::Native.push_points(name, 0, points_of(weight), &mut hashes);
+            points.extend(hashes.iter().map(|&h| (h, i as u32)));
         }
         points.sort_unstable();
         MultiProbe { points }

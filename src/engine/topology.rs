@@ -12,6 +12,12 @@ use std::collections::HashMap;
 pub const MAX_WEIGHT: u32 = 1_000_000;
 /// Largest `VNODES` accepted.
 pub const MAX_VNODES: u32 = 100_000;
+/// The most points any ring may have, however it is made: the upper bound of
+/// `ringslot.max-points`, and the ceiling a stored ring (an RDB, a `RESTORE` or `MIGRATE`
+/// payload, a full sync) is checked against before any point is built. Below it, a stored ring
+/// loads as written whatever this server's `ringslot.max-points`, since a replica or the target
+/// of a reshard must hold what its master held.
+pub const MAX_POINTS_CEILING: u64 = 100_000_000;
 
 /// A ring and its slot table. Every method that changes it validates everything first, so an
 /// `Err` means nothing changed.
@@ -70,6 +76,25 @@ pub struct Config {
     pub hashtag: bool,
 }
 
+/// How big a command may make a ring: `ringslot.max-points` and `ringslot.max-nodes`. Writes
+/// replayed from the AOF or sent by a master, and what-ifs of such rings, use
+/// [`Limits::NONE`]: they were accepted once already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most points.
+    pub points: u64,
+    /// The most nodes.
+    pub nodes: u64,
+}
+
+impl Limits {
+    /// No limit.
+    pub const NONE: Limits = Limits {
+        points: u64::MAX,
+        nodes: u64::MAX,
+    };
+}
+
 /// Checks a `WEIGHT` value: `1..=MAX_WEIGHT`.
 pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
     u32::try_from(weight)
@@ -111,7 +136,11 @@ impl Topology {
     }
 
     /// Rebuilds a topology from stored parts (RDB): configuration, nodes in order, and the slot
-    /// table as `(start, end, node index)` ranges. Points are recomputed.
+    /// table as `(start, end, node index)` ranges. Everything is checked before any point is
+    /// built: `vnodes` in range (160 for ketama, which fixes it), names non-empty and distinct,
+    /// weights in `1..=MAX_WEIGHT`, at most [`MAX_POINTS_CEILING`] points, slot ranges inside
+    /// `0..=16383`, in ascending order without overlap and owned by a listed node. Error:
+    /// `Corrupt` naming the first inconsistency; nothing is built then.
     pub fn from_parts(
         flavour: Flavour,
         vnodes: u32,
@@ -122,20 +151,44 @@ impl Topology {
         if vnodes == 0 || vnodes > MAX_VNODES {
             return Err(EngineError::Corrupt("vnodes out of range"));
         }
-        let mut seen = HashMap::new();
+        if flavour.fixes_vnodes() && vnodes != flavour.default_vnodes() {
+            return Err(EngineError::Corrupt("vnodes differs from the flavour's"));
+        }
+        let mut seen = HashMap::with_capacity(nodes.len());
         for (name, weight) in &nodes {
-            if name.is_empty() || *weight == 0 || *weight > MAX_WEIGHT {
-                return Err(EngineError::Corrupt("bad node"));
+            if name.is_empty() {
+                return Err(EngineError::Corrupt("empty node name"));
+            }
+            if *weight == 0 || *weight > MAX_WEIGHT {
+                return Err(EngineError::Corrupt("weight out of range"));
             }
             if seen.insert(name.as_slice(), ()).is_some() {
                 return Err(EngineError::Corrupt("duplicate node"));
             }
         }
-        let mut slots = SlotTable::new();
+        let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
+        let ceiling = Limits {
+            points: MAX_POINTS_CEILING,
+            nodes: u64::MAX,
+        };
+        if Topology::check_planned_points(flavour, vnodes, &weights, ceiling).is_err() {
+            return Err(EngineError::Corrupt(
+                "more points than any ring may have (the ceiling of ringslot.max-points)",
+            ));
+        }
+        let mut next_free = 0usize;
         for &(start, end, owner) in slot_ranges {
-            if start > end || usize::from(end) >= SLOT_COUNT || owner >= nodes.len() {
+            let (start, end) = (usize::from(start), usize::from(end));
+            if start > end || end >= SLOT_COUNT || start < next_free {
                 return Err(EngineError::Corrupt("bad slot range"));
             }
+            if owner >= nodes.len() {
+                return Err(EngineError::Corrupt("slot range owned by no node"));
+            }
+            next_free = end + 1;
+        }
+        let mut slots = SlotTable::new();
+        for &(start, end, owner) in slot_ranges {
             slots.assign(start, end, owner);
         }
         let mut ring = Ring::new(flavour, vnodes, hashtag);
@@ -165,13 +218,13 @@ impl Topology {
     /// Adds the nodes `names` (duplicates count once) with `weight` (default 1), or re-weights
     /// those already present when `weight` is given. Returns `(added, changed)`: how many nodes
     /// are new, and whether anything changed. The slot table is laid out as `--cluster create`
-    /// when it was empty, else rebalanced. Errors: empty name, weight out of range, more than
-    /// `max_points` points; nothing changes then.
+    /// when it was empty, else rebalanced. Errors: empty name, weight out of range, more points
+    /// or nodes than `limits` allow; nothing changes then.
     pub fn add(
         &mut self,
         names: &[&[u8]],
         weight: Option<i64>,
-        max_points: u64,
+        limits: Limits,
     ) -> Result<(usize, bool), EngineError> {
         let weight = weight.map(check_weight).transpose()?;
         if names.iter().any(|n| n.is_empty()) {
@@ -211,17 +264,17 @@ impl Topology {
             return Ok((0, false));
         }
         let weights: Vec<u32> = nodes.iter().map(|(_, w)| *w).collect();
-        self.check_points(&weights, max_points)?;
+        self.check_points(&weights, limits)?;
         let names: Vec<&[u8]> = nodes.iter().map(|(n, _)| n.as_slice()).collect();
         follow_nodes(&mut self.slots, &names, &weights);
         self.ring.set_nodes(nodes);
         Ok((added, true))
     }
 
-    /// Checks that a ring of this one's flavour and VNODES with nodes of `weights` would have
-    /// at most `max_points` points, without building it. Error: `TooManyPoints`.
-    pub fn check_points(&self, weights: &[u32], max_points: u64) -> Result<(), EngineError> {
-        Topology::check_planned_points(self.ring.flavour(), self.ring.vnodes(), weights, max_points)
+    /// Checks that a ring of this one's flavour and VNODES with nodes of `weights` would stay
+    /// within `limits`, without building it. Errors: `TooManyNodes`, `TooManyPoints`.
+    pub fn check_points(&self, weights: &[u32], limits: Limits) -> Result<(), EngineError> {
+        Topology::check_planned_points(self.ring.flavour(), self.ring.vnodes(), weights, limits)
     }
 
     /// [`Topology::check_points`] for a ring not built yet, of `flavour` with `vnodes` points
@@ -230,13 +283,20 @@ impl Topology {
         flavour: Flavour,
         vnodes: u32,
         weights: &[u32],
-        max_points: u64,
+        limits: Limits,
     ) -> Result<(), EngineError> {
+        let nodes = weights.len() as u64;
+        if nodes > limits.nodes {
+            return Err(EngineError::TooManyNodes {
+                nodes,
+                limit: limits.nodes,
+            });
+        }
         let points: u64 = Ring::planned_points(flavour, vnodes, weights).iter().sum();
-        if points > max_points {
+        if points > limits.points {
             return Err(EngineError::TooManyPoints {
                 points,
-                limit: max_points,
+                limit: limits.points,
             });
         }
         Ok(())

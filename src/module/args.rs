@@ -207,28 +207,27 @@ pub fn parse_add<'a>(rest: &[&'a [u8]]) -> Result<AddArgs<'a>, ArgError> {
     }
 }
 
-/// Parses the options after the member of `RING.GET`: nothing, or `COUNT n` with `n >= 1`.
-/// Returns the count (`None`: a single owner is asked for).
+/// Parses the options after the member of `RING.GET`: nothing, or `COUNT n` with `n >= 1`;
+/// a repeated `COUNT` takes its last value, as the core's options do. Returns the count
+/// (`None`: a single owner is asked for).
 pub fn parse_get(opts: &[&[u8]]) -> Result<Option<usize>, ArgError> {
-    match opts {
-        [] => Ok(None),
-        [kw] if is_keyword(kw, "COUNT") => Err(needs_value("COUNT")),
-        [kw, n, rest @ ..] if is_keyword(kw, "COUNT") => {
-            let n = integer(n)?;
-            if n < 1 {
-                return Err(ArgError::OutOfRange {
-                    option: "COUNT",
-                    min: 1,
-                    max: i64::MAX,
-                });
-            }
-            match rest.first() {
-                Some(extra) => Err(unknown(extra, "RING.GET", "COUNT n")),
-                None => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
-            }
+    let mut count = None;
+    let mut rest = opts.iter();
+    while let Some(&opt) = rest.next() {
+        if !is_keyword(opt, "COUNT") {
+            return Err(unknown(opt, "RING.GET", "COUNT n"));
         }
-        [other, ..] => Err(unknown(other, "RING.GET", "COUNT n")),
+        let n = integer(rest.next().ok_or_else(|| needs_value("COUNT"))?)?;
+        if n < 1 {
+            return Err(ArgError::OutOfRange {
+                option: "COUNT",
+                min: 1,
+                max: i64::MAX,
+            });
+        }
+        count = Some(usize::try_from(n).unwrap_or(usize::MAX));
     }
+    Ok(count)
 }
 
 /// What `RING.MOVES` evaluates.
@@ -567,6 +566,8 @@ mod tests {
     fn get_options() {
         assert_eq!(parse_get(&v(&[])), Ok(None));
         assert_eq!(parse_get(&v(&["count", "3"])), Ok(Some(3)));
+        // A repeated option takes its last value, as the core's do.
+        assert_eq!(parse_get(&v(&["COUNT", "1", "COUNT", "2"])), Ok(Some(2)));
         assert!(matches!(
             parse_get(&v(&["COUNT", "0"])),
             Err(ArgError::OutOfRange { .. })

@@ -1,36 +1,44 @@
-//! `RING.MOVES` in the background: the calling client is blocked (`RedisModule_BlockClient`),
-//! a worker thread evaluates a snapshot of the ring taken when the command was called, and
-//! the reply is the same map an inline evaluation gives.
+//! A job runner for evaluations too long for Redis' main thread (`RING.MOVES`,
+//! `RING.OWNERS`, `RING.BALANCE` past `ringslot.inline-limit`): the calling client is blocked
+//! (`RedisModule_BlockClient`), a worker thread runs the job's closure over the job's members
+//! and hands back a finished reply, which the main thread sends. The runner knows nothing of
+//! the commands: a job is a source of members and a closure.
 //!
-//! - Sample members are made and evaluated on the worker alone.
+//! - Sample members are made on the worker alone.
 //! - Keys are read from the keyspace in slices of [`SLICE`] keys with the server lock held
-//!   (a thread-safe context, `RedisModule_Scan`), then hashed and counted with the lock free,
-//!   so that other clients wait at most one slice. Memory per run is one slice of names,
-//!   whatever the number of keys.
+//!   (a thread-safe context, `RedisModule_Scan` or `CLUSTER GETKEYSINSLOT`), then handed to the
+//!   closure with the lock free, so that other clients wait at most one slice. Memory per run
+//!   is one slice of names, whatever the number of keys.
 //! - A client that disconnects cancels its run (the worker stops at its next slice), as does
 //!   a server that shuts down; `ringslot.max-background` runs may go at once.
-//! - A write to the ring meanwhile copies the ring first (see [`super::ringtype::RingValue`]),
-//!   so it changes nothing in the result; `DEL`, `DEBUG RELOAD` or `FLUSHALL` of the database
-//!   meanwhile are safe too (the keys walked are then those of the database as it changes).
+//! - What a closure evaluates is a snapshot (an `Arc` of the ring, see
+//!   [`super::ringtype::RingValue`]): a write to the ring meanwhile copies it first, so it
+//!   changes nothing in the result; `DEL`, `DEBUG RELOAD` or `FLUSHALL` meanwhile are safe too
+//!   (the keys walked are then those of the database as it changes).
+//! - `ringslot.debug-pause-background` (for tests, as Redis' own `key-load-delay`) makes every
+//!   worker wait before each slice of members while it is 1, so that a test can act while a
+//!   run is certainly in progress, whatever the machine's speed.
 
 use super::call::{reply_error, CommandError, RawCtx};
-use super::commands::Answer;
-use super::config::{self, MAX_BACKGROUND};
+use super::config::{self, DEBUG_PAUSE, MAX_BACKGROUND};
 use super::keys::KeyWalk;
+use super::reply::Reply;
 use super::stats;
-use crate::engine::{sample_members, Change, EngineError, Scheme, SchemeParams, Topology};
+use crate::engine::{sample_members, EngineError};
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Keys read from the keyspace per hold of the server lock (about 0.2-0.5 ms).
 pub const SLICE: u64 = 1024;
 
-/// Where a background run's members come from.
+/// Where a job's members come from.
 pub enum Source {
+    /// No members (an evaluation of the ring alone).
+    Nothing,
     /// `SAMPLE count` over the ring called `name`.
     Sample {
         /// The ring key's name.
@@ -47,18 +55,19 @@ pub enum Source {
     },
 }
 
-/// One background what-if.
-pub struct Run {
-    /// The ring as it was when the command was called.
-    pub topo: Arc<Topology>,
-    /// The change to evaluate.
-    pub change: Change,
-    /// The members.
+/// What a job does with its members: the whole reply, or the error to reply.
+pub type Work = Box<
+    dyn FnOnce(&mut dyn Iterator<Item = Vec<u8>>) -> Result<Reply<'static>, CommandError> + Send,
+>;
+
+/// One evaluation for a worker.
+pub struct Job {
+    /// The command, for messages (`RING.MOVES`).
+    pub command: &'static str,
+    /// Its members.
     pub source: Source,
-    /// `ringslot.max-points`.
-    pub max_points: u64,
-    /// The schemes of `SCHEMES`, with their parameters; `None`: ring, slots and modulo.
-    pub schemes: Option<(Vec<Scheme>, SchemeParams)>,
+    /// What it does with them.
+    pub work: Work,
 }
 
 /// What a run shares with the callbacks that may cancel it.
@@ -90,9 +99,9 @@ fn runs() -> std::sync::MutexGuard<'static, Vec<(usize, Arc<RunState>)>> {
 
 /// What the worker hands to the reply callback.
 enum Outcome {
-    Done(Answer),
+    Done(Reply<'static>),
     Failed(CommandError),
-    Cancelled,
+    Cancelled(&'static str),
 }
 
 /// The pointers a worker needs, sent to its thread.
@@ -108,21 +117,21 @@ struct Handles {
 // `RedisModule_UnblockClient` are for); the worker is their only user until it unblocks it.
 unsafe impl Send for Handles {}
 
-/// Starts `run` for the client of `ctx`: blocks it and spawns the worker. Errors:
+/// Starts `job` for the client of `ctx`: blocks it and spawns the worker. Errors:
 /// `ringslot.max-background` runs already going, or a client that cannot be blocked.
 ///
 /// # Safety
 /// `ctx` must be the live context of a command call on the main thread, in a context where
 /// blocking is allowed.
-pub unsafe fn start(ctx: RawCtx, run: Run) -> Result<(), CommandError> {
+pub unsafe fn start(ctx: RawCtx, job: Job) -> Result<(), CommandError> {
     let max = i64::try_from(config::get(&MAX_BACKGROUND)).unwrap_or(i64::MAX);
     let reserved = stats::RUNNING.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
         (n < max).then_some(n + 1)
     });
     if reserved.is_err() {
         return Err(CommandError::Text(format!(
-            "ERR {max} RING.MOVES already run in the background, the most ringslot.max-background \
-             allows: try again when one ends"
+            "ERR {max} RING.* evaluations already run in the background, the most \
+             ringslot.max-background allows: try again when one ends"
         )));
     }
     let release = || stats::add(&stats::RUNNING, -1);
@@ -152,8 +161,8 @@ pub unsafe fn start(ctx: RawCtx, run: Run) -> Result<(), CommandError> {
     runs().push((bc as usize, Arc::clone(&state)));
     let handles = Handles { bc, tsc };
     let spawned = std::thread::Builder::new()
-        .name("ringslot-moves".into())
-        .spawn(move || work(handles, run, state));
+        .name("ringslot-job".into())
+        .spawn(move || work(handles, job, state));
     if spawned.is_err() {
         free_context(tsc);
         // Nothing will unblock the client: say why now.
@@ -165,13 +174,14 @@ pub unsafe fn start(ctx: RawCtx, run: Run) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The worker: evaluates, then hands the outcome to the main thread.
-fn work(handles: Handles, run: Run, state: Arc<RunState>) {
+/// The worker: runs the job, then hands the outcome to the main thread.
+fn work(handles: Handles, job: Job, state: Arc<RunState>) {
     let started = Instant::now();
     let Handles { bc, tsc } = handles;
-    let outcome = super::call::run_caught(|| evaluate(run, tsc, &state)).unwrap_or_else(|why| {
+    let command = job.command;
+    let outcome = super::call::run_caught(|| run(job, tsc, &state)).unwrap_or_else(|why| {
         Outcome::Failed(CommandError::Text(format!(
-            "ERR internal error in a background RING.MOVES: {why}"
+            "ERR internal error in a background {command}: {why}"
         )))
     });
     free_context(tsc);
@@ -227,7 +237,7 @@ fn finish(
     evaluated: u64,
     started: Instant,
 ) {
-    if matches!(outcome, Outcome::Cancelled) {
+    if matches!(outcome, Outcome::Cancelled(_)) {
         stats::RUNS_CANCELLED.fetch_add(1, Ordering::Relaxed);
     }
     stats::RUNNING_EVALUATED.fetch_sub(evaluated, Ordering::Relaxed);
@@ -246,56 +256,56 @@ fn finish(
     }
 }
 
-/// Evaluates a run on the worker thread.
-fn evaluate(run: Run, tsc: RawCtx, state: &RunState) -> Outcome {
-    let Run {
-        topo,
-        change,
+/// Waits while `ringslot.debug-pause-background` is 1 (tests), or until the run is cancelled.
+fn pause_point(state: &RunState) {
+    while config::get(&DEBUG_PAUSE) == 1 && !state.cancelled() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Runs a job on the worker thread.
+fn run(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
+    let Job {
+        command,
         source,
-        max_points,
-        schemes,
-    } = run;
-    let answer = |members: &mut dyn Iterator<Item = Vec<u8>>| -> Result<Answer, EngineError> {
-        match &schemes {
-            None => topo
-                .what_if(&change, members, max_points)
-                .map(Answer::Default),
-            Some((list, params)) => topo
-                .what_if_schemes(&change, members, list, params, max_points)
-                .map(Answer::Schemes),
-        }
-    };
+        work,
+    } = job;
     let result = match source {
+        Source::Nothing => {
+            pause_point(state);
+            work(&mut std::iter::empty())
+        }
         Source::Sample { name, count } => {
             let mut members = Counted {
                 inner: sample_members(&name, count),
                 state,
                 since: 0,
             };
-            let result = answer(&mut members);
+            let result = work(&mut members);
             state.progress(members.since);
-            result.map_err(CommandError::from)
+            result
         }
         Source::Keys { walk, limit } => {
             let mut feed = KeyFeed {
                 walk,
                 tsc,
                 slice: Vec::new(),
+                walked: 0,
                 matched: 0,
                 limit,
                 state,
                 error: None,
             };
-            let result = answer(&mut feed);
+            let result = work(&mut feed);
             match feed.error {
                 Some(e) => Err(e),
-                None => result.map_err(CommandError::from),
+                None => result,
             }
         }
     };
     match result {
-        _ if state.cancelled() => Outcome::Cancelled,
-        Ok(w) => Outcome::Done(w),
+        _ if state.cancelled() => Outcome::Cancelled(command),
+        Ok(reply) => Outcome::Done(reply),
         Err(e) => Outcome::Failed(e),
     }
 }
@@ -314,6 +324,7 @@ impl<I: Iterator<Item = Vec<u8>>> Iterator for Counted<'_, I> {
         if self.since == SLICE {
             self.state.progress(self.since);
             self.since = 0;
+            pause_point(self.state);
             if self.state.cancelled() {
                 return None;
             }
@@ -329,6 +340,8 @@ struct KeyFeed<'a> {
     walk: KeyWalk,
     tsc: RawCtx,
     slice: Vec<Vec<u8>>,
+    /// Slices read so far.
+    walked: u64,
     matched: u64,
     limit: u64,
     state: &'a RunState,
@@ -346,6 +359,9 @@ impl Iterator for KeyFeed<'_> {
             if self.walk.is_done() || self.state.cancelled() || self.error.is_some() {
                 return None;
             }
+            if self.matched > 0 || self.walked > 0 {
+                pause_point(self.state);
+            }
             if self.tsc.is_null() {
                 self.error = Some(CommandError::Text(
                     "ERR this Redis has no thread-safe contexts".into(),
@@ -362,6 +378,7 @@ impl Iterator for KeyFeed<'_> {
                 self.error = Some(e);
                 return None;
             }
+            self.walked += 1;
             self.matched += self.slice.len() as u64;
             self.state.progress(self.slice.len() as u64);
             if self.matched > self.limit {
@@ -386,12 +403,13 @@ unsafe extern "C" fn reply(
         & raw::REDISMODULE_CTX_FLAGS_RESP3 as c_int
         != 0;
     match outcome.as_ref() {
-        Some(Outcome::Done(a)) => a.reply().send(ctx, resp3),
+        Some(Outcome::Done(reply)) => reply.send(ctx, resp3),
         Some(Outcome::Failed(e)) => reply_error(ctx, e),
-        Some(Outcome::Cancelled) | None => reply_error(
+        Some(Outcome::Cancelled(command)) => reply_error(
             ctx,
-            &CommandError::Text("ERR RING.MOVES was cancelled".into()),
+            &CommandError::Text(format!("ERR {command} was cancelled")),
         ),
+        None => reply_error(ctx, &CommandError::Text("ERR cancelled".into())),
     }
     raw::Status::Ok as c_int
 }

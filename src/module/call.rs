@@ -7,9 +7,9 @@
 //! `RING.GET` from about 0.74 to 0.65 µs of server CPU (README, Performance).
 
 use super::args::ArgError;
-use super::config::DEFAULT_VNODES;
 use super::reply::Reply;
 use super::ringtype::{RingMut, RingValue, RING_TYPE};
+use crate::engine::error::shown;
 use crate::engine::{EngineError, Topology};
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisError, RedisString};
@@ -159,29 +159,38 @@ impl<'a> Call<'a> {
         f(ring.map(RingValue::topology))
     }
 
-    /// [`Call::read_ring`], with a missing key read as the implicit ring `RING.ADD` would
-    /// create (what-ifs and plans of a ring that does not exist yet).
-    pub fn read_ring_or_implicit<R>(
+    /// [`Call::read_ring`] of a ring that must exist: a missing key is an error naming it
+    /// (what-ifs, plans, owners and balance of a ring that is not there).
+    pub fn read_existing_ring<R>(
         &self,
         f: impl FnOnce(&Topology) -> Result<R, CommandError>,
     ) -> Result<R, CommandError> {
         self.read_ring(|ring| match ring {
             Some(ring) => f(ring),
-            None => f(&Topology::implicit(
-                DEFAULT_VNODES.load(std::sync::atomic::Ordering::Relaxed),
-            )?),
+            None => Err(self.no_such_key()),
         })
     }
 
-    /// A snapshot of the ring at the key (`None` when the key is missing) that later writes
-    /// do not change; `WRONGTYPE` for another type.
-    pub fn ring_snapshot(&self) -> Result<Option<Arc<Topology>>, CommandError> {
+    /// `ERR no such key '<key>'`.
+    pub fn no_such_key(&self) -> CommandError {
+        let name = self
+            .argv
+            .get(1)
+            .map(|&s| RedisString::string_as_slice(s))
+            .unwrap_or_default();
+        CommandError::Text(format!("ERR no such key {}", shown(name)))
+    }
+
+    /// A snapshot of the ring at the key that later writes do not change. Errors: a missing
+    /// key (naming it), `WRONGTYPE` for another type.
+    pub fn ring_snapshot(&self) -> Result<Arc<Topology>, CommandError> {
         let name = self.key_name()?;
         let key = RedisKey::open(self.ctx, &name);
         let ring = key
             .get_value::<RingValue>(&RING_TYPE)
             .map_err(|_| CommandError::WrongType)?;
-        Ok(ring.map(RingValue::snapshot))
+        ring.map(RingValue::snapshot)
+            .ok_or_else(|| self.no_such_key())
     }
 
     /// Opens the key for writing; see [`WritableRing`].

@@ -5,7 +5,8 @@
 
 use super::args::{self, parse_create};
 use super::call::{Call, CommandError};
-use super::config::{self, MAX_POINTS};
+use super::config;
+use super::keys::SLOT_READ_WHOLE;
 use super::reply::Reply;
 use super::ringtype::rebuild_commands;
 use crate::engine::cluster::{parse_cluster_nodes, ClusterNode};
@@ -86,15 +87,18 @@ pub fn keys_in_slot(context: &Context, slot: u16) -> Result<u64, CommandError> {
 }
 
 /// Checks that this node serves every slot of `start..=end` and none is migrating or
-/// importing ([`check_slots`]), and returns how many keys it holds there.
-pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<u64, CommandError> {
+/// importing ([`check_slots`]), and returns how many keys it holds there and whether a slot
+/// holds more than [`SLOT_READ_WHOLE`] (its keys are then found by a walk of the database).
+pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<(u64, bool), CommandError> {
     check_slots(&live_nodes(call, "RING.MOVES ... SLOTS")?, start, end)?;
     let context = call.context();
-    let mut keys = 0u64;
+    let (mut keys, mut big) = (0u64, false);
     for slot in start..=end {
-        keys += keys_in_slot(&context, slot)?;
+        let n = keys_in_slot(&context, slot)?;
+        keys += n;
+        big |= n > SLOT_READ_WHOLE;
     }
-    Ok(keys)
+    Ok((keys, big))
 }
 
 /// `RING.MIRROR key [COMPAT name] [VNODES n] [HASHTAG]` -> a map of what changed. Makes the
@@ -172,16 +176,19 @@ pub fn mirror(call: &Call) -> Result<(), CommandError> {
             .collect()
     });
     let weights: Vec<u32> = list.iter().map(|(_, w)| *w).collect();
-    Topology::check_planned_points(flavour, vnodes, &weights, config::get(&MAX_POINTS))?;
+    Topology::check_planned_points(flavour, vnodes, &weights, config::limits())?;
     let index: Vec<usize> = masters
         .iter()
         .filter_map(|m| list.iter().position(|(n, _)| n == m.address.as_bytes()))
         .collect();
-    let ranges: Vec<(u16, u16, usize)> = masters
+    let mut ranges: Vec<(u16, u16, usize)> = masters
         .iter()
         .zip(&index)
         .flat_map(|(m, &i)| m.slots.iter().map(move |&(a, b)| (a, b, i)))
         .collect();
+    // In slot order, as a stored ring lists them (a slot served twice in a stale view is
+    // refused as corrupt).
+    ranges.sort_unstable();
     let mirror = Topology::from_parts(flavour, vnodes, hashtag, list, &ranges)?;
     let owner = |t: &Topology, s: u16| {
         t.slot_table()
@@ -261,13 +268,13 @@ pub fn mirror(call: &Call) -> Result<(), CommandError> {
 /// `RING.PLAN key ADD|DEL node [WEIGHT w]` -> the moves of the slot table the change would
 /// make, in order, as `redis-cli --cluster rebalance --cluster-use-empty-masters` makes them
 /// (each "Moving N slots from A to B"): one map per move with `from`, `to` (nil for
-/// unassigned slots), `slots` (how many) and `ranges` (`[start, end]` runs). Changes nothing;
-/// a missing key is planned as the implicit ring `RING.ADD` would create.
+/// unassigned slots), `slots` (how many) and `ranges` (`[start, end]` runs). Changes nothing.
+/// Error: a missing key (naming it), a change the ring refuses.
 pub fn plan(call: &Call) -> Result<(), CommandError> {
     let change = args::parse_plan(&call.rest(2, 2, usize::MAX)?)?;
-    let max_points = config::get(&MAX_POINTS);
-    call.read_ring_or_implicit(|ring| {
-        let moves = ring.plan(&change, max_points)?;
+    let limits = config::limits();
+    call.read_existing_ring(|ring| {
+        let moves = ring.plan(&change, limits)?;
         fn node(n: &Option<Vec<u8>>) -> Reply<'_> {
             n.as_deref().map_or(Reply::Nil, Reply::Bulk)
         }

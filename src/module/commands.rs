@@ -10,32 +10,31 @@
 //! MULTI/EXEC).
 
 use super::args::{self, Members};
-use super::background::{self, Run, Source};
+use super::background::{self, Job, Source, Work};
 use super::call::{Call, CommandError};
 use super::cluster;
-use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_POINTS, MAX_SAMPLE};
-use super::keys::{self, KeyWalk, Reader};
+use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_SAMPLE};
+use super::keys::{self, KeyWalk};
 use super::reply::Reply;
+use crate::engine::cost;
 use crate::engine::error::shown;
-use crate::engine::scheme_whatif::scheme_cost;
 use crate::engine::{
-    key_slot, sample_members, EngineError, Flavour, Scheme, SchemesWhatIf, Topology, WhatIf,
+    key_slot, sample_members, EngineError, Flavour, Limits, Scheme, SchemesWhatIf, Topology,
 };
 use redis_module::ContextFlags;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-/// `ringslot.max-points`, except for commands replayed from the AOF or sent by a master,
-/// which were accepted once already and must rebuild the same ring whatever this server's
-/// setting.
-fn max_points(call: &Call) -> u64 {
+/// `ringslot.max-points` and `ringslot.max-nodes`, except for commands replayed from the AOF
+/// or sent by a master, which were accepted once already and must rebuild the same ring
+/// whatever this server's settings.
+fn limits(call: &Call) -> Limits {
     if call
         .flags()
         .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
     {
-        u64::MAX
+        Limits::NONE
     } else {
-        config::get(&MAX_POINTS)
+        config::limits()
     }
 }
 
@@ -61,7 +60,7 @@ pub fn create(call: &Call) -> Result<(), CommandError> {
 /// ([`Topology::implicit`], `ringslot.default-vnodes`) when the key is missing.
 pub fn add(call: &Call) -> Result<(), CommandError> {
     let parsed = args::parse_add(&call.rest(2, 1, usize::MAX)?)?;
-    let limit = max_points(call);
+    let limit = limits(call);
     let key = call.write_ring()?;
     let (added, changed) = match key.ring() {
         Some(mut ring) => ring.add(&parsed.nodes, parsed.weight, limit)?,
@@ -294,35 +293,101 @@ fn walk_all(call: &Call, mut walk: KeyWalk) -> Result<Vec<Vec<u8>>, CommandError
     Ok(found)
 }
 
-/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start end]` ->
-/// the what-if map.
-/// Changes nothing. A missing key is evaluated as the implicit ring `RING.ADD` would create.
+/// Runs `work` over `source` for the call: on Redis' main thread when its estimated `work`
+/// fits in `ringslot.inline-limit`, else in the background ([`background`]), except where the
+/// client cannot be blocked (`MULTI`, scripts), where it is refused with an error that names
+/// the limit and says what costs (`what`).
+fn run_job(
+    call: &Call,
+    command: &'static str,
+    units: u64,
+    what: &str,
+    source: Source,
+    work: Work,
+) -> Result<(), CommandError> {
+    let inline = config::get(&INLINE_LIMIT);
+    if units > inline {
+        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+        if call.flags().intersects(blocked) {
+            return Err(CommandError::Text(format!(
+                "ERR {what} is about {units} units of work, more than ringslot.inline-limit \
+                 ({inline}), the most {command} does on Redis' main thread, and here (MULTI, a \
+                 script) it cannot run in the background"
+            )));
+        }
+        let job = Job {
+            command,
+            source,
+            work,
+        };
+        // SAFETY: the live context of this call, on the main thread, which may block.
+        return unsafe { background::start(call.context().ctx, job) };
+    }
+    let reply = match source {
+        Source::Nothing => work(&mut std::iter::empty())?,
+        Source::Sample { name, count } => work(&mut sample_members(&name, count))?,
+        Source::Keys { walk, .. } => work(&mut walk_all(call, walk)?.into_iter())?,
+    };
+    call.reply(&reply);
+    Ok(())
+}
+
+/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start end]
+/// [SCHEMES name ...]` -> the what-if map ([`schemes_reply`]; without `SCHEMES`, of the ring,
+/// the slot table and modulo). Changes nothing. Errors: a missing key (naming it), a change
+/// the ring refuses.
 ///
-/// Work up to `ringslot.inline-limit` (sample members, or the keys of the database a `KEYS`
-/// walk visits) runs inline; more runs in the background ([`background`]), except where the
-/// client cannot be blocked (`MULTI`, scripts), where it is refused.
+/// Work up to `ringslot.inline-limit` (estimated by [`cost::what_if`]: the points the change
+/// moves, what the schemes build, and the members, or the keys of the database a `KEYS` walk
+/// visits) runs inline; more runs in the background ([`background`]), except where the client
+/// cannot be blocked (`MULTI`, scripts), where it is refused.
 pub fn moves(call: &Call) -> Result<(), CommandError> {
     let rest = call.rest(2, 2, usize::MAX)?;
     let parsed = args::parse_moves(&rest, config::get(&MAX_SAMPLE))?;
-    let max_points = config::get(&MAX_POINTS);
-    let inline = config::get(&INLINE_LIMIT);
+    let limits = config::limits();
     let ctx = call.context();
-    let flags = call.flags();
     let name = call.key_name()?;
+    let topo = call.ring_snapshot()?;
+    let schemes: Vec<Scheme> = parsed
+        .schemes
+        .clone()
+        .unwrap_or_else(|| Scheme::DEFAULT.to_vec());
+    let params = config::scheme_params();
+    if schemes.contains(&Scheme::Maglev) {
+        config::check_maglev_size(&params).map_err(CommandError::Text)?;
+    }
     // The walk's rights are the caller's, checked before anything runs.
-    let plan = match parsed.members {
-        Members::Sample(n) => Plan::Sample(n),
+    let (source, counted, what) = match parsed.members {
+        Members::Sample(n) => (
+            Source::Sample {
+                name: name.as_slice().to_vec(),
+                count: n,
+            },
+            cost::Source::Sample(n),
+            format!("SAMPLE {n}"),
+        ),
         Members::Slots(start, end) => {
             // SAFETY: the live context of this call, on the main thread.
             let reader = unsafe { keys::caller(ctx.ctx) };
             reader.check_scan()?;
-            let size = cluster::own_slots(call, start, end)?;
-            Plan::Slots {
-                start,
-                end,
-                reader,
-                size,
-            }
+            let (size, big) = cluster::own_slots(call, start, end)?;
+            // Slots too big to read at once are found by a walk of every key.
+            // SAFETY: the live context of this call, on the main thread.
+            let visited = size
+                + if big {
+                    unsafe { keys::db_size(ctx.ctx) }
+                } else {
+                    0
+                };
+            let walk = KeyWalk::slots(start, end, reader, name.as_slice());
+            (
+                Source::Keys {
+                    walk,
+                    limit: config::get(&MAX_SAMPLE),
+                },
+                cost::Source::Walk(visited),
+                format!("SLOTS {start} {end} ({size} keys)"),
+            )
         }
         Members::Keys(pattern) => {
             // SAFETY: the live context of this call, on the main thread.
@@ -330,177 +395,57 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             reader.check_scan()?;
             // SAFETY: as above.
             let size = unsafe { keys::db_size(ctx.ctx) };
-            Plan::Keys {
-                pattern,
-                reader,
-                size,
-            }
-        }
-    };
-    let (work, what) = match &plan {
-        Plan::Sample(n) => (*n, format!("SAMPLE {n} is")),
-        Plan::Keys { size, .. } => (*size, format!("the database holds {size} keys,")),
-        Plan::Slots { size, .. } => (*size, format!("the slots hold {size} keys,")),
-    };
-    // Schemes beyond ring, slots and modulo cost more per member (rendezvous scores every
-    // node): the work counts in what ring + slots + modulo cost.
-    let schemes = match &parsed.schemes {
-        Some(list) => Some((
-            list.clone(),
-            config::scheme_params().map_err(CommandError::Text)?,
-        )),
-        None => None,
-    };
-    let (work, what) = match &schemes {
-        None => (work, what),
-        Some((list, params)) => {
-            let nodes = call.read_ring_or_implicit(|ring| Ok(ring.nodes().len()))?;
-            let cost: u64 = list.iter().map(|&s| scheme_cost(s, nodes, params)).sum();
-            let factor = cost.div_ceil(3).max(1);
             (
-                work.saturating_mul(factor),
-                format!("{what} with those SCHEMES (x{factor})"),
+                Source::Keys {
+                    walk: KeyWalk::new(pattern, reader)?,
+                    limit: config::get(&MAX_SAMPLE),
+                },
+                cost::Source::Walk(size),
+                format!("a walk of the database's {size} keys"),
             )
         }
     };
-    if work > inline {
-        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
-        if flags.intersects(blocked) {
-            return Err(CommandError::Text(format!(
-                "ERR {what} more than ringslot.inline-limit ({inline}), the most RING.MOVES does \
-                 on Redis' main thread, and here (MULTI, a script) it cannot run in the background"
-            )));
-        }
-        let topo = match call.ring_snapshot()? {
-            Some(topo) => topo,
-            None => Arc::new(Topology::implicit(DEFAULT_VNODES.load(Ordering::Relaxed))?),
-        };
-        let source = match plan {
-            Plan::Sample(count) => Source::Sample {
-                name: name.as_slice().to_vec(),
-                count,
-            },
-            Plan::Keys {
-                pattern, reader, ..
-            } => Source::Keys {
-                walk: KeyWalk::new(pattern, reader)?,
-                limit: config::get(&MAX_SAMPLE),
-            },
-            Plan::Slots {
-                start, end, reader, ..
-            } => Source::Keys {
-                walk: KeyWalk::slots(
-                    start,
-                    end,
-                    reader,
-                    name.as_slice(),
-                    config::get(&MAX_SAMPLE).saturating_add(1),
-                ),
-                limit: config::get(&MAX_SAMPLE),
-            },
-        };
-        let run = Run {
-            topo,
-            change: parsed.change,
-            source,
-            max_points,
-            schemes,
-        };
-        // SAFETY: the live context of this call, on the main thread, which may block.
-        return unsafe { background::start(ctx.ctx, run) };
+    let units = cost::what_if(&topo, &parsed.change, &schemes, &params, counted).units();
+    if units > config::get(&INLINE_LIMIT) {
+        // A change the ring refuses is an error now, not after a wait in the background.
+        topo.check_change(&parsed.change, limits)?;
     }
-    let keys = match plan {
-        Plan::Keys {
-            pattern, reader, ..
-        } => Some(walk_all(call, KeyWalk::new(pattern, reader)?)?),
-        Plan::Slots {
-            start, end, reader, ..
-        } => Some(walk_all(
-            call,
-            KeyWalk::slots(
-                start,
-                end,
-                reader,
-                name.as_slice(),
-                config::get(&MAX_SAMPLE).saturating_add(1),
-            ),
-        )?),
-        Plan::Sample(_) => None,
+    let what = match &parsed.schemes {
+        Some(_) => format!("this what-if ({what} with those SCHEMES)"),
+        None => format!("this what-if ({what})"),
     };
-    let result = call.read_ring_or_implicit(|ring| {
-        let change = &parsed.change;
-        Ok(match (parsed.members, &keys) {
-            (Members::Sample(n), _) => {
-                let members = sample_members(name.as_slice(), n);
-                evaluate(ring, change, members, schemes.as_ref(), max_points)?
-            }
-            (Members::Keys(_) | Members::Slots(..), keys) => evaluate(
-                ring,
-                change,
-                keys.iter().flatten(),
-                schemes.as_ref(),
-                max_points,
-            )?,
-        })
-    })?;
-    call.reply(&result.reply());
-    Ok(())
+    let change = parsed.change;
+    let work: Work = Box::new(move |members| {
+        let w = topo.what_if_schemes(&change, members, &schemes, &params, limits)?;
+        Ok(schemes_reply(&w))
+    });
+    run_job(call, "RING.MOVES", units, &what, source, work)
 }
 
-/// Evaluates `change` over `members`: the default what-if, or the one of `schemes`.
-fn evaluate<I, M>(
-    ring: &Topology,
-    change: &crate::engine::Change,
-    members: I,
-    schemes: Option<&(Vec<Scheme>, crate::engine::SchemeParams)>,
-    max_points: u64,
-) -> Result<Answer, EngineError>
-where
-    I: IntoIterator<Item = M>,
-    M: AsRef<[u8]>,
-{
-    Ok(match schemes {
-        None => Answer::Default(ring.what_if(change, members, max_points)?),
-        Some((list, params)) => {
-            Answer::Schemes(ring.what_if_schemes(change, members, list, params, max_points)?)
-        }
-    })
-}
-
-/// What `RING.MOVES` answers: the default map (ring, slots, modulo), or the map of the
-/// schemes named with `SCHEMES`.
-pub(crate) enum Answer {
-    Default(WhatIf),
-    Schemes(SchemesWhatIf),
-}
-
-impl Answer {
-    /// The reply.
-    pub(crate) fn reply(&self) -> Reply<'static> {
-        match self {
-            Answer::Default(w) => what_if_reply(w),
-            Answer::Schemes(w) => schemes_reply(w),
-        }
-    }
-}
-
-/// The map of `RING.MOVES ... SCHEMES`: `members`, `ideal`, then one map per scheme named, in
-/// order: `moved`, `between_old`, `fraction`, `standard_error`, then `space` (the exact moved
-/// share of the key space) for the ring and Maglev, `slots_moved` for the slot table: the
-/// default reply's fields for ring, slots and modulo.
+/// The map of `RING.MOVES`: `members`, `ideal`, then one map per scheme evaluated, in order:
+/// `moved`, `between_old`, `fraction`, `standard_error`, then `space` (the exact moved share
+/// of the key space) for the ring and Maglev, `slots_moved` for the slot table. Fractions are
+/// nil when no member was evaluated (a walk that matched nothing).
 fn schemes_reply(w: &SchemesWhatIf) -> Reply<'static> {
     let mut fields = vec![
         ("members", Reply::count(w.members)),
         ("ideal", Reply::Double(w.ideal)),
     ];
+    let measured = |f: f64| {
+        if w.members == 0 {
+            Reply::Nil
+        } else {
+            Reply::Double(f)
+        }
+    };
     for r in &w.schemes {
         let mut m = vec![
             ("moved", Reply::count(r.moves.moved)),
             ("between_old", Reply::count(r.moves.between_old)),
-            ("fraction", Reply::Double(r.moves.fraction)),
-            ("standard_error", Reply::Double(r.moves.standard_error)),
+            ("fraction", measured(r.moves.fraction)),
+            ("standard_error", measured(r.moves.standard_error)),
         ];
-        // The slot table's exact share is its slots_moved / 16384, as in the default reply.
+        // The slot table's exact share is its slots_moved / 16384.
         if let (Some(space), false) = (r.space, r.scheme == Scheme::Slots) {
             m.push(("space", Reply::Double(space)));
         }
@@ -514,33 +459,46 @@ fn schemes_reply(w: &SchemesWhatIf) -> Reply<'static> {
 
 /// `RING.OWNERS key member` -> a map of scheme -> owner (nil on an empty ring): where the
 /// member lands under every scheme at once, on the ring key's nodes and weights (bounded loads
-/// with no other member placed is the ring). A missing key is the ring `RING.ADD` would make.
-/// Builds a Maglev table for the call (`ringslot.maglev-size` entries).
+/// with no other member placed is the ring). Builds a Maglev table and the multi-probe points
+/// for the call: past `ringslot.inline-limit` ([`cost::owners`]) in the background. Errors: a
+/// missing key, a `ringslot.maglev-size` that is not a prime.
 pub fn owners(call: &Call) -> Result<(), CommandError> {
     let rest = call.rest(2, 1, 1)?;
     let [member] = rest.as_slice() else {
         return Err(CommandError::WrongArity);
     };
-    let params = config::scheme_params().map_err(CommandError::Text)?;
-    call.read_ring_or_implicit(|ring| {
-        let owners = ring.owners_under_all(member, &params);
+    let member = member.to_vec();
+    let params = config::scheme_params();
+    config::check_maglev_size(&params).map_err(CommandError::Text)?;
+    let topo = call.ring_snapshot()?;
+    let units = cost::owners(&topo, &params).units();
+    let what = format!(
+        "RING.OWNERS on {} nodes (a Maglev table, multi-probe points)",
+        topo.nodes().len()
+    );
+    let work: Work = Box::new(move |_| {
+        let owners = topo.owners_under_all(&member, &params);
         let fields = owners
             .into_iter()
             .map(|(s, o)| {
-                let node = o.and_then(|i| ring.nodes().get(i));
-                (s.name(), node.map_or(Reply::Nil, |n| Reply::Bulk(&n.name)))
+                let node = o.and_then(|i| topo.nodes().get(i));
+                (
+                    s.name(),
+                    node.map_or(Reply::Nil, |n| Reply::Bytes(n.name.clone())),
+                )
             })
             .collect();
-        call.reply(&Reply::Map(fields));
-        Ok(())
-    })
+        Ok(Reply::Map(fields))
+    });
+    run_job(call, "RING.OWNERS", units, &what, Source::Nothing, work)
 }
 
 /// `RING.BALANCE key [SAMPLE n]` -> a map of scheme -> map of `peak_to_mean` (the largest
 /// node's share over its weight's share) and `exact` (true for the ring, the slot table,
 /// Maglev and modulo, which are computed from their structure; false for jump, rendezvous,
-/// multi-probe and bounded loads, estimated over the sample members, default 10000). The work
-/// (sample x the schemes' cost) must fit in `ringslot.inline-limit`.
+/// multi-probe and bounded loads, estimated over the sample members, default 10000). Past
+/// `ringslot.inline-limit` ([`cost::balance`]) in the background. Errors: a missing key, a
+/// `ringslot.maglev-size` that is not a prime.
 pub fn balance(call: &Call) -> Result<(), CommandError> {
     let rest = call.rest(2, 0, 2)?;
     let n = match rest.as_slice() {
@@ -559,28 +517,25 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
             )))
         }
     };
-    let params = config::scheme_params().map_err(CommandError::Text)?;
-    let inline = config::get(&INLINE_LIMIT);
-    let name = call.key_name()?;
-    call.read_ring_or_implicit(|ring| {
-        let nodes = ring.nodes().len();
-        let cost: u64 = [
-            Scheme::Jump,
-            Scheme::Rendezvous,
-            Scheme::MultiProbe,
-            Scheme::Bounded,
-        ]
-        .iter()
-        .map(|&s| scheme_cost(s, nodes, &params))
-        .sum();
-        let work = n.saturating_mul(cost.div_ceil(3).max(1));
-        if work > inline {
-            return Err(CommandError::Text(format!(
-                "ERR SAMPLE {n} over {nodes} nodes is {work} units of work, more than \
-                 ringslot.inline-limit ({inline}): use a smaller SAMPLE"
-            )));
+    let max_sample = config::get(&MAX_SAMPLE);
+    if n > max_sample {
+        return Err(EngineError::TooManyMembers {
+            members: n,
+            limit: max_sample,
         }
-        let balances = ring.balance_under_all(sample_members(name.as_slice(), n), &params);
+        .into());
+    }
+    let params = config::scheme_params();
+    config::check_maglev_size(&params).map_err(CommandError::Text)?;
+    let name = call.key_name()?;
+    let topo = call.ring_snapshot()?;
+    let units = cost::balance(&topo, &params, n).units();
+    let what = format!(
+        "RING.BALANCE on {} nodes with SAMPLE {n}",
+        topo.nodes().len()
+    );
+    let work: Work = Box::new(move |members| {
+        let balances = topo.balance_under_all(members, &params);
         let fields = balances
             .iter()
             .map(|b| {
@@ -593,66 +548,11 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
                 )
             })
             .collect();
-        call.reply(&Reply::Map(fields));
-        Ok(())
-    })
-}
-
-/// What a `RING.MOVES` evaluates, as planned on the main thread.
-enum Plan<'a> {
-    /// `SAMPLE n`.
-    Sample(u64),
-    /// `KEYS pattern`, walked with `reader`'s rights over a database of `size` keys.
-    Keys {
-        pattern: &'a [u8],
-        reader: Reader,
-        size: u64,
-    },
-    /// `SLOTS start end`: this cluster node's `size` keys there, with `reader`'s rights.
-    Slots {
-        start: u16,
-        end: u16,
-        reader: Reader,
-        size: u64,
-    },
-}
-
-/// The map `RING.MOVES` replies.
-pub(crate) fn what_if_reply(result: &WhatIf) -> Reply<'static> {
-    Reply::Map(vec![
-        ("members", Reply::count(result.members)),
-        ("ideal", Reply::Double(result.ideal)),
-        (
-            "ring",
-            Reply::Map(vec![
-                ("moved", Reply::count(result.ring.moved)),
-                ("between_old", Reply::count(result.ring.between_old)),
-                ("fraction", Reply::Double(result.ring.fraction)),
-                ("standard_error", Reply::Double(result.ring.standard_error)),
-                ("space", Reply::Double(result.ring_space)),
-            ]),
-        ),
-        (
-            "slots",
-            Reply::Map(vec![
-                ("moved", Reply::count(result.slots.moved)),
-                ("between_old", Reply::count(result.slots.between_old)),
-                ("fraction", Reply::Double(result.slots.fraction)),
-                ("standard_error", Reply::Double(result.slots.standard_error)),
-                ("slots_moved", Reply::count(result.slots_moved)),
-            ]),
-        ),
-        (
-            "modulo",
-            Reply::Map(vec![
-                ("moved", Reply::count(result.modulo.moved)),
-                ("between_old", Reply::count(result.modulo.between_old)),
-                ("fraction", Reply::Double(result.modulo.fraction)),
-                (
-                    "standard_error",
-                    Reply::Double(result.modulo.standard_error),
-                ),
-            ]),
-        ),
-    ])
+        Ok(Reply::Map(fields))
+    });
+    let source = Source::Sample {
+        name: name.as_slice().to_vec(),
+        count: n,
+    };
+    run_job(call, "RING.BALANCE", units, &what, source, work)
 }

@@ -3,7 +3,7 @@
 //! `--loadmodule`): one table, registered in `init`, with the range every way of setting them
 //! is checked against.
 
-use crate::engine::topology::MAX_VNODES;
+use crate::engine::topology::{Limits, MAX_POINTS_CEILING, MAX_VNODES};
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
 use redis_module::{raw, Context, RedisString};
 use std::fmt;
@@ -23,7 +23,7 @@ pub struct Setting {
     pub max: i64,
 }
 
-/// The current value of a setting, as a `u64` (every setting is >= 1).
+/// The current value of a setting, as a `u64` (no setting is negative).
 pub fn get(value: &AtomicI64) -> u64 {
     u64::try_from(value.load(Ordering::Relaxed)).unwrap_or(0)
 }
@@ -32,10 +32,13 @@ pub fn get(value: &AtomicI64) -> u64 {
 pub static DEFAULT_VNODES: AtomicI64 = AtomicI64::new(160);
 /// `ringslot.max-points`: the most points a command may give one ring.
 pub static MAX_POINTS: AtomicI64 = AtomicI64::new(1_000_000);
+/// `ringslot.max-nodes`: the most nodes a command may give one ring.
+pub static MAX_NODES: AtomicI64 = AtomicI64::new(10_000);
 /// `ringslot.max-sample`: the most members one `RING.MOVES` evaluates.
 pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(1_000_000_000);
-/// `ringslot.inline-limit`: the most members or keys a `RING.MOVES` works through on Redis'
-/// main thread; past it, it runs in the background.
+/// `ringslot.inline-limit`: the most work, in the units of [`crate::engine::cost`] (about 0.3
+/// µs each), a `RING.MOVES`, `RING.OWNERS` or `RING.BALANCE` does on Redis' main thread; past
+/// it, it runs in the background.
 pub static INLINE_LIMIT: AtomicI64 = AtomicI64::new(100_000);
 /// `ringslot.max-background`: the most `RING.MOVES` running in the background at once.
 pub static MAX_BACKGROUND: AtomicI64 = AtomicI64::new(2);
@@ -46,10 +49,14 @@ pub static PROBES: AtomicI64 = AtomicI64::new(21);
 /// `ringslot.balance-factor`: bounded loads' capacity, in percent of the mean load.
 pub static BALANCE_FACTOR: AtomicI64 = AtomicI64::new(125);
 
+/// `ringslot.debug-pause-background`: for tests, as Redis' `key-load-delay`: while 1, every
+/// background worker waits before each slice of members (see [`super::background`]).
+pub static DEBUG_PAUSE: AtomicI64 = AtomicI64::new(0);
+
 /// Every configuration. The defaults keep every command within about 100 ms of the main
 /// thread on a 2-vCPU machine (README, Configuration): building a ring costs about 60 ns a
 /// point, a what-if about 1 µs a key walked.
-pub static SETTINGS: [Setting; 8] = [
+pub static SETTINGS: [Setting; 10] = [
     Setting {
         name: "default-vnodes",
         value: &DEFAULT_VNODES,
@@ -62,7 +69,14 @@ pub static SETTINGS: [Setting; 8] = [
         value: &MAX_POINTS,
         default: 1_000_000,
         min: 1,
-        max: 100_000_000,
+        max: MAX_POINTS_CEILING as i64,
+    },
+    Setting {
+        name: "max-nodes",
+        value: &MAX_NODES,
+        default: 10_000,
+        min: 1,
+        max: MAX_POINTS_CEILING as i64,
     },
     Setting {
         name: "max-sample",
@@ -106,22 +120,44 @@ pub static SETTINGS: [Setting; 8] = [
         min: 100,
         max: 1000,
     },
+    Setting {
+        name: "debug-pause-background",
+        value: &DEBUG_PAUSE,
+        default: 0,
+        min: 0,
+        max: 1,
+    },
 ];
 
-/// The schemes' parameters as configured. Error: `ringslot.maglev-size` is not a prime.
-pub fn scheme_params() -> Result<crate::engine::SchemeParams, String> {
-    let maglev_size = u32::try_from(get(&MAGLEV_SIZE)).unwrap_or(65537);
-    if !crate::engine::schemes::is_prime(maglev_size) {
-        return Err(format!(
-            "ERR ringslot.maglev-size is {maglev_size}: Maglev needs a prime table size (65537, \
-             the default, or another prime)"
-        ));
+/// The limits a command's ring must keep (`ringslot.max-points`, `ringslot.max-nodes`).
+pub fn limits() -> Limits {
+    Limits {
+        points: get(&MAX_POINTS),
+        nodes: get(&MAX_NODES),
     }
-    Ok(crate::engine::SchemeParams {
-        maglev_size,
+}
+
+/// The schemes' parameters as configured.
+pub fn scheme_params() -> crate::engine::SchemeParams {
+    crate::engine::SchemeParams {
+        maglev_size: u32::try_from(get(&MAGLEV_SIZE)).unwrap_or(65537),
         probes: u32::try_from(get(&PROBES)).unwrap_or(21),
         balance_factor: u32::try_from(get(&BALANCE_FACTOR)).unwrap_or(125),
-    })
+    }
+}
+
+/// Checks that `params` give Maglev a prime table size (only Maglev uses it). Error: the reply
+/// text.
+pub fn check_maglev_size(params: &crate::engine::SchemeParams) -> Result<(), String> {
+    let size = params.maglev_size;
+    if crate::engine::schemes::is_prime(size) {
+        Ok(())
+    } else {
+        Err(format!(
+            "ERR ringslot.maglev-size is {size}: Maglev needs a prime table size (65537, the \
+             default, or another prime)"
+        ))
+    }
 }
 
 /// Why the `--loadmodule` arguments were refused: the log line names the argument.
@@ -259,7 +295,8 @@ mod tests {
             (
                 &["max_sample", "5"],
                 "unknown module argument 'max_sample' (ringslot takes default-vnodes, max-points, \
-                 max-sample, inline-limit, max-background, maglev-size, probes, balance-factor, each followed by its value)",
+                 max-nodes, max-sample, inline-limit, max-background, maglev-size, probes, balance-factor, \
+                 debug-pause-background, each followed by its value)",
             ),
         ] {
             assert_eq!(

@@ -9,7 +9,7 @@
 //! it shrinks its table during a walk, which it does only after mass deletions).
 
 use super::call::{CommandError, RawCtx};
-use crate::engine::glob_match;
+use crate::engine::{glob_match, key_slot};
 use redis_module::{raw, Context, RedisValue};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -121,9 +121,10 @@ pub unsafe fn caller(ctx: RawCtx) -> Reader {
 }
 
 /// Whether the client of `ctx` carries an ACL user. RedisModule_Call with "C" (run as the
-/// context's user) refuses with `ENOTSUP`, before it looks at the command, exactly when there
-/// is none (`module.c`, 7.0); otherwise it runs `PING` as that user, or refuses it for want of
-/// the right, and either way there is a user.
+/// context's user) refuses with `ENOTSUP` exactly when there is none, and checks that before
+/// it looks the command up (`module.c`, 7.0); so a call of a command that does not exist
+/// answers `ENOENT` when there is a user, and runs nothing and checks no right: no ACL LOG
+/// entry, no statistic.
 ///
 /// # Safety
 /// `ctx` must be the live context of a command call on the main thread.
@@ -131,8 +132,7 @@ unsafe fn has_user(ctx: RawCtx) -> bool {
     let (Some(call), Some(free)) = (raw::RedisModule_Call, raw::RedisModule_FreeCallReply) else {
         return false;
     };
-    // Every refusal sets errno.
-    let reply = call(ctx, c"PING".as_ptr(), c"C".as_ptr());
+    let reply = call(ctx, c"RINGSLOT.NO-SUCH-COMMAND".as_ptr(), c"C".as_ptr());
     let refused_for_no_user = reply.is_null() && errno() == ENOTSUP;
     if !reply.is_null() {
         free(reply);
@@ -212,6 +212,12 @@ fn gone() -> CommandError {
     CommandError::Text("NOPERM the user of this connection no longer exists".into())
 }
 
+/// Slots holding at most this many keys are read whole (`CLUSTER GETKEYSINSLOT`, which has no
+/// cursor: a slot is read in one call, about 0.25 µs a key); bigger ones are found by a walk
+/// of the whole database in slices, keeping their keys, so that no slot, however big (a hot
+/// hash tag), holds the server lock for more than one slice.
+pub const SLOT_READ_WHOLE: u64 = 16384;
+
 /// How a walk finds its keys.
 enum Mode {
     /// `RedisModule_Scan` of the whole database, keeping the names that match `pattern`.
@@ -219,13 +225,17 @@ enum Mode {
         cursor: *mut raw::RedisModuleScanCursor,
         pattern: Vec<u8>,
     },
-    /// This cluster node's keys in slots `next..=end` (`CLUSTER GETKEYSINSLOT`), slot by slot,
-    /// but `skip` (the ring being evaluated); at most `cap` keys of one slot are read.
+    /// This cluster node's keys in slots `next..=end`, but `skip` (the ring being evaluated):
+    /// slot by slot (`CLUSTER GETKEYSINSLOT`) for those of at most [`SLOT_READ_WHOLE`] keys;
+    /// the slots with more are listed in `big` and their keys found afterwards by a walk of
+    /// the database (`cursor`, made when the slot by slot part is done) that keeps the keys
+    /// of those slots.
     Slots {
         next: u32,
         end: u16,
         skip: Vec<u8>,
-        cap: u64,
+        big: Vec<u16>,
+        cursor: Option<*mut raw::RedisModuleScanCursor>,
     },
 }
 
@@ -241,10 +251,18 @@ pub struct KeyWalk {
 // used by one thread at a time.
 unsafe impl Send for KeyWalk {}
 
+/// Which keys a scan keeps.
+enum Filter<'a> {
+    /// Those whose names match the glob and that have not expired (as `KEYS`).
+    Pattern(&'a [u8]),
+    /// Those of the (sorted) slots, but `skip`, expired or not (as `CLUSTER GETKEYSINSLOT`).
+    Slots { slots: &'a [u16], skip: &'a [u8] },
+}
+
 /// What the scan callback works with.
 struct ScanState<'a> {
-    pattern: &'a [u8],
-    user: *mut raw::RedisModuleUser,
+    filter: Filter<'a>,
+    reader: &'a ReadCheck,
     out: &'a mut Vec<Vec<u8>>,
     visited: u64,
 }
@@ -268,23 +286,27 @@ unsafe extern "C" fn on_key(
             return;
         }
         let name = std::slice::from_raw_parts(p.cast::<u8>(), len);
-        if !glob_match(state.pattern, name) {
+        match state.filter {
+            Filter::Pattern(pattern) => {
+                if !glob_match(pattern, name) {
+                    return;
+                }
+                // A key past its expiry that Redis has not deleted yet is gone for KEYS and
+                // SCAN.
+                if let (false, Some(get_expire)) = (key.is_null(), raw::RedisModule_GetExpire) {
+                    if get_expire(key) == 0 {
+                        return;
+                    }
+                }
+            }
+            Filter::Slots { slots, skip } => {
+                if name == skip || slots.binary_search(&key_slot(name)).is_err() {
+                    return;
+                }
+            }
+        }
+        if !state.reader.allows(keyname) {
             return;
-        }
-        // A key past its expiry that Redis has not deleted yet is gone for KEYS and SCAN.
-        if let (false, Some(get_expire)) = (key.is_null(), raw::RedisModule_GetExpire) {
-            if get_expire(key) == 0 {
-                return;
-            }
-        }
-        if !state.user.is_null() {
-            let Some(check) = raw::RedisModule_ACLCheckKeyPermissions else {
-                return;
-            };
-            let access = raw::REDISMODULE_CMD_KEY_ACCESS as c_int;
-            if check(state.user, keyname, access) != raw::Status::Ok as c_int {
-                return;
-            }
         }
         state.out.push(name.to_vec());
     }));
@@ -294,14 +316,9 @@ impl KeyWalk {
     /// A walk from the start of the database for keys matching `pattern`, with `reader`'s
     /// rights. Error: the module API lacks scan cursors.
     pub fn new(pattern: &[u8], reader: Reader) -> Result<KeyWalk, CommandError> {
-        // SAFETY: a plain read of a function-pointer static set by RedisModule_Init.
-        let create = unsafe { raw::RedisModule_ScanCursorCreate }
-            .ok_or_else(|| CommandError::Text("ERR this Redis has no RedisModule_Scan".into()))?;
-        // SAFETY: creates a cursor this walk owns and destroys on drop.
-        let cursor = unsafe { create() };
         Ok(KeyWalk {
             mode: Mode::Scan {
-                cursor,
+                cursor: new_cursor()?,
                 pattern: pattern.to_vec(),
             },
             reader,
@@ -312,18 +329,20 @@ impl KeyWalk {
     /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but
     /// `skip`: the ring being evaluated, so that a copy placed on a master to evaluate its keys
     /// does not count itself. Keys are taken as the node stores them (`CLUSTER
-    /// COUNTKEYSINSLOT` counts the same ones), expired or not, one whole slot at a time; of a
-    /// slot with more keys than `cap`, `cap` are read (the caller's limit is then passed).
-    /// Every step first checks, under the same lock as its reads, that this node still serves
-    /// the slots left and that none is migrating or importing: keys that a reshard moves away
-    /// during a background walk make it fail, not undercount.
-    pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8], cap: u64) -> KeyWalk {
+    /// COUNTKEYSINSLOT` counts the same ones), expired or not: a slot of at most
+    /// [`SLOT_READ_WHOLE`] keys in one read, the keys of bigger ones by a walk of the database
+    /// in slices once the others are read. Every step first checks, under the same lock as its
+    /// reads, that this node still serves the slots left and that none is migrating or
+    /// importing: keys that a reshard moves away during a background walk make it fail, not
+    /// undercount.
+    pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8]) -> KeyWalk {
         KeyWalk {
             mode: Mode::Slots {
                 next: u32::from(start),
                 end,
                 skip: skip.to_vec(),
-                cap: cap.max(1),
+                big: Vec::new(),
+                cursor: None,
             },
             reader,
             done: start > end,
@@ -335,10 +354,11 @@ impl KeyWalk {
         self.done
     }
 
-    /// Walks on until at least `budget` keys were visited or the walk ends (a slot walk takes
-    /// whole slots), appending to `out` the names that match, have not expired (scan) and the
-    /// reader may read; returns how many keys were visited. Errors: the reader's user no
-    /// longer exists; a `CLUSTER` call that fails.
+    /// Walks on until at least `budget` keys were visited or the walk ends (a slot read whole
+    /// counts all its keys), appending to `out` the names that the walk keeps and the reader
+    /// may read; returns how many keys were visited. Errors: the reader's user no longer
+    /// exists; a `CLUSTER` call that fails; a slot that stopped being served or began to
+    /// migrate.
     ///
     /// # Safety
     /// `ctx` must be a live context of the database to walk, used with the server lock held
@@ -353,48 +373,44 @@ impl KeyWalk {
             Reader::Root => None,
             Reader::User(name) => Some(User::fetch(name).ok_or_else(gone)?),
         };
-        let user_ptr = user.as_ref().map_or(ptr::null_mut(), |u| u.0);
+        let reader = ReadCheck::new(user.as_ref().map_or(ptr::null_mut(), |u| u.0));
         match &mut self.mode {
             Mode::Scan { cursor, pattern } => {
-                let Some(scan) = raw::RedisModule_Scan else {
-                    self.done = true;
-                    return Ok(0);
-                };
                 let mut state = ScanState {
-                    pattern,
-                    user: user_ptr,
+                    filter: Filter::Pattern(pattern),
+                    reader: &reader,
                     out,
                     visited: 0,
                 };
-                while !self.done && state.visited < budget {
-                    let more = scan(
-                        ctx,
-                        *cursor,
-                        Some(on_key),
-                        (&mut state as *mut ScanState).cast::<c_void>(),
-                    );
-                    self.done = more == 0;
-                }
+                self.done = scan(ctx, *cursor, &mut state, budget);
                 Ok(state.visited)
             }
             Mode::Slots {
                 next,
                 end,
                 skip,
-                cap,
+                big,
+                cursor,
             } => {
                 let context = Context::new(ctx);
+                let nodes = super::cluster::nodes_seen(&context)?;
                 if let Ok(first) = u16::try_from(*next) {
-                    super::cluster::check_slots(
-                        &super::cluster::nodes_seen(&context)?,
-                        first,
-                        *end,
-                    )?;
+                    super::cluster::check_slots(&nodes, first, *end)?;
+                }
+                for &slot in big.iter() {
+                    super::cluster::check_slots(&nodes, slot, slot)?;
                 }
                 let mut visited = 0u64;
-                while !self.done && visited < budget {
+                while *next <= u32::from(*end) && visited < budget {
                     let slot = u16::try_from(*next).unwrap_or(u16::MAX);
-                    let count = super::cluster::keys_in_slot(&context, slot)?.min(*cap);
+                    *next += 1;
+                    // A slot without keys still counts as work done.
+                    visited += 1;
+                    let count = super::cluster::keys_in_slot(&context, slot)?;
+                    if count > SLOT_READ_WHOLE {
+                        big.push(slot);
+                        continue;
+                    }
                     let keys = context.call(
                         "CLUSTER",
                         &["GETKEYSINSLOT", &slot.to_string(), &count.to_string()][..],
@@ -409,42 +425,128 @@ impl KeyWalk {
                                 _ => continue,
                             };
                             visited += 1;
-                            if name != *skip && readable(user_ptr, &name) {
+                            if name != *skip && reader.allows_bytes(&name) {
                                 out.push(name);
                             }
                         }
                     }
-                    // A slot without keys still counts as work done.
-                    visited += 1;
-                    *next += 1;
-                    self.done = *next > u32::from(*end);
                 }
-                Ok(visited)
+                if *next <= u32::from(*end) || visited >= budget {
+                    return Ok(visited);
+                }
+                if big.is_empty() {
+                    self.done = true;
+                    return Ok(visited);
+                }
+                let cursor = match cursor {
+                    Some(c) => *c,
+                    None => *cursor.insert(new_cursor()?),
+                };
+                let mut state = ScanState {
+                    filter: Filter::Slots { slots: big, skip },
+                    reader: &reader,
+                    out,
+                    visited: 0,
+                };
+                self.done = scan(ctx, cursor, &mut state, budget - visited);
+                Ok(visited + state.visited)
             }
         }
     }
 }
 
-/// Whether `user` (null: root) may read the key `name`.
-fn readable(user: *mut raw::RedisModuleUser, name: &[u8]) -> bool {
-    if user.is_null() {
+/// A new scan cursor, which the walk destroys on drop. Error: the module API lacks them.
+fn new_cursor() -> Result<*mut raw::RedisModuleScanCursor, CommandError> {
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init.
+    let create = unsafe { raw::RedisModule_ScanCursorCreate }
+        .ok_or_else(|| CommandError::Text("ERR this Redis has no RedisModule_Scan".into()))?;
+    // SAFETY: creates a cursor the caller owns.
+    Ok(unsafe { create() })
+}
+
+/// Scans on from `cursor` until `budget` keys were visited or the database ends; returns
+/// whether it ended.
+///
+/// # Safety
+/// As [`KeyWalk::step`]; `cursor` is the walk's own.
+unsafe fn scan(
+    ctx: RawCtx,
+    cursor: *mut raw::RedisModuleScanCursor,
+    state: &mut ScanState,
+    budget: u64,
+) -> bool {
+    let Some(scan) = raw::RedisModule_Scan else {
         return true;
-    }
-    let (Some(key), Some(check)) = (Owned::new(name), unsafe {
-        raw::RedisModule_ACLCheckKeyPermissions
-    }) else {
-        return false;
     };
-    let access = raw::REDISMODULE_CMD_KEY_ACCESS as c_int;
-    // SAFETY: the user and the string are live for the call, which only reads them.
-    unsafe { check(user, key.0, access) == raw::Status::Ok as c_int }
+    while state.visited < budget {
+        let more = scan(
+            ctx,
+            cursor,
+            Some(on_key),
+            (state as *mut ScanState).cast::<c_void>(),
+        );
+        if more == 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether a reader may read keys: the command that stands for a read, `GET`, is checked with
+/// each key (the command and the key together, as `ACL DRYRUN user GET key` checks them), so
+/// that a key counts only where one of the user's selectors lets it run `GET` on that key.
+/// `RedisModule_ACLCheckCommandPermissions` writes nothing to `ACL LOG`.
+struct ReadCheck {
+    /// The user; null for Redis' root, who may read everything.
+    user: *mut raw::RedisModuleUser,
+    /// The string `GET`, made once per step.
+    get: Option<Owned>,
+}
+
+impl ReadCheck {
+    fn new(user: *mut raw::RedisModuleUser) -> ReadCheck {
+        let get = if user.is_null() {
+            None
+        } else {
+            Owned::new(b"GET")
+        };
+        ReadCheck { user, get }
+    }
+
+    /// Whether the reader may read the key `name` (a module string).
+    fn allows(&self, name: *mut raw::RedisModuleString) -> bool {
+        if self.user.is_null() {
+            return true;
+        }
+        // SAFETY: a plain read of a function-pointer static set by RedisModule_Init.
+        let (Some(get), Some(check)) = (&self.get, unsafe {
+            raw::RedisModule_ACLCheckCommandPermissions
+        }) else {
+            return false;
+        };
+        let mut argv = [get.0, name];
+        // SAFETY: the user and both strings are live for the call, which only reads them.
+        unsafe { check(self.user, argv.as_mut_ptr(), 2) == raw::Status::Ok as c_int }
+    }
+
+    /// Whether the reader may read the key `name`.
+    fn allows_bytes(&self, name: &[u8]) -> bool {
+        if self.user.is_null() {
+            return true;
+        }
+        Owned::new(name).is_some_and(|key| self.allows(key.0))
+    }
 }
 
 impl Drop for KeyWalk {
     fn drop(&mut self) {
-        if let Mode::Scan { cursor, .. } = self.mode {
-            // SAFETY: the cursor was created by `KeyWalk::new` and is destroyed once;
-            // destroying it is a plain free, safe without the server lock.
+        let cursor = match self.mode {
+            Mode::Scan { cursor, .. } => Some(cursor),
+            Mode::Slots { cursor, .. } => cursor,
+        };
+        if let Some(cursor) = cursor {
+            // SAFETY: the cursor was created for this walk and is destroyed once; destroying
+            // it is a plain free, safe without the server lock.
             if let Some(destroy) = unsafe { raw::RedisModule_ScanCursorDestroy } {
                 unsafe { destroy(cursor) };
             }

@@ -13,6 +13,9 @@ pub enum Reply<'a> {
     Bulk(&'a [u8]),
     /// A bulk string the reply owns.
     Text(String),
+    /// A binary bulk string the reply owns (a reply made off the main thread, which cannot
+    /// borrow from the ring).
+    Bytes(Vec<u8>),
     /// An integer.
     Int(i64),
     /// A double: a RESP3 double; under RESP2 a bulk string of the shortest decimal text that
@@ -45,6 +48,9 @@ impl Reply<'_> {
             }
             Reply::Text(text) => {
                 raw::reply_with_string_buffer(ctx, text.as_ptr().cast::<c_char>(), text.len());
+            }
+            Reply::Bytes(bytes) => {
+                raw::reply_with_string_buffer(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
             }
             Reply::Int(n) => {
                 raw::reply_with_long_long(ctx, c_longlong::from(*n));

@@ -21,6 +21,7 @@
 //! rebalancing in between did.
 
 use super::stats;
+use crate::engine::error::shown;
 use crate::engine::{Flavour, Topology};
 use redis_module::native_types::RedisType;
 use redis_module::{logging, raw, RedisString};
@@ -168,41 +169,64 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     }
 }
 
-/// Reads one ring of encoding version `encver` (1 or 2); `None` on a short read or data that
-/// is not a valid ring.
-fn load_topology(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Option<Topology> {
-    let code = raw::load_unsigned(rdb).ok()?;
+/// Reads one ring of encoding version `encver` (1 or 2). Every count, length, range and
+/// weight is checked before anything is built ([`Topology::from_parts`]); an error says what
+/// is wrong: a short read (the module handles I/O errors, so Redis reports them to it instead
+/// of stopping), or data that is not a valid ring.
+fn load_topology(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Topology, String> {
+    let short = |_| "the data ends early (a short read)".to_string();
+    let unsigned = || raw::load_unsigned(rdb).map_err(short);
+    let code = unsigned()?;
     let flavour = if encver == 1 {
-        Flavour::from_code_v1(code)?
+        Flavour::from_code_v1(code)
     } else {
-        Flavour::from_code(code)?
-    };
-    let vnodes = u32::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
-    let hashtag = match raw::load_unsigned(rdb).ok()? {
+        Flavour::from_code(code)
+    }
+    .ok_or_else(|| format!("unknown flavour code {code}"))?;
+    let vnodes = u32::try_from(unsigned()?).map_err(|_| "vnodes out of range".to_string())?;
+    let hashtag = match unsigned()? {
         0 => false,
         1 => true,
-        _ => return None,
+        other => return Err(format!("hashtag flag {other} is neither 0 nor 1")),
     };
-    let node_count = raw::load_unsigned(rdb).ok()?;
-    // Capacity from trusted-looking counts only: a corrupt count must not allocate wildly.
+    let node_count = unsigned()?;
+    // Capacity from trusted-looking counts only: a corrupt count must not allocate wildly
+    // (every node takes bytes of the payload, so a short read ends a count that lies).
     let mut nodes = Vec::with_capacity(node_count.min(1024) as usize);
     for _ in 0..node_count {
-        let name = raw::load_string_buffer(rdb).ok()?.as_ref().to_vec();
-        let weight = u32::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
+        let name = raw::load_string_buffer(rdb)
+            .map_err(short)?
+            .as_ref()
+            .to_vec();
+        let weight = u32::try_from(unsigned()?).unwrap_or(u32::MAX);
         nodes.push((name, weight));
     }
-    let range_count = raw::load_unsigned(rdb).ok()?;
+    let range_count = unsigned()?;
     if range_count > crate::engine::SLOT_COUNT as u64 {
-        return None;
+        return Err(format!(
+            "{range_count} slot ranges, more than there are slots"
+        ));
     }
     let mut ranges = Vec::with_capacity(range_count as usize);
+    let bad_range = |_| "bad slot range".to_string();
     for _ in 0..range_count {
-        let start = u16::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
-        let end = u16::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
-        let owner = usize::try_from(raw::load_unsigned(rdb).ok()?).ok()?;
+        let start = u16::try_from(unsigned()?).map_err(bad_range)?;
+        let end = u16::try_from(unsigned()?).map_err(bad_range)?;
+        let owner = usize::try_from(unsigned()?).map_err(bad_range)?;
         ranges.push((start, end, owner));
     }
-    Topology::from_parts(flavour, vnodes, hashtag, nodes, &ranges).ok()
+    Topology::from_parts(flavour, vnodes, hashtag, nodes, &ranges).map_err(|e| e.to_string())
+}
+
+/// The name of the key being loaded, for the log (empty when Redis does not say).
+fn loading_key(rdb: *mut raw::RedisModuleIO) -> String {
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init; `rdb` is the
+    // live I/O context of this load, and the returned string belongs to Redis.
+    let name = unsafe { raw::RedisModule_GetKeyNameFromIO.map(|get| get(rdb)) };
+    match name {
+        Some(s) if !s.is_null() => shown(RedisString::string_as_slice(s.cast_mut())),
+        _ => "(unknown)".into(),
+    }
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -213,10 +237,20 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         ));
         return std::ptr::null_mut();
     }
+    // A refused load returns NULL: RESTORE (and so MIGRATE) then replies "Bad data format"
+    // with nothing stored; an RDB load or a full sync stops, as Redis stops on any value it
+    // cannot read. No partial ring is ever built.
     match catch_unwind(AssertUnwindSafe(|| load_topology(rdb, encver))) {
-        Ok(Some(topo)) => into_value(topo),
-        _ => {
-            logging::log_warning("ringslot: corrupt ring in RDB data");
+        Ok(Ok(topo)) => into_value(topo),
+        Ok(Err(why)) => {
+            logging::log_warning(format!(
+                "ringslot: refused to load the ring at key {}: {why}",
+                loading_key(rdb)
+            ));
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            logging::log_warning("ringslot: internal error while loading a ring");
             std::ptr::null_mut()
         }
     }

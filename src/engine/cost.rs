@@ -1,0 +1,320 @@
+//! What a read-only evaluation costs before it runs: the work of a what-if, of the owners
+//! under every scheme and of the balance of every scheme on a ring key, estimated from the
+//! ring's size and the change, so that the module can run it inline, in the background, or
+//! refuse it, before it holds Redis' main thread for it.
+//!
+//! The unit is about 0.3 µs of Redis' main thread on the 2-vCPU development machine (release
+//! build): a member of the default what-if (ring, slot table and modulo: its hash, one ring
+//! lookup before and after the change, its slot, its index mod N) was measured at 0.2 µs and
+//! costs 3/4 of one. `ringslot.inline-limit` counts in it, so that its default, 100000, is
+//! about 30 ms, and the default what-if (100000 sample members) runs inline. Each part of an
+//! evaluation is charged what it was measured to take there, rounded up, for N nodes, P
+//! points, W multi-probe points (the total weight, at most 1M) and a Maglev table of M entries
+//! (`make bench-limits` shows the longest inline hold of every command):
+//!
+//! | part | units |
+//! |---|---|
+//! | a member, made or read and hashed | 0.45 |
+//! | ... under the ring / slot table / modulo | 0.15, 0.075, 0.075 |
+//! | ... under jump / Maglev / bounded loads | 1, 1/4, 3/2 |
+//! | ... under rendezvous (every node scored, before and after) | N / 8 |
+//! | ... under multi-probe (a search per probe, before and after) | 2 probes / 3 |
+//! | a key read by a keyspace walk | 3/2 |
+//! | each point a change adds or removes (hashed, sorted, placed) | 1/2 |
+//! | the slot table's rebalance | N / 4 + 512 |
+//! | the node lists of the strong-hash schemes | N / 16 |
+//! | a Maglev table (filled a turn at a time through a heap of nodes) | M (2 + log2 N) / 32 + N / 3 |
+//! | multi-probe's points | W / 3 |
+//! | bounded loads' copies of the ring's points | P / 24 |
+//! | the exact shares of the ring and the slot table (`RING.BALANCE`) | P / 64 + N / 4 |
+
+use super::compare::Change;
+use super::flavour::Flavour;
+use super::ring::Ring;
+use super::schemes::{Scheme, SchemeParams, MULTIPROBE_MAX_POINTS};
+use super::topology::Topology;
+
+/// Where the members of an evaluation come from, for its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Sample members, made for the evaluation.
+    Sample(u64),
+    /// Keys read from the keyspace: `visited` keys walked (every key of the database for a
+    /// `KEYS` walk, the keys of the slots for `SLOTS`), each of which may be a member.
+    Walk(u64),
+}
+
+/// An estimate, in units (see the module docs), as a sum of parts so that a refusal can say
+/// what costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Work {
+    /// Units spent before the first member: building what the schemes need.
+    pub setup: f64,
+    /// Units spent on the members.
+    pub members: f64,
+}
+
+impl Work {
+    /// The whole estimate, in units, rounded up.
+    pub fn units(&self) -> u64 {
+        (self.setup + self.members).ceil().max(0.0) as u64
+    }
+}
+
+/// A member made (or read) and hashed.
+const MEMBER: f64 = 0.45;
+
+/// A key a keyspace walk visits (`RedisModule_Scan` opens every key, and the glob, the expiry
+/// and the caller's rights are checked for each): measured at 0.3-0.45 µs.
+const WALKED: f64 = 1.5;
+
+/// Points of multi-probe's ring for nodes of `total` weight (see [`MULTIPROBE_MAX_POINTS`]).
+fn multiprobe_points(total: u64) -> f64 {
+    total.min(MULTIPROBE_MAX_POINTS) as f64
+}
+
+/// One Maglev table of `size` entries over `nodes` nodes.
+fn maglev_table(size: u32, nodes: usize) -> f64 {
+    let log = (nodes.max(1) as f64).log2();
+    f64::from(size) * (2.0 + log) / 32.0 + nodes as f64 / 3.0
+}
+
+/// The total weight of the ring's nodes.
+fn total_weight(topo: &Topology) -> u64 {
+    topo.nodes().iter().map(|n| u64::from(n.weight)).sum()
+}
+
+/// The cost of one member under `scheme` on a ring of `nodes` nodes (beyond making and
+/// hashing the member), in a what-if (before and after the change).
+fn per_member(scheme: Scheme, nodes: usize, params: &SchemeParams) -> f64 {
+    match scheme {
+        Scheme::Ring => 0.15,
+        Scheme::Slots | Scheme::Modulo => 0.075,
+        Scheme::Maglev => 0.25,
+        Scheme::Jump => 1.0,
+        Scheme::Rendezvous => nodes as f64 / 8.0,
+        Scheme::MultiProbe => f64::from(params.probes) * 2.0 / 3.0,
+        Scheme::Bounded => 1.5,
+    }
+}
+
+/// The points that come and go with `change`. Ketama's counts depend on every weight, so
+/// every node's are compared there; the other flavours' only the changed node's.
+fn changed_points(topo: &Topology, change: &Change) -> f64 {
+    let ring = topo.ring();
+    let nodes = topo.nodes();
+    let flavour = ring.flavour();
+    let (index, weight) = match change {
+        Change::Add { node, weight } => (
+            ring.node_index(node),
+            weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1),
+        ),
+        Change::Del { node } => (ring.node_index(node), 0),
+    };
+    if flavour != Flavour::Ketama {
+        let before = index.and_then(|i| nodes.get(i)).map_or(0, |n| n.points);
+        let after = u64::from(ring.vnodes()) * u64::from(weight);
+        return after.abs_diff(u64::from(before)) as f64;
+    }
+    let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
+    match index {
+        Some(i) if weight == 0 => {
+            weights.remove(i);
+        }
+        Some(i) => {
+            if let Some(w) = weights.get_mut(i) {
+                *w = weight;
+            }
+        }
+        None => weights.push(weight),
+    }
+    let after: u64 = Ring::planned_points(flavour, ring.vnodes(), &weights)
+        .iter()
+        .sum();
+    let before = ring.point_count() as u64;
+    // Each node's count moves by a few points; the changed node's by all of its own.
+    (after.abs_diff(before) + 4 * nodes.len() as u64) as f64
+}
+
+/// The work of evaluating `change` under `schemes` over the members of `source` (a what-if,
+/// `RING.MOVES`).
+pub fn what_if(
+    topo: &Topology,
+    change: &Change,
+    schemes: &[Scheme],
+    params: &SchemeParams,
+    source: Source,
+) -> Work {
+    let nodes = topo.nodes().len();
+    let wants = |s: Scheme| schemes.contains(&s);
+    let mut setup = 0.0;
+    if wants(Scheme::Ring) || wants(Scheme::Bounded) {
+        setup += changed_points(topo, change) / 2.0;
+    }
+    if wants(Scheme::Slots) {
+        setup += nodes as f64 / 4.0 + 512.0;
+    }
+    let strong = [
+        Scheme::Jump,
+        Scheme::Rendezvous,
+        Scheme::Maglev,
+        Scheme::MultiProbe,
+    ];
+    if strong.iter().any(|&s| wants(s)) {
+        setup += nodes as f64 / 16.0;
+    }
+    if wants(Scheme::Maglev) {
+        setup += 2.0 * maglev_table(params.maglev_size, nodes + 1);
+    }
+    if wants(Scheme::MultiProbe) {
+        let total = total_weight(topo);
+        let after = match change {
+            Change::Add { weight, .. } => {
+                total.saturating_add(weight.and_then(|w| u64::try_from(w).ok()).unwrap_or(1))
+            }
+            Change::Del { .. } => total,
+        };
+        setup += (multiprobe_points(total) + multiprobe_points(after)) / 3.0;
+    }
+    if wants(Scheme::Bounded) {
+        setup += topo.ring().point_count() as f64 / 24.0;
+    }
+    let each: f64 = MEMBER
+        + schemes
+            .iter()
+            .map(|&s| per_member(s, nodes, params))
+            .sum::<f64>();
+    let members = match source {
+        Source::Sample(n) => n as f64 * each,
+        Source::Walk(keys) => keys as f64 * (each + WALKED),
+    };
+    Work { setup, members }
+}
+
+/// The work of one member's owner under every scheme (`RING.OWNERS`): a Maglev table, the
+/// multi-probe points and one rendezvous score per node.
+pub fn owners(topo: &Topology, params: &SchemeParams) -> Work {
+    let nodes = topo.nodes().len();
+    Work {
+        setup: nodes as f64 / 16.0
+            + maglev_table(params.maglev_size, nodes)
+            + multiprobe_points(total_weight(topo)) / 3.0,
+        members: MEMBER + nodes as f64 / 16.0,
+    }
+}
+
+/// The work of every scheme's balance over `sample` members (`RING.BALANCE`): the exact
+/// shares of the ring and the slot table, a Maglev table, the multi-probe points, bounded
+/// loads' copy of the points, then each member under jump, rendezvous, multi-probe and
+/// bounded loads (once each: there is no change).
+pub fn balance(topo: &Topology, params: &SchemeParams, sample: u64) -> Work {
+    let nodes = topo.nodes().len();
+    let points = topo.ring().point_count() as f64;
+    let setup = points / 64.0
+        + nodes as f64 / 4.0
+        + nodes as f64 / 16.0
+        + maglev_table(params.maglev_size, nodes)
+        + multiprobe_points(total_weight(topo)) / 3.0
+        + points / 48.0;
+    let each = MEMBER
+        + (per_member(Scheme::Jump, nodes, params)
+            + per_member(Scheme::Rendezvous, nodes, params)
+            + per_member(Scheme::MultiProbe, nodes, params))
+            / 2.0
+        + per_member(Scheme::Bounded, nodes, params);
+    Work {
+        setup,
+        members: sample as f64 * each,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Limits;
+
+    fn ring(vnodes: i64, nodes: usize) -> Topology {
+        let mut t = Topology::new(Flavour::Native, Some(vnodes), false).expect("ring");
+        let names: Vec<Vec<u8>> = (0..nodes).map(|i| format!("n{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        t.add(&refs, None, Limits::NONE).expect("nodes");
+        t
+    }
+
+    #[test]
+    fn the_default_what_if_costs_three_quarters_of_a_unit_a_member() {
+        let t = ring(160, 10);
+        let join = Change::Add {
+            node: b"x".to_vec(),
+            weight: None,
+        };
+        let w = what_if(
+            &t,
+            &join,
+            &Scheme::DEFAULT,
+            &SchemeParams::default(),
+            Source::Sample(100_000),
+        );
+        assert!((w.members - 75_000.0).abs() < 1e-6, "{w:?}");
+        assert!(w.units() <= 100_000, "the default what-if runs inline");
+        // 160 points hashed, a rebalance of 11 nodes.
+        assert!(
+            (w.setup - (80.0 + 10.0 / 4.0 + 512.0)).abs() < 1e-9,
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn the_changed_points_are_charged() {
+        // A node holding 999999 of the ring's points shrinking to weight 1: the points that go
+        // cost, however few members are evaluated.
+        let mut t = Topology::new(Flavour::Native, Some(1), false).expect("ring");
+        t.add(&[b"a"], Some(999_999), Limits::NONE).expect("a");
+        t.add(&[b"b"], None, Limits::NONE).expect("b");
+        let shrink = Change::Add {
+            node: b"a".to_vec(),
+            weight: Some(1),
+        };
+        let w = what_if(
+            &t,
+            &shrink,
+            &[Scheme::Ring],
+            &SchemeParams::default(),
+            Source::Sample(1),
+        );
+        assert_eq!(w.setup, 999_998.0 / 2.0);
+        let leave = Change::Del {
+            node: b"a".to_vec(),
+        };
+        let w = what_if(
+            &t,
+            &leave,
+            &[Scheme::Ring],
+            &SchemeParams::default(),
+            Source::Sample(1),
+        );
+        assert_eq!(w.setup, 999_999.0 / 2.0);
+    }
+
+    #[test]
+    fn rendezvous_costs_every_node_and_builds_are_charged() {
+        let t = ring(10, 99_990);
+        let params = SchemeParams::default();
+        let join = Change::Add {
+            node: b"x".to_vec(),
+            weight: None,
+        };
+        let w = what_if(
+            &t,
+            &join,
+            &[Scheme::Rendezvous],
+            &params,
+            Source::Sample(191),
+        );
+        assert!(w.units() > 100_000, "{w:?}: past the default inline limit");
+        let w = what_if(&t, &join, &[Scheme::Maglev], &params, Source::Sample(1));
+        assert!(w.units() > 100_000, "{w:?}: two tables over 99991 nodes");
+        assert!(owners(&t, &params).units() > 0);
+        assert!(balance(&t, &params, 191).units() > 100_000);
+    }
+}
