@@ -1,11 +1,14 @@
 //! ringslot: Redis Cluster hash slots and the consistent-hash ring, side by side, as a Redis
-//! module. The engine (`engine`) is plain Rust; the module layer (`module`) adapts it to Redis.
+//! module. The engine (the `ringslot-engine` crate, re-exported as `engine`) is plain Rust; the
+//! module layer (`module`) adapts it to Redis.
 //!
 //! This file only registers the module: its data type, and in `init` its configurations
 //! ([`module::config`]) and its commands, created from the command table [`module::table`].
 
-pub mod engine;
 pub mod module;
+
+/// The placement engine (the `ringslot-engine` crate), which the module adapts to Redis.
+pub use ringslot_engine as engine;
 
 use module::ringtype::RING_TYPE;
 use redis_module::{redis_module, Context, RedisString, Status};

@@ -4,9 +4,9 @@
 //! members between survivors; Maglev moves a few members between survivors, fewer as its
 //! table grows), and weights honoured within a stated tolerance.
 
-use ringslot::engine::schemes::{jump, key_hash};
-use ringslot::engine::Limits;
-use ringslot::engine::{Change, Flavour, Scheme, SchemeParams, SchemesWhatIf, Topology};
+use ringslot_engine::schemes::{jump, key_hash};
+use ringslot_engine::Limits;
+use ringslot_engine::{Change, Flavour, Scheme, SchemeParams, Topology, WhatIf};
 use ringslot_harness::prelude::Rng;
 
 fn ring_of(names: &[String], weights: &[u32]) -> Topology {
@@ -22,7 +22,7 @@ fn members(n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|i| format!("user:{i}").into_bytes()).collect()
 }
 
-fn result(w: &SchemesWhatIf, s: Scheme) -> (u64, u64) {
+fn result(w: &WhatIf, s: Scheme) -> (u64, u64) {
     let r = w.schemes.iter().find(|r| r.scheme == s).expect("scheme");
     (r.moves.moved, r.moves.between_old)
 }
@@ -44,7 +44,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
             weight: None,
         };
         let w = t
-            .what_if_schemes(&join, &keys, &Scheme::ALL, &params, Limits::NONE)
+            .what_if(&join, &keys, &Scheme::ALL, &params, Limits::NONE)
             .expect("what-if");
         for s in [
             Scheme::Ring,
@@ -72,7 +72,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
             node: names[gone].clone().into_bytes(),
         };
         let w = t
-            .what_if_schemes(&leave, &keys, &Scheme::ALL, &params, Limits::NONE)
+            .what_if(&leave, &keys, &Scheme::ALL, &params, Limits::NONE)
             .expect("what-if");
         for s in [Scheme::Ring, Scheme::Rendezvous, Scheme::MultiProbe] {
             assert_eq!(result(&w, s).1, 0, "{s:?} leave, {n} nodes");
@@ -123,7 +123,7 @@ fn weights_are_honoured() {
     let t = ring_of(&names, &weights);
     let keys = members(40_000);
     let params = SchemeParams::default();
-    let balances = t.balance_under_all(&keys, &params);
+    let balances = t.balance(&keys, &params);
     for (scheme, tolerance) in [
         (Scheme::Ring, 0.04),
         (Scheme::Rendezvous, 0.015),
@@ -170,7 +170,7 @@ fn frozen_ring() -> Topology {
 
 /// The owners of `member` under jump, rendezvous, Maglev and multi-probe, by name.
 fn frozen_owners(t: &Topology, params: &SchemeParams, member: &str) -> [String; 4] {
-    let owners = t.owners_under_all(member.as_bytes(), params);
+    let owners = t.owners(member.as_bytes(), params);
     [
         Scheme::Jump,
         Scheme::Rendezvous,

@@ -4,9 +4,9 @@
 
 use ringslot_harness::prelude::*;
 
-use ringslot::engine::flavour::{fmix64, fnv1a64, md5_le_u32, native_hash};
-use ringslot::engine::Limits;
-use ringslot::engine::{key_slot, Flavour, Topology};
+use ringslot_engine::flavour::{fmix64, fnv1a64, md5_le_u32, native_hash};
+use ringslot_engine::Limits;
+use ringslot_engine::{key_slot, Flavour, Topology};
 
 #[test]
 fn keyslot_vectors_match_cluster_keyslot() {

@@ -1,4 +1,4 @@
-//! Cross-checks `ringslot::engine::key_slot` against a real Redis: every expected slot here is
+//! Cross-checks `ringslot_engine::key_slot` against a real Redis: every expected slot here is
 //! the reply of `CLUSTER KEYSLOT <member>` from a plain `redis-server --cluster-enabled yes`
 //! (Debian redis-server 7.0.15), with the member sent as a binary-safe bulk string.
 //!
@@ -8,7 +8,7 @@
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
-use ringslot::engine::key_slot;
+use ringslot_engine::key_slot;
 
 /// Hand-written members exercising the hash-tag rules of the Redis Cluster specification
 /// (first `{`, first `}` after it, non-empty span) and non-ASCII text.

@@ -6,7 +6,7 @@
 //! migrating. The expected answers are the live cluster's own (`CLUSTER SLOTS`, `CLUSTER
 //! COUNTKEYSINSLOT`, the owner's direct reply).
 
-use ringslot::engine::{key_slot, SLOT_COUNT};
+use ringslot_engine::{key_slot, SLOT_COUNT};
 use ringslot_harness::cluster::{redis_cli_ok, strings, Cluster};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis::{self, Connection, Value};

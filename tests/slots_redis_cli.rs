@@ -1,4 +1,4 @@
-//! Cross-checks `ringslot::engine::Topology` slot tables against a real Redis Cluster driven by
+//! Cross-checks `ringslot_engine::Topology` slot tables against a real Redis Cluster driven by
 //! the real `redis-cli --cluster` (Debian redis-tools 7.0.15). Every expected owner here is the
 //! one reported by the live cluster (`CLUSTER NODES`, cross-checked with `CLUSTER SLOTS`) after
 //! the named `redis-cli --cluster` command ran.
@@ -28,8 +28,8 @@ use ringslot_harness::cluster::{self, redis_cli_ok, strings, CliRun};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
-use ringslot::engine::Limits;
-use ringslot::engine::{Flavour, Topology, SLOT_COUNT};
+use ringslot_engine::Limits;
+use ringslot_engine::{Flavour, Topology, SLOT_COUNT};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

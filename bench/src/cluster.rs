@@ -27,7 +27,7 @@ use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::SeriesLabelPosition;
-use ringslot::engine::key_slot;
+use ringslot_engine::key_slot;
 use ringslot_harness::client::error_text;
 use ringslot_harness::cluster::{parse_cluster_nodes, Cluster, NodeLine, SLOTS};
 use ringslot_harness::redis::{

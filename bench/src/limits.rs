@@ -6,8 +6,8 @@
 use crate::report::{fixed, Table};
 use crate::server::{field, int, run, text};
 use anyhow::{bail, Context, Result};
-use ringslot::engine::cost::{self, Source};
-use ringslot::engine::{Change, Flavour, Limits, Scheme, SchemeParams, Topology};
+use ringslot_engine::cost::{self, Source};
+use ringslot_engine::{Change, Flavour, Limits, Scheme, SchemeParams, Topology};
 use ringslot_harness::redis::{Connection, Value};
 use std::time::{Duration, Instant};
 

@@ -460,8 +460,8 @@ fn other_schemes(list: &[String]) -> Result<Vec<String>> {
 }
 
 fn check_flavour(f: &str) -> Result<()> {
-    if ringslot::engine::Flavour::from_name(f.as_bytes()).is_none() {
-        let names: Vec<&str> = ringslot::engine::Flavour::ALL
+    if ringslot_engine::Flavour::from_name(f.as_bytes()).is_none() {
+        let names: Vec<&str> = ringslot_engine::Flavour::ALL
             .iter()
             .map(|f| f.name())
             .collect();

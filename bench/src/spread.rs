@@ -8,8 +8,7 @@
 //! - the **load** λ(b) of a node is the number of distinct items some view puts on it,
 //!   reported divided by I/C (items per node), so that 1.0 is the least possible.
 //!
-//! Two kinds of views, as `../shared/notes/schemes.md` recommends for a slot table (which
-//! depends on its history, not only on its node set):
+//! Two kinds of views, since a slot table depends on its history, not only on its node set:
 //! - **subsets**: random subsets of C nodes, each holding at least C/t of them (the paper's
 //!   setting); the slot table of a view starts from the `redis-cli --cluster create` layout
 //!   over all C nodes and drains the others (`RING.DEL`);
@@ -31,7 +30,7 @@ use crate::server::{int, items, run, text};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::SeriesLabelPosition;
-use ringslot::engine::Flavour;
+use ringslot_engine::Flavour;
 use ringslot_harness::prelude::Rng;
 use ringslot_harness::redis::{self, Connection, Value};
 use std::collections::HashMap;

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{bench, csv_table, ok};
-use ringslot::engine::key_slot;
+use ringslot_engine::key_slot;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;

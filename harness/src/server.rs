@@ -74,6 +74,25 @@ pub fn find_module(profiles: &[Profile]) -> Option<PathBuf> {
 
 /// A free TCP port on 127.0.0.1 (never 6379, the port of a developer's own server).
 pub fn free_port() -> Result<u16, Error> {
+    // Below the kernel's ephemeral range (32768 and up by default), where the source ports of
+    // the tests' own client connections come from: a port picked there could be taken by a
+    // connection between this check and the server's bind. Another test process can still
+    // take it; `ServerBuilder::start` then tries another.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    for _ in 0..200 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mixed =
+            (seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let port = 20000 + (mixed >> 33) % 12000;
+        let port = u16::try_from(port).unwrap_or(20000);
+        if port != 6379 && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     loop {
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| Error(format!("cannot bind a loopback port: {e}")))?;
@@ -170,12 +189,33 @@ impl ServerBuilder {
     /// Starts the server and waits until it answers `PING` (at most 20 s). Errors: no
     /// `redis-server`, a missing module, or a server that exits (a module that refuses to load
     /// makes it exit; the error quotes its log).
-    pub fn start(self) -> Result<Server, Error> {
-        let dir = match self.dir {
+    pub fn start(mut self) -> Result<Server, Error> {
+        let mut dir = match self.dir.take() {
             Some(dir) => dir,
             None => tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?,
         };
-        let port = free_port()?;
+        // A port found free can be taken before the server binds it (another test process):
+        // then try another.
+        let mut tries = 0;
+        loop {
+            match self.start_in(dir) {
+                Ok(server) => return Ok(server),
+                Err((e, back)) if tries < 5 && e.0.contains("Address already in use") => {
+                    tries += 1;
+                    dir = back;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt of [`ServerBuilder::start`], on a free port; a failure gives the
+    /// directory back.
+    fn start_in(&self, dir: tempfile::TempDir) -> Result<Server, (Error, tempfile::TempDir)> {
+        let port = match free_port() {
+            Ok(port) => port,
+            Err(e) => return Err((e, dir)),
+        };
         if let Some(config) = &self.config {
             let mut args = vec![
                 config.display().to_string(),
@@ -205,7 +245,10 @@ impl ServerBuilder {
         .map(|s| s.to_string())
         .collect();
         if self.cluster {
-            let bus = free_port()?.to_string();
+            let bus = match free_port() {
+                Ok(port) => port.to_string(),
+                Err(e) => return Err((e, dir)),
+            };
             for a in [
                 "--cluster-enabled",
                 "yes",
@@ -219,10 +262,11 @@ impl ServerBuilder {
         }
         if let Some(module) = &self.module {
             if !module.exists() {
-                return Err(Error(format!(
+                let e = Error(format!(
                     "{} is missing: run `make test` (or `cargo build --lib`) first",
                     module.display()
-                )));
+                ));
+                return Err((e, dir));
             }
             args.push("--loadmodule".into());
             args.push(module.display().to_string());
@@ -274,36 +318,46 @@ pub struct Server {
 
 impl Server {
     /// Runs `command args` in `dir` (its output in `dir/server.log`) and waits until the
-    /// server answers on `port`.
+    /// server answers on `port`; a failure gives the directory back (for another try, or the
+    /// caller's data).
     fn spawn(
         binary: &str,
         mut command: Command,
         args: &[String],
         port: u16,
         dir: tempfile::TempDir,
-    ) -> Result<Server, Error> {
-        let log = std::fs::File::create(dir.path().join("server.log"))
-            .map_err(|e| Error(format!("log file: {e}")))?;
-        let log_err = log.try_clone().map_err(|e| Error(e.to_string()))?;
-        let child = command
+    ) -> Result<Server, (Error, tempfile::TempDir)> {
+        let opened = std::fs::File::create(dir.path().join("server.log"))
+            .and_then(|log| Ok((log.try_clone()?, log)));
+        let (log, log_err) = match opened {
+            Ok(files) => files,
+            Err(e) => return Err((Error(format!("log file: {e}")), dir)),
+        };
+        let child = match command
             .args(args)
             .current_dir(dir.path())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .spawn()
-            .map_err(|e| {
-                Error(format!(
+        {
+            Ok(child) => child,
+            Err(e) => {
+                let e = Error(format!(
                     "cannot run `{binary}` ({e}): install redis-server (`make deps`)"
-                ))
-            })?;
+                ));
+                return Err((e, dir));
+            }
+        };
         let mut server = Server {
             child,
             port,
             dir,
             binary: binary.to_string(),
         };
-        server.wait_ready()?;
-        Ok(server)
+        match server.wait_ready() {
+            Ok(()) => Ok(server),
+            Err(e) => Err((e, server.kill())),
+        }
     }
 
     /// A builder: the test module ([`test_module`]) loaded, no persistence, `DEBUG` enabled.

@@ -1,79 +1,10 @@
 //! Redis-style argument parsing for the RING.* commands: case-insensitive keywords, each
-//! consuming its value, and errors that say what is wrong. Everything here works on byte
-//! slices, so it is tested without a server; [`super::call`] turns [`ArgError`] into the reply.
-//!
-//! Error texts: the core's where the core has one (`ERR value is not an integer or out of
-//! range`), and `ERR syntax error, <what is wrong>` for a misuse of options, in the form of
-//! the core's own hints (`XADD`: `ERR syntax error, LIMIT cannot be used without ...`), so that
-//! a script matching `ERR syntax error` still matches.
+//! consuming its value, and errors that say what is wrong ([`ArgError`], in the error
+//! catalogue). Everything here works on byte slices, so it is tested without a server.
 
+use super::errors::{flavour_names, ArgError};
 use crate::engine::error::shown;
 use crate::engine::{Change, EngineError, Flavour, Scheme, DEFAULT_SAMPLE};
-use std::fmt;
-
-/// Why the arguments of a command were refused. `Display` is the whole error reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ArgError {
-    /// A misuse of options: an unknown one, one without its value, two that exclude each
-    /// other. The text says which (`WEIGHT needs a value`).
-    Syntax(String),
-    /// A number that does not parse as a 64-bit integer (Redis' `string2ll` rules).
-    NotInteger,
-    /// A number outside its option's range.
-    OutOfRange {
-        /// The option, as the user types it (`COUNT`, `SAMPLE`).
-        option: &'static str,
-        /// Smallest value accepted.
-        min: i64,
-        /// Largest value accepted (`i64::MAX`: no upper bound).
-        max: i64,
-    },
-    /// `COMPAT` names no flavour.
-    UnknownCompat,
-    /// Neither `SAMPLE` nor `KEYS` was given and the default sample is more than
-    /// `ringslot.max-sample`.
-    DefaultSample {
-        /// The configured limit.
-        limit: u64,
-    },
-    /// The engine refused a value (weight, vnodes, sample size).
-    Engine(EngineError),
-}
-
-fn flavour_names() -> String {
-    let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
-    names.join(", ")
-}
-
-impl fmt::Display for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArgError::Syntax(hint) => write!(f, "ERR syntax error, {hint}"),
-            ArgError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
-            ArgError::OutOfRange { option, min, max } if *max == i64::MAX => {
-                write!(f, "ERR {option} must be {min} or more")
-            }
-            ArgError::OutOfRange { option, min, max } => {
-                write!(f, "ERR {option} must be between {min} and {max}")
-            }
-            ArgError::UnknownCompat => {
-                write!(f, "ERR COMPAT must be one of {}", flavour_names())
-            }
-            ArgError::DefaultSample { limit } => write!(
-                f,
-                "ERR the default SAMPLE {DEFAULT_SAMPLE} is more than ringslot.max-sample \
-                 ({limit}): give SAMPLE n (at most {limit}) or KEYS pattern"
-            ),
-            ArgError::Engine(e) => write!(f, "ERR {e}"),
-        }
-    }
-}
-
-impl From<EngineError> for ArgError {
-    fn from(e: EngineError) -> Self {
-        ArgError::Engine(e)
-    }
-}
 
 /// `ERR syntax error, unknown option '<arg>' (<command> takes <takes>)`.
 fn unknown(arg: &[u8], command: &str, takes: &str) -> ArgError {
@@ -230,6 +161,54 @@ pub fn parse_get(opts: &[&[u8]]) -> Result<Option<usize>, ArgError> {
     Ok(count)
 }
 
+/// The sample of `RING.BALANCE` when none is given.
+pub const BALANCE_SAMPLE: u64 = 10_000;
+
+/// Parses the options after the key of `RING.BALANCE`: nothing, or `SAMPLE n` with
+/// `1 <= n <= max_sample`; a repeated `SAMPLE` takes its last value. Returns the sample size.
+pub fn parse_balance(opts: &[&[u8]], max_sample: u64) -> Result<u64, ArgError> {
+    let mut n = BALANCE_SAMPLE;
+    let mut rest = opts.iter();
+    while let Some(&opt) = rest.next() {
+        if !is_keyword(opt, "SAMPLE") {
+            return Err(unknown(opt, "RING.BALANCE", "SAMPLE n"));
+        }
+        n = sample_size(
+            rest.next().ok_or_else(|| needs_value("SAMPLE"))?,
+            max_sample,
+        )?;
+    }
+    if n > max_sample {
+        return Err(EngineError::TooManyMembers {
+            members: n,
+            limit: max_sample,
+        }
+        .into());
+    }
+    Ok(n)
+}
+
+/// A `SAMPLE` value: `1..=max_sample` (past it the error names `ringslot.max-sample`).
+fn sample_size(value: &[u8], max_sample: u64) -> Result<u64, ArgError> {
+    let n = integer(value)?;
+    if n < 1 {
+        return Err(ArgError::OutOfRange {
+            option: "SAMPLE",
+            min: 1,
+            max: i64::try_from(max_sample).unwrap_or(i64::MAX),
+        });
+    }
+    let n = n.unsigned_abs();
+    if n > max_sample {
+        return Err(EngineError::TooManyMembers {
+            members: n,
+            limit: max_sample,
+        }
+        .into());
+    }
+    Ok(n)
+}
+
 /// What `RING.MOVES` evaluates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Members<'a> {
@@ -372,23 +351,8 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
                 return Ok(true);
             }
             let source = if is_keyword(opt, "SAMPLE") {
-                let n = integer(opts.next().ok_or_else(|| needs_value("SAMPLE"))?)?;
-                if n < 1 {
-                    return Err(ArgError::OutOfRange {
-                        option: "SAMPLE",
-                        min: 1,
-                        max: i64::try_from(max_sample).unwrap_or(i64::MAX),
-                    });
-                }
-                let n = n.unsigned_abs();
-                if n > max_sample {
-                    return Err(EngineError::TooManyMembers {
-                        members: n,
-                        limit: max_sample,
-                    }
-                    .into());
-                }
-                Members::Sample(n)
+                let value = opts.next().ok_or_else(|| needs_value("SAMPLE"))?;
+                Members::Sample(sample_size(value, max_sample)?)
             } else if is_keyword(opt, "KEYS") {
                 let pattern = opts
                     .next()
@@ -583,6 +547,36 @@ mod tests {
         assert_eq!(
             text(parse_get(&v(&["LIMIT", "1"]))),
             syntax("unknown option 'LIMIT' (RING.GET takes COUNT n)")
+        );
+    }
+
+    #[test]
+    fn balance_options() {
+        assert_eq!(parse_balance(&v(&[]), 100_000), Ok(BALANCE_SAMPLE));
+        assert_eq!(parse_balance(&v(&["sample", "7"]), 100), Ok(7));
+        assert_eq!(
+            parse_balance(&v(&["SAMPLE", "7", "SAMPLE", "9"]), 100),
+            Ok(9)
+        );
+        assert_eq!(
+            text(parse_balance(&v(&["SAMPLE", "0"]), 100)),
+            Err("ERR SAMPLE must be between 1 and 100".into())
+        );
+        assert_eq!(
+            text(parse_balance(&v(&["SAMPLE", "101"]), 100)),
+            Err("ERR 101 members to evaluate, more than ringslot.max-sample (100)".into())
+        );
+        assert_eq!(
+            text(parse_balance(&v(&[]), 100)),
+            Err("ERR 10000 members to evaluate, more than ringslot.max-sample (100)".into())
+        );
+        assert_eq!(
+            text(parse_balance(&v(&["SAMPLE"]), 100)),
+            syntax("SAMPLE needs a value")
+        );
+        assert_eq!(
+            text(parse_balance(&v(&["COUNT", "5"]), 100)),
+            syntax("unknown option 'COUNT' (RING.BALANCE takes SAMPLE n)")
         );
     }
 

@@ -19,20 +19,22 @@
 //!   worker wait before each slice of members while it is 1, so that a test can act while a
 //!   run is certainly in progress, whatever the machine's speed.
 
-use super::call::{reply_error, CommandError, RawCtx};
-use super::config::{self, DEBUG_PAUSE, MAX_BACKGROUND};
+use super::call::{reply_error, Call, RawCtx};
+use super::config::{self, DEBUG_PAUSE, INLINE_LIMIT, MAX_BACKGROUND};
+use super::errors::CommandError;
 use super::keys::KeyWalk;
 use super::reply::Reply;
 use super::stats;
 use crate::engine::{sample_members, EngineError};
-use redis_module::raw;
+use redis_module::{raw, ContextFlags};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Keys read from the keyspace per hold of the server lock (about 0.2-0.5 ms).
+/// Keys read from the keyspace per hold of the server lock (what a hold costs: BENCHMARKS.md,
+/// "Figures behind the code").
 pub const SLICE: u64 = 1024;
 
 /// Where a job's members come from.
@@ -117,6 +119,41 @@ struct Handles {
 // `RedisModule_UnblockClient` are for); the worker is their only user until it unblocks it.
 unsafe impl Send for Handles {}
 
+/// Runs `job` for the call: on Redis' main thread when its estimated work (`units`) fits in
+/// `ringslot.inline-limit`, else in the background ([`start`]), except where the client cannot
+/// be blocked (`MULTI`, scripts), where it is refused with an error that names the limit and
+/// says what costs (`what`). Inline, a keyspace walk runs to its end first (at most
+/// `ringslot.max-sample` keys).
+pub fn run(call: &Call, job: Job, units: u64, what: &str) -> Result<(), CommandError> {
+    let limit = config::get(&INLINE_LIMIT);
+    if units > limit {
+        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+        if call.flags().intersects(blocked) {
+            return Err(CommandError::PastInlineLimit {
+                command: job.command,
+                what: what.to_string(),
+                units,
+                limit,
+            });
+        }
+        // SAFETY: the live context of this call, on the main thread, which may block.
+        return unsafe { start(call.context().ctx, job) };
+    }
+    let Job { source, work, .. } = job;
+    let reply = match source {
+        Source::Nothing => work(&mut std::iter::empty())?,
+        Source::Sample { name, count } => work(&mut sample_members(&name, count))?,
+        Source::Keys { walk, limit } => {
+            // SAFETY: the live context of this call, on the main thread; the whole walk
+            // happens within this call.
+            let keys = unsafe { walk.run_to_end(call.context().ctx, limit)? };
+            work(&mut keys.into_iter())?
+        }
+    };
+    call.reply(&reply);
+    Ok(())
+}
+
 /// Starts `job` for the client of `ctx`: blocks it and spawns the worker. Errors:
 /// `ringslot.max-background` runs already going, or a client that cannot be blocked.
 ///
@@ -129,10 +166,7 @@ pub unsafe fn start(ctx: RawCtx, job: Job) -> Result<(), CommandError> {
         (n < max).then_some(n + 1)
     });
     if reserved.is_err() {
-        return Err(CommandError::Text(format!(
-            "ERR {max} RING.* evaluations already run in the background, the most \
-             ringslot.max-background allows: try again when one ends"
-        )));
+        return Err(CommandError::BackgroundBusy { max });
     }
     let release = || stats::add(&stats::RUNNING, -1);
     let (Some(block), Some(on_disconnect_set)) = (
@@ -140,16 +174,12 @@ pub unsafe fn start(ctx: RawCtx, job: Job) -> Result<(), CommandError> {
         raw::RedisModule_SetDisconnectCallback,
     ) else {
         release();
-        return Err(CommandError::Text(
-            "ERR this Redis cannot block clients".into(),
-        ));
+        return Err(CommandError::NoBlocking);
     };
     let bc = block(ctx, Some(reply), None, Some(free_outcome), 0);
     if bc.is_null() {
         release();
-        return Err(CommandError::Text(
-            "ERR this client cannot be blocked".into(),
-        ));
+        return Err(CommandError::CannotBlock);
     }
     on_disconnect_set(bc, Some(disconnected));
     // Made here, on the main thread: RedisModule_GetThreadSafeContext reads the blocked
@@ -166,9 +196,7 @@ pub unsafe fn start(ctx: RawCtx, job: Job) -> Result<(), CommandError> {
     if spawned.is_err() {
         free_context(tsc);
         // Nothing will unblock the client: say why now.
-        let outcome = Outcome::Failed(CommandError::Text(
-            "ERR could not start a background thread".into(),
-        ));
+        let outcome = Outcome::Failed(CommandError::NoThread);
         finish(bc, outcome, 0, Instant::now());
     }
     Ok(())
@@ -179,11 +207,13 @@ fn work(handles: Handles, job: Job, state: Arc<RunState>) {
     let started = Instant::now();
     let Handles { bc, tsc } = handles;
     let command = job.command;
-    let outcome = super::call::run_caught(|| run(job, tsc, &state)).unwrap_or_else(|why| {
-        Outcome::Failed(CommandError::Text(format!(
-            "ERR internal error in a background {command}: {why}"
-        )))
-    });
+    let outcome =
+        super::call::run_caught(|| run_on_worker(job, tsc, &state)).unwrap_or_else(|why| {
+            Outcome::Failed(CommandError::Internal {
+                command: Some(command),
+                why,
+            })
+        });
     free_context(tsc);
     finish(
         bc,
@@ -264,7 +294,7 @@ fn pause_point(state: &RunState) {
 }
 
 /// Runs a job on the worker thread.
-fn run(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
+fn run_on_worker(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
     let Job {
         command,
         source,
@@ -363,9 +393,7 @@ impl Iterator for KeyFeed<'_> {
                 pause_point(self.state);
             }
             if self.tsc.is_null() {
-                self.error = Some(CommandError::Text(
-                    "ERR this Redis has no thread-safe contexts".into(),
-                ));
+                self.error = Some(CommandError::NoThreadSafeContext);
                 return None;
             }
             // SAFETY: the thread-safe context of this run's blocked client; the slice is
@@ -405,11 +433,13 @@ unsafe extern "C" fn reply(
     match outcome.as_ref() {
         Some(Outcome::Done(reply)) => reply.send(ctx, resp3),
         Some(Outcome::Failed(e)) => reply_error(ctx, e),
-        Some(Outcome::Cancelled(command)) => reply_error(
+        Some(Outcome::Cancelled(command)) => reply_error(ctx, &CommandError::Cancelled { command }),
+        None => reply_error(
             ctx,
-            &CommandError::Text(format!("ERR {command} was cancelled")),
+            &CommandError::Cancelled {
+                command: "RING.* evaluation",
+            },
         ),
-        None => reply_error(ctx, &CommandError::Text("ERR cancelled".into())),
     }
     raw::Status::Ok as c_int
 }

@@ -4,17 +4,15 @@
 //!
 //! Every command is a raw command callback (see [`super::table`]): there is no per-call `Vec`
 //! of retained argument strings and no owned copy of reply strings, which took a pipelined
-//! `RING.GET` from about 0.74 to 0.65 µs of server CPU (README, Performance).
+//! `RING.GET` a tenth of its server CPU (BENCHMARKS.md, "Figures behind the code").
 
-use super::args::ArgError;
+use super::errors::CommandError;
 use super::reply::Reply;
 use super::ringtype::{RingMut, RingValue, RING_TYPE};
-use crate::engine::error::shown;
-use crate::engine::{EngineError, Topology};
+use crate::engine::Topology;
 use redis_module::key::{RedisKey, RedisKeyWritable};
-use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisError, RedisString};
+use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisString};
 use std::ffi::CString;
-use std::fmt;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -26,54 +24,6 @@ pub type RawCtx = *mut raw::RedisModuleCtx;
 pub type RawArgv = *mut *mut raw::RedisModuleString;
 /// A command callback, as `RedisModule_CreateCommand` takes it.
 pub type RawCallback = unsafe extern "C" fn(RawCtx, RawArgv, c_int) -> c_int;
-
-/// Why a command failed; the reply is its whole text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandError {
-    /// Redis' standard arity error (`ERR wrong number of arguments for '...' command`).
-    WrongArity,
-    /// `WRONGTYPE Operation against a key holding the wrong kind of value`.
-    WrongType,
-    /// Any other error: the full reply text, starting with its code (`ERR ...`).
-    Text(String),
-}
-
-impl fmt::Display for CommandError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommandError::WrongArity => f.write_str("ERR wrong number of arguments"),
-            CommandError::WrongType => {
-                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
-            }
-            CommandError::Text(text) => f.write_str(text),
-        }
-    }
-}
-
-impl From<EngineError> for CommandError {
-    fn from(e: EngineError) -> Self {
-        CommandError::Text(format!("ERR {e}"))
-    }
-}
-
-impl From<ArgError> for CommandError {
-    fn from(e: ArgError) -> Self {
-        CommandError::Text(e.to_string())
-    }
-}
-
-impl From<RedisError> for CommandError {
-    fn from(e: RedisError) -> Self {
-        match e {
-            RedisError::WrongArity => CommandError::WrongArity,
-            RedisError::WrongType => CommandError::WrongType,
-            other => CommandError::Text(other.to_string()),
-        }
-    }
-}
-
-/// The reply to a command that panicked.
-pub const INTERNAL_ERROR: &str = "ERR internal error";
 
 /// A command handler: does all its fallible work first and replies last (with
 /// [`Call::reply`]), so that an error is always the whole reply.
@@ -178,7 +128,7 @@ impl<'a> Call<'a> {
             .get(1)
             .map(|&s| RedisString::string_as_slice(s))
             .unwrap_or_default();
-        CommandError::Text(format!("ERR no such key {}", shown(name)))
+        CommandError::NoSuchKey(name.to_vec())
     }
 
     /// A snapshot of the ring at the key that later writes do not change. Errors: a missing
@@ -305,7 +255,7 @@ pub unsafe fn dispatch(
                 "ringslot: {} failed with an internal error: {why}",
                 name.to_uppercase()
             ));
-            reply_error(ctx, &CommandError::Text(INTERNAL_ERROR.into()));
+            reply_error(ctx, &CommandError::Internal { command: None, why });
         }
     }
     raw::Status::Ok as c_int
@@ -325,21 +275,5 @@ mod tests {
         let index = 3;
         let caught = run_caught(|| [1, 2][index]);
         assert!(caught.unwrap_err().contains("index out of bounds"));
-    }
-
-    #[test]
-    fn errors_carry_their_full_text() {
-        assert_eq!(
-            CommandError::from(EngineError::UnknownNode(b"n".to_vec())).to_string(),
-            "ERR no such node 'n' in the ring"
-        );
-        assert_eq!(
-            CommandError::from(ArgError::NotInteger).to_string(),
-            "ERR value is not an integer or out of range"
-        );
-        assert_eq!(
-            CommandError::WrongType.to_string(),
-            "WRONGTYPE Operation against a key holding the wrong kind of value"
-        );
     }
 }

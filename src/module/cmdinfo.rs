@@ -1,9 +1,9 @@
-//! What `COMMAND INFO` / `COMMAND DOCS` / `COMMAND GETKEYS` say about a command: argument docs
-//! as constant data ([`Arg`]), turned into the structures of `RedisModule_SetCommandInfo` for
-//! an entry of the command table. Redis 7.0 has no module ACL categories, so the crate's
+//! What `COMMAND INFO` / `COMMAND DOCS` / `COMMAND GETKEYS` say about a command: its facts
+//! ([`Command`]) and argument docs as constant data ([`Arg`]), turned into the structures of
+//! `RedisModule_SetCommandInfo`. Redis 7.0 has no module ACL categories, so the crate's
 //! `#[command]` macro cannot be used; RedisBloom's `src/cmd_info/` does the same in C.
 
-use super::table::Command;
+use super::call::Handler;
 use redis_module::commands::{
     get_redis_command_args, get_redis_key_spec, BeginSearch, CommandArgFlags, FindKeys, KeySpec,
     KeySpecFlags, RedisModuleCommandArg,
@@ -11,6 +11,29 @@ use redis_module::commands::{
 use redis_module::{raw, Context};
 use std::ffi::CString;
 use std::ptr;
+
+/// One RING.* command: its facts, from which it is created and documented (the table of
+/// them is [`super::table::COMMANDS`]).
+pub struct Command {
+    /// Lower-case name, as `COMMAND INFO` shows it.
+    pub name: &'static str,
+    /// `RedisModule_CreateCommand` flags (`write deny-oom`, `readonly fast`, ...).
+    pub flags: &'static str,
+    /// Arity as Redis counts it: negative for "at least".
+    pub arity: i32,
+    /// Flags of the key spec of the ring key (`REDISMODULE_CMD_KEY_*` bits).
+    pub key_flags: u32,
+    /// One line for `COMMAND DOCS`.
+    pub summary: &'static str,
+    /// Time complexity for `COMMAND DOCS`.
+    pub complexity: &'static str,
+    /// The ringslot version that introduced the command.
+    pub since: &'static str,
+    /// The arguments, for `COMMAND DOCS` and redis-cli's hints.
+    pub args: &'static [Arg],
+    /// What runs when the command is called.
+    pub handler: Handler,
+}
 
 /// The kind of a documented argument (`COMMAND DOCS` "type").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

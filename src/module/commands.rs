@@ -2,26 +2,27 @@
 //! its fallible work first and replies last, so an error is always the whole reply (see
 //! [`super::call::dispatch`], which also turns a panic into `ERR internal error`).
 //!
+//! `RING.MOVES` has a file of its own (`moves.rs`).
+//!
 //! Writes that change a ring are replicated verbatim (which also counts them as dirty for
 //! `SAVE`) and fire a keyspace notification of class `d` (module) named `ring.create`,
-//! `ring.add`, `ring.del` or `ring.assign`. A `RING.ADD` that creates its ring is replicated
-//! after a `RING.CREATE key VNODES n` naming the VNODES it used, so that a replica or an AOF
-//! replay with another `ringslot.default-vnodes` builds the same ring (Redis wraps the two in
-//! MULTI/EXEC).
+//! `ring.add`, `ring.del`, `ring.assign` or `ring.unassign`. A `RING.ADD` that creates its
+//! ring is replicated after a `RING.CREATE key VNODES n` naming the VNODES it used, so that a
+//! replica or an AOF replay with another `ringslot.default-vnodes` builds the same ring (Redis
+//! wraps the two in MULTI/EXEC). `RING.MIRROR` is replicated as its effect.
 
-use super::args::{self, Members};
+use super::args;
 use super::background::{self, Job, Source, Work};
-use super::call::{Call, CommandError};
-use super::cluster;
-use super::config::{self, DEFAULT_VNODES, INLINE_LIMIT, MAX_SAMPLE};
-use super::keys::{self, KeyWalk};
+use super::call::Call;
+use super::config::{self, DEFAULT_VNODES, MAX_SAMPLE};
+use super::errors::CommandError;
+use super::live;
 use super::reply::Reply;
+use super::ringtype::rebuild_commands;
+use crate::engine::cluster::{mirror as mirror_of, MirrorOptions};
 use crate::engine::cost;
-use crate::engine::error::shown;
-use crate::engine::{
-    key_slot, sample_members, EngineError, Flavour, Limits, Scheme, SchemesWhatIf, Topology,
-};
-use redis_module::ContextFlags;
+use crate::engine::{key_slot, slot_runs, Flavour, Limits, Topology};
+use redis_module::{ContextFlags, NotifyEvent, RedisValue};
 use std::sync::atomic::Ordering;
 
 /// `ringslot.max-points` and `ringslot.max-nodes`, except for commands replayed from the AOF
@@ -45,10 +46,7 @@ pub fn create(call: &Call) -> Result<(), CommandError> {
     let key = call.write_ring()?;
     if !key.is_empty() {
         let name = call.key_name()?;
-        return Err(CommandError::Text(format!(
-            "ERR key {} already exists",
-            shown(name.as_slice())
-        )));
+        return Err(CommandError::KeyExists(name.as_slice().to_vec()));
     }
     key.create(Topology::new(opts.flavour, opts.vnodes, opts.hashtag)?)?;
     call.propagate("ring.create")?;
@@ -276,187 +274,6 @@ pub fn info(call: &Call) -> Result<(), CommandError> {
     })
 }
 
-/// The keys `walk` finds, walked to its end on the main thread (see [`super::keys`]): at most
-/// `ringslot.max-sample` of them, else `TooManyMatches`.
-fn walk_all(call: &Call, mut walk: KeyWalk) -> Result<Vec<Vec<u8>>, CommandError> {
-    let ctx = call.context();
-    let limit = config::get(&MAX_SAMPLE);
-    let mut found = Vec::new();
-    while !walk.is_done() {
-        // SAFETY: the live context of this call, on the main thread; the whole walk happens
-        // within this call.
-        unsafe { walk.step(ctx.ctx, 1000, &mut found)? };
-        if found.len() as u64 > limit {
-            return Err(EngineError::TooManyMatches { limit }.into());
-        }
-    }
-    Ok(found)
-}
-
-/// Runs `work` over `source` for the call: on Redis' main thread when its estimated `work`
-/// fits in `ringslot.inline-limit`, else in the background ([`background`]), except where the
-/// client cannot be blocked (`MULTI`, scripts), where it is refused with an error that names
-/// the limit and says what costs (`what`).
-fn run_job(
-    call: &Call,
-    command: &'static str,
-    units: u64,
-    what: &str,
-    source: Source,
-    work: Work,
-) -> Result<(), CommandError> {
-    let inline = config::get(&INLINE_LIMIT);
-    if units > inline {
-        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
-        if call.flags().intersects(blocked) {
-            return Err(CommandError::Text(format!(
-                "ERR {what} is about {units} units of work, more than ringslot.inline-limit \
-                 ({inline}), the most {command} does on Redis' main thread, and here (MULTI, a \
-                 script) it cannot run in the background"
-            )));
-        }
-        let job = Job {
-            command,
-            source,
-            work,
-        };
-        // SAFETY: the live context of this call, on the main thread, which may block.
-        return unsafe { background::start(call.context().ctx, job) };
-    }
-    let reply = match source {
-        Source::Nothing => work(&mut std::iter::empty())?,
-        Source::Sample { name, count } => work(&mut sample_members(&name, count))?,
-        Source::Keys { walk, .. } => work(&mut walk_all(call, walk)?.into_iter())?,
-    };
-    call.reply(&reply);
-    Ok(())
-}
-
-/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start end]
-/// [SCHEMES name ...]` -> the what-if map ([`schemes_reply`]; without `SCHEMES`, of the ring,
-/// the slot table and modulo). Changes nothing. Errors: a missing key (naming it), a change
-/// the ring refuses.
-///
-/// Work up to `ringslot.inline-limit` (estimated by [`cost::what_if`]: the points the change
-/// moves, what the schemes build, and the members, or the keys of the database a `KEYS` walk
-/// visits) runs inline; more runs in the background ([`background`]), except where the client
-/// cannot be blocked (`MULTI`, scripts), where it is refused.
-pub fn moves(call: &Call) -> Result<(), CommandError> {
-    let rest = call.rest(2, 2, usize::MAX)?;
-    let parsed = args::parse_moves(&rest, config::get(&MAX_SAMPLE))?;
-    let limits = config::limits();
-    let ctx = call.context();
-    let name = call.key_name()?;
-    let topo = call.ring_snapshot()?;
-    let schemes: Vec<Scheme> = parsed
-        .schemes
-        .clone()
-        .unwrap_or_else(|| Scheme::DEFAULT.to_vec());
-    let params = config::scheme_params();
-    if schemes.contains(&Scheme::Maglev) {
-        config::check_maglev_size(&params).map_err(CommandError::Text)?;
-    }
-    // The walk's rights are the caller's, checked before anything runs.
-    let (source, counted, what) = match parsed.members {
-        Members::Sample(n) => (
-            Source::Sample {
-                name: name.as_slice().to_vec(),
-                count: n,
-            },
-            cost::Source::Sample(n),
-            format!("SAMPLE {n}"),
-        ),
-        Members::Slots(start, end) => {
-            // SAFETY: the live context of this call, on the main thread.
-            let reader = unsafe { keys::caller(ctx.ctx) };
-            reader.check_scan()?;
-            let (size, big) = cluster::own_slots(call, start, end)?;
-            // Slots too big to read at once are found by a walk of every key.
-            // SAFETY: the live context of this call, on the main thread.
-            let visited = size
-                + if big {
-                    unsafe { keys::db_size(ctx.ctx) }
-                } else {
-                    0
-                };
-            let walk = KeyWalk::slots(start, end, reader, name.as_slice());
-            (
-                Source::Keys {
-                    walk,
-                    limit: config::get(&MAX_SAMPLE),
-                },
-                cost::Source::Walk(visited),
-                format!("SLOTS {start} {end} ({size} keys)"),
-            )
-        }
-        Members::Keys(pattern) => {
-            // SAFETY: the live context of this call, on the main thread.
-            let reader = unsafe { keys::caller(ctx.ctx) };
-            reader.check_scan()?;
-            // SAFETY: as above.
-            let size = unsafe { keys::db_size(ctx.ctx) };
-            (
-                Source::Keys {
-                    walk: KeyWalk::new(pattern, reader)?,
-                    limit: config::get(&MAX_SAMPLE),
-                },
-                cost::Source::Walk(size),
-                format!("a walk of the database's {size} keys"),
-            )
-        }
-    };
-    let units = cost::what_if(&topo, &parsed.change, &schemes, &params, counted).units();
-    if units > config::get(&INLINE_LIMIT) {
-        // A change the ring refuses is an error now, not after a wait in the background.
-        topo.check_change(&parsed.change, limits)?;
-    }
-    let what = match &parsed.schemes {
-        Some(_) => format!("this what-if ({what} with those SCHEMES)"),
-        None => format!("this what-if ({what})"),
-    };
-    let change = parsed.change;
-    let work: Work = Box::new(move |members| {
-        let w = topo.what_if_schemes(&change, members, &schemes, &params, limits)?;
-        Ok(schemes_reply(&w))
-    });
-    run_job(call, "RING.MOVES", units, &what, source, work)
-}
-
-/// The map of `RING.MOVES`: `members`, `ideal`, then one map per scheme evaluated, in order:
-/// `moved`, `between_old`, `fraction`, `standard_error`, then `space` (the exact moved share
-/// of the key space) for the ring and Maglev, `slots_moved` for the slot table. Fractions are
-/// nil when no member was evaluated (a walk that matched nothing).
-fn schemes_reply(w: &SchemesWhatIf) -> Reply<'static> {
-    let mut fields = vec![
-        ("members", Reply::count(w.members)),
-        ("ideal", Reply::Double(w.ideal)),
-    ];
-    let measured = |f: f64| {
-        if w.members == 0 {
-            Reply::Nil
-        } else {
-            Reply::Double(f)
-        }
-    };
-    for r in &w.schemes {
-        let mut m = vec![
-            ("moved", Reply::count(r.moves.moved)),
-            ("between_old", Reply::count(r.moves.between_old)),
-            ("fraction", measured(r.moves.fraction)),
-            ("standard_error", measured(r.moves.standard_error)),
-        ];
-        // The slot table's exact share is its slots_moved / 16384.
-        if let (Some(space), false) = (r.space, r.scheme == Scheme::Slots) {
-            m.push(("space", Reply::Double(space)));
-        }
-        if let Some(slots) = r.slots_moved {
-            m.push(("slots_moved", Reply::count(slots)));
-        }
-        fields.push((r.scheme.name(), Reply::Map(m)));
-    }
-    Reply::Map(fields)
-}
-
 /// `RING.OWNERS key member` -> a map of scheme -> owner (nil on an empty ring): where the
 /// member lands under every scheme at once, on the ring key's nodes and weights (bounded loads
 /// with no other member placed is the ring). Builds a Maglev table and the multi-probe points
@@ -469,7 +286,7 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
     };
     let member = member.to_vec();
     let params = config::scheme_params();
-    config::check_maglev_size(&params).map_err(CommandError::Text)?;
+    config::check_maglev_size(&params)?;
     let topo = call.ring_snapshot()?;
     let units = cost::owners(&topo, &params).units();
     let what = format!(
@@ -477,7 +294,7 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
         topo.nodes().len()
     );
     let work: Work = Box::new(move |_| {
-        let owners = topo.owners_under_all(&member, &params);
+        let owners = topo.owners(&member, &params);
         let fields = owners
             .into_iter()
             .map(|(s, o)| {
@@ -490,7 +307,12 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
             .collect();
         Ok(Reply::Map(fields))
     });
-    run_job(call, "RING.OWNERS", units, &what, Source::Nothing, work)
+    let job = Job {
+        command: "RING.OWNERS",
+        source: Source::Nothing,
+        work,
+    };
+    background::run(call, job, units, &what)
 }
 
 /// `RING.BALANCE key [SAMPLE n]` -> a map of scheme -> map of `peak_to_mean` (the largest
@@ -500,33 +322,9 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
 /// `ringslot.inline-limit` ([`cost::balance`]) in the background. Errors: a missing key, a
 /// `ringslot.maglev-size` that is not a prime.
 pub fn balance(call: &Call) -> Result<(), CommandError> {
-    let rest = call.rest(2, 0, 2)?;
-    let n = match rest.as_slice() {
-        [] => 10_000,
-        [opt, value] if opt.eq_ignore_ascii_case(b"SAMPLE") => {
-            let n = args::integer(value)?;
-            if n < 1 {
-                return Err(CommandError::Text("ERR SAMPLE must be 1 or more".into()));
-            }
-            n.unsigned_abs()
-        }
-        [opt, ..] => {
-            return Err(CommandError::Text(format!(
-                "ERR syntax error, unknown option {} (RING.BALANCE takes SAMPLE n)",
-                shown(opt)
-            )))
-        }
-    };
-    let max_sample = config::get(&MAX_SAMPLE);
-    if n > max_sample {
-        return Err(EngineError::TooManyMembers {
-            members: n,
-            limit: max_sample,
-        }
-        .into());
-    }
+    let n = args::parse_balance(&call.rest(2, 0, usize::MAX)?, config::get(&MAX_SAMPLE))?;
     let params = config::scheme_params();
-    config::check_maglev_size(&params).map_err(CommandError::Text)?;
+    config::check_maglev_size(&params)?;
     let name = call.key_name()?;
     let topo = call.ring_snapshot()?;
     let units = cost::balance(&topo, &params, n).units();
@@ -535,7 +333,7 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
         topo.nodes().len()
     );
     let work: Work = Box::new(move |members| {
-        let balances = topo.balance_under_all(members, &params);
+        let balances = topo.balance(members, &params);
         let fields = balances
             .iter()
             .map(|b| {
@@ -554,5 +352,135 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
         name: name.as_slice().to_vec(),
         count: n,
     };
-    run_job(call, "RING.BALANCE", units, &what, source, work)
+    let job = Job {
+        command: "RING.BALANCE",
+        source,
+        work,
+    };
+    background::run(call, job, units, &what)
+}
+
+/// `RING.MIRROR key [COMPAT name] [VNODES n] [HASHTAG]` -> a map of what changed. Makes the
+/// ring at `key` mirror the live cluster: its nodes the masters that are not failing, named
+/// `ip:port` as `CLUSTER SLOTS` names them, its slot table the live one (slots no such master
+/// serves stay unassigned and are reported). A new mirror lists masters as `redis-cli
+/// --cluster` run against this node loads them (this node first, then in its `CLUSTER NODES`
+/// order) and takes the options; a refresh keeps the ring's configuration (options that differ
+/// from it are an error), its nodes' order and weights, appends new masters and drops gone
+/// ones, and keeps the key's TTL. Replicated as its effect (`DEL`, `RING.CREATE`, `RING.ADD`,
+/// `RING.ASSIGN`, `RING.UNASSIGN`, and `PEXPIREAT` for a key with a TTL, in one
+/// `MULTI`/`EXEC`), never as itself: a replica or the AOF sees another cluster. Errors: not a
+/// cluster node; options that differ from an existing mirror's; the ring would pass
+/// `ringslot.max-points` or `ringslot.max-nodes` (checked before any point is made).
+pub fn mirror(call: &Call) -> Result<(), CommandError> {
+    let given = call.rest(2, 0, usize::MAX)?;
+    let opts = args::parse_create(&given)?;
+    let nodes = live::live_nodes(call, "RING.MIRROR")?;
+    let key = call.write_ring()?;
+    let old = key.ring().map(|ring| (*ring).clone());
+    let options = MirrorOptions {
+        flavour: opts.flavour,
+        vnodes: opts.vnodes,
+        hashtag: opts.hashtag,
+        given: !given.is_empty(),
+    };
+    let m = mirror_of(old.as_ref(), &nodes, &options, config::limits())?;
+    let name = call.key_name()?;
+    let ctx = call.context();
+    // The key's expiry, kept by the refresh, must reach the replicas too.
+    let expires_at = match ctx.call("PEXPIRETIME", &[name.as_slice()][..]) {
+        Ok(RedisValue::Integer(at)) if at > 0 => Some(at),
+        _ => None,
+    };
+    let reply = Reply::Map(vec![
+        ("created", Reply::Bool(m.created)),
+        ("nodes", Reply::count(m.topology.nodes().len())),
+        (
+            "added",
+            Reply::Array(m.added.iter().map(|a| Reply::Bulk(a)).collect()),
+        ),
+        (
+            "removed",
+            Reply::Array(m.removed.iter().map(|r| Reply::Bulk(r)).collect()),
+        ),
+        ("slots_changed", Reply::count(m.slots_changed)),
+        (
+            "unserved",
+            Reply::Array(
+                m.unserved
+                    .iter()
+                    .map(|&(a, b)| Reply::Array(vec![Reply::Int(a.into()), Reply::Int(b.into())]))
+                    .collect(),
+            ),
+        ),
+    ]);
+    // The effect, replicated: the ring rebuilt from nothing.
+    let commands = rebuild_commands(&m.topology);
+    match old {
+        Some(_) => {
+            if let Some(mut ring) = key.ring() {
+                *ring = m.topology;
+            }
+        }
+        None => key.create(m.topology)?,
+    }
+    let del: [&[u8]; 1] = [name.as_slice()];
+    ctx.replicate("DEL", &del[..]);
+    for (command, rest) in commands {
+        let mut argv: Vec<&[u8]> = vec![name.as_slice()];
+        argv.extend(rest.iter().map(Vec::as_slice));
+        ctx.replicate(command.to_str().unwrap_or_default(), &argv[..]);
+    }
+    if let Some(at) = expires_at {
+        let at = at.to_string();
+        let argv: [&[u8]; 2] = [name.as_slice(), at.as_bytes()];
+        ctx.replicate("PEXPIREAT", &argv[..]);
+    }
+    ctx.notify_keyspace_event(NotifyEvent::MODULE, "ring.mirror", &name);
+    call.reply(&reply);
+    Ok(())
+}
+
+/// `RING.PLAN key ADD|DEL node [WEIGHT w]` -> the moves of the slot table the change would
+/// make, in order, as `redis-cli --cluster rebalance --cluster-use-empty-masters` makes them
+/// (each "Moving N slots from A to B"): one map per move with `from`, `to` (nil for
+/// unassigned slots), `slots` (how many) and `ranges` (`[start, end]` runs). Changes nothing.
+/// Error: a missing key (naming it), a change the ring refuses.
+pub fn plan(call: &Call) -> Result<(), CommandError> {
+    let change = args::parse_plan(&call.rest(2, 2, usize::MAX)?)?;
+    let limits = config::limits();
+    call.read_existing_ring(|ring| {
+        let moves = ring.plan(&change, limits)?;
+        fn node(n: &Option<Vec<u8>>) -> Reply<'_> {
+            n.as_deref().map_or(Reply::Nil, Reply::Bulk)
+        }
+        let reply = Reply::Array(
+            moves
+                .iter()
+                .map(|m| {
+                    Reply::Map(vec![
+                        ("from", node(&m.from)),
+                        ("to", node(&m.to)),
+                        ("slots", Reply::count(m.slots.len())),
+                        (
+                            "ranges",
+                            Reply::Array(
+                                slot_runs(&m.slots)
+                                    .into_iter()
+                                    .map(|(a, b)| {
+                                        Reply::Array(vec![
+                                            Reply::Int(a.into()),
+                                            Reply::Int(b.into()),
+                                        ])
+                                    })
+                                    .collect(),
+                            ),
+                        ),
+                    ])
+                })
+                .collect(),
+        );
+        call.reply(&reply);
+        Ok(())
+    })
 }

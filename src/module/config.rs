@@ -3,6 +3,7 @@
 //! `--loadmodule`): one table, registered in `init`, with the range every way of setting them
 //! is checked against.
 
+use super::errors::CommandError;
 use crate::engine::topology::{Limits, MAX_POINTS_CEILING, MAX_VNODES};
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
 use redis_module::{raw, Context, RedisString};
@@ -53,9 +54,8 @@ pub static BALANCE_FACTOR: AtomicI64 = AtomicI64::new(125);
 /// background worker waits before each slice of members (see [`super::background`]).
 pub static DEBUG_PAUSE: AtomicI64 = AtomicI64::new(0);
 
-/// Every configuration. The defaults keep every command within about 100 ms of the main
-/// thread on a 2-vCPU machine (README, Configuration): building a ring costs about 60 ns a
-/// point, a what-if about 1 µs a key walked.
+/// Every configuration. The defaults keep every read-only command within 50 ms of the main
+/// thread on the development machine (README, Configuration, and `make bench-limits`).
 pub static SETTINGS: [Setting; 10] = [
     Setting {
         name: "default-vnodes",
@@ -146,17 +146,13 @@ pub fn scheme_params() -> crate::engine::SchemeParams {
     }
 }
 
-/// Checks that `params` give Maglev a prime table size (only Maglev uses it). Error: the reply
-/// text.
-pub fn check_maglev_size(params: &crate::engine::SchemeParams) -> Result<(), String> {
+/// Checks that `params` give Maglev a prime table size (only Maglev uses it).
+pub fn check_maglev_size(params: &crate::engine::SchemeParams) -> Result<(), CommandError> {
     let size = params.maglev_size;
     if crate::engine::schemes::is_prime(size) {
         Ok(())
     } else {
-        Err(format!(
-            "ERR ringslot.maglev-size is {size}: Maglev needs a prime table size (65537, the \
-             default, or another prime)"
-        ))
+        Err(CommandError::MaglevSize { size })
     }
 }
 

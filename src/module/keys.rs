@@ -8,8 +8,10 @@
 //! that changes meanwhile, a key can be missed or seen twice (Redis also sees a key twice when
 //! it shrinks its table during a walk, which it does only after mass deletions).
 
-use super::call::{CommandError, RawCtx};
-use crate::engine::{glob_match, key_slot};
+use super::call::RawCtx;
+use super::errors::CommandError;
+use super::live;
+use crate::engine::{glob_match, key_slot, EngineError};
 use redis_module::{raw, Context, RedisValue};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -175,11 +177,7 @@ impl Drop for User {
 
 /// The error for a reader who may not walk the keyspace.
 fn no_scan() -> CommandError {
-    CommandError::Text(
-        "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES ... \
-         KEYS and SLOTS need"
-            .into(),
-    )
+    CommandError::NoScanPermission
 }
 
 impl Reader {
@@ -209,14 +207,8 @@ impl Reader {
 }
 
 fn gone() -> CommandError {
-    CommandError::Text("NOPERM the user of this connection no longer exists".into())
+    CommandError::UserGone
 }
-
-/// Slots holding at most this many keys are read whole (`CLUSTER GETKEYSINSLOT`, which has no
-/// cursor: a slot is read in one call, about 0.25 µs a key); bigger ones are found by a walk
-/// of the whole database in slices, keeping their keys, so that no slot, however big (a hot
-/// hash tag), holds the server lock for more than one slice.
-pub const SLOT_READ_WHOLE: u64 = 16384;
 
 /// How a walk finds its keys.
 enum Mode {
@@ -226,7 +218,7 @@ enum Mode {
         pattern: Vec<u8>,
     },
     /// This cluster node's keys in slots `next..=end`, but `skip` (the ring being evaluated):
-    /// slot by slot (`CLUSTER GETKEYSINSLOT`) for those of at most [`SLOT_READ_WHOLE`] keys;
+    /// slot by slot (`CLUSTER GETKEYSINSLOT`) for those of at most [`live::SLOT_READ_WHOLE`] keys;
     /// the slots with more are listed in `big` and their keys found afterwards by a walk of
     /// the database (`cursor`, made when the slot by slot part is done) that keeps the keys
     /// of those slots.
@@ -330,7 +322,7 @@ impl KeyWalk {
     /// `skip`: the ring being evaluated, so that a copy placed on a master to evaluate its keys
     /// does not count itself. Keys are taken as the node stores them (`CLUSTER
     /// COUNTKEYSINSLOT` counts the same ones), expired or not: a slot of at most
-    /// [`SLOT_READ_WHOLE`] keys in one read, the keys of bigger ones by a walk of the database
+    /// [`live::SLOT_READ_WHOLE`] keys in one read, the keys of bigger ones by a walk of the database
     /// in slices once the others are read. Every step first checks, under the same lock as its
     /// reads, that this node still serves the slots left and that none is migrating or
     /// importing: keys that a reshard moves away during a background walk make it fail, not
@@ -393,12 +385,12 @@ impl KeyWalk {
                 cursor,
             } => {
                 let context = Context::new(ctx);
-                let nodes = super::cluster::nodes_seen(&context)?;
+                let nodes = live::nodes_seen(&context)?;
                 if let Ok(first) = u16::try_from(*next) {
-                    super::cluster::check_slots(&nodes, first, *end)?;
+                    live::check_slots(&nodes, first, *end)?;
                 }
                 for &slot in big.iter() {
-                    super::cluster::check_slots(&nodes, slot, slot)?;
+                    live::check_slots(&nodes, slot, slot)?;
                 }
                 let mut visited = 0u64;
                 while *next <= u32::from(*end) && visited < budget {
@@ -406,8 +398,8 @@ impl KeyWalk {
                     *next += 1;
                     // A slot without keys still counts as work done.
                     visited += 1;
-                    let count = super::cluster::keys_in_slot(&context, slot)?;
-                    if count > SLOT_READ_WHOLE {
+                    let count = live::keys_in_slot(&context, slot)?;
+                    if count > live::SLOT_READ_WHOLE {
                         big.push(slot);
                         continue;
                     }
@@ -455,11 +447,32 @@ impl KeyWalk {
     }
 }
 
+impl KeyWalk {
+    /// Walks to the end, returning the keys the walk keeps: at most `limit` of them, else
+    /// `TooManyMatches`.
+    ///
+    /// # Safety
+    /// As [`KeyWalk::step`].
+    pub unsafe fn run_to_end(
+        mut self,
+        ctx: RawCtx,
+        limit: u64,
+    ) -> Result<Vec<Vec<u8>>, CommandError> {
+        let mut found = Vec::new();
+        while !self.is_done() {
+            self.step(ctx, 1000, &mut found)?;
+            if found.len() as u64 > limit {
+                return Err(EngineError::TooManyMatches { limit }.into());
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// A new scan cursor, which the walk destroys on drop. Error: the module API lacks them.
 fn new_cursor() -> Result<*mut raw::RedisModuleScanCursor, CommandError> {
     // SAFETY: a plain read of a function-pointer static set by RedisModule_Init.
-    let create = unsafe { raw::RedisModule_ScanCursorCreate }
-        .ok_or_else(|| CommandError::Text("ERR this Redis has no RedisModule_Scan".into()))?;
+    let create = unsafe { raw::RedisModule_ScanCursorCreate }.ok_or(CommandError::NoScan)?;
     // SAFETY: creates a cursor the caller owns.
     Ok(unsafe { create() })
 }

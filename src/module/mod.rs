@@ -2,23 +2,27 @@
 //! replies, the data type, command docs, and the module-wide settings (configurations and the
 //! allocator).
 //!
-//! - [`table`]: every command's facts and handler, walked by `init`;
-//! - [`call`]: one call (arguments, the ring at its key, errors, dispatch);
-//! - [`commands`]: the handlers; [`args`]: their option parsing; [`reply`]: reply trees;
+//! - [`table`]: every command's row (its facts and handler), walked by `init`;
+//! - [`call`]: one call (arguments, the ring at its key, dispatch);
+//! - [`commands`]: the handlers, but [`moves`] (`RING.MOVES`); [`args`]: their option
+//!   parsing; [`errors`]: every error reply; [`reply`]: reply trees;
 //! - [`ringtype`]: the `ringslot1` data type (RDB, AOF, copy, memory, digest);
-//! - [`cmdinfo`]: `COMMAND INFO` / `DOCS` for a table entry;
-//! - [`config`]: the `ringslot.*` configurations; [`keys`]: the keyspace walk of `KEYS`;
-//! - [`background`]: `RING.MOVES` on a worker thread; [`stats`]: `INFO ringslot`;
-//! - [`cluster`]: the live cluster: `RING.MIRROR`, `RING.PLAN`, `RING.MOVES ... SLOTS` checks.
+//! - [`cmdinfo`]: a command's facts and its `COMMAND INFO` / `DOCS`;
+//! - [`config`]: the `ringslot.*` configurations; [`keys`]: the keyspace walks of `KEYS` and
+//!   `SLOTS`; [`live`]: the live cluster (`CLUSTER NODES`, slot checks, keys in a slot);
+//! - [`background`]: the job runner (evaluations past the inline limit on a worker thread);
+//!   [`stats`]: `INFO ringslot`.
 
 pub mod args;
 pub mod background;
 pub mod call;
-pub mod cluster;
 pub mod cmdinfo;
 pub mod commands;
 pub mod config;
+pub mod errors;
 pub mod keys;
+pub mod live;
+pub mod moves;
 pub mod reply;
 pub mod ringtype;
 pub mod stats;

@@ -7,35 +7,14 @@
 //! positions are `1 1 1` for all, and the one key spec begins at index 1; the entry gives the
 //! spec's flags.
 
-use super::call::{dispatch, Handler, RawArgv, RawCallback, RawCtx};
-use super::cluster;
-use super::cmdinfo::{self, Arg};
+use super::call::{dispatch, RawArgv, RawCallback, RawCtx};
+use super::cmdinfo::{self, Arg, Command};
 use super::commands;
+use super::moves;
+use crate::engine::Flavour;
 use redis_module::{raw, Context, Status};
 use std::ffi::CString;
 use std::os::raw::c_int;
-
-/// One RING.* command.
-pub struct Command {
-    /// Lower-case name, as `COMMAND INFO` shows it.
-    pub name: &'static str,
-    /// `RedisModule_CreateCommand` flags (`write deny-oom`, `readonly fast`, ...).
-    pub flags: &'static str,
-    /// Arity as Redis counts it: negative for "at least".
-    pub arity: i32,
-    /// Flags of the key spec of the ring key (`REDISMODULE_CMD_KEY_*` bits).
-    pub key_flags: u32,
-    /// One line for `COMMAND DOCS`.
-    pub summary: &'static str,
-    /// Time complexity for `COMMAND DOCS`.
-    pub complexity: &'static str,
-    /// The ringslot version that introduced the command.
-    pub since: &'static str,
-    /// The arguments, for `COMMAND DOCS` and redis-cli's hints.
-    pub args: &'static [Arg],
-    /// What runs when the command is called.
-    pub handler: Handler,
-}
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
 const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
@@ -45,18 +24,20 @@ const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
 
 const KEY_ONLY: &[Arg] = &[Arg::key()];
 
+/// The flavours `COMPAT` takes, one keyword each, from [`Flavour::ALL`].
+const FLAVOURS: [Arg; Flavour::ALL.len()] = {
+    let mut out = [Arg::key(); Flavour::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        let name = Flavour::ALL[i].name();
+        out[i] = Arg::keyword(name, name);
+        i += 1;
+    }
+    out
+};
+
 /// The options of a new ring (RING.CREATE, RING.MIRROR).
-const COMPAT: Arg = Arg::one_of(
-    "compat",
-    &[
-        Arg::keyword("native", "native"),
-        Arg::keyword("ketama", "ketama"),
-        Arg::keyword("groupcache", "groupcache"),
-        Arg::keyword("native-fnv", "native-fnv"),
-    ],
-)
-.token("COMPAT")
-.optional();
+const COMPAT: Arg = Arg::one_of("compat", &FLAVOURS).token("COMPAT").optional();
 const VNODES: Arg = Arg::integer("vnodes").token("VNODES").optional();
 const HASHTAG: Arg = Arg::keyword("hashtag", "HASHTAG").optional();
 
@@ -237,7 +218,7 @@ pub static COMMANDS: [Command; 16] = [
             .optional(),
             Arg::string("scheme").token("SCHEMES").optional().multiple(),
         ],
-        handler: commands::moves,
+        handler: moves::moves,
     },
     Command {
         name: "ring.unassign",
@@ -264,7 +245,7 @@ pub static COMMANDS: [Command; 16] = [
             Arg::string("node"),
             Arg::integer("weight").token("WEIGHT").optional(),
         ],
-        handler: cluster::plan,
+        handler: commands::plan,
     },
     Command {
         name: "ring.mirror",
@@ -282,7 +263,7 @@ pub static COMMANDS: [Command; 16] = [
             VNODES,
             HASHTAG,
         ],
-        handler: cluster::mirror,
+        handler: commands::mirror,
     },
 ];
 

@@ -1,6 +1,6 @@
 //! The placement schemes engineers weigh beside the ring, the slot table and `hash mod N`,
 //! each a pure function of the nodes (in order), their weights and the scheme's parameters,
-//! over raw bytes with fixed hashes (see `../shared/notes/schemes.md` for the sources):
+//! over raw bytes with fixed hashes:
 //!
 //! - [`jump`]: jump consistent hash (Lamping & Veach, "A Fast, Minimal Memory, Consistent
 //!   Hash Algorithm", 2014, arXiv 1406.2294), buckets = the nodes in order. It has no
@@ -25,6 +25,8 @@
 //! the same for every scheme that takes a key hash, so that a comparison is fair.
 
 use super::flavour::{fmix64, native_hash, Flavour};
+use super::ring::delta::NodeChange;
+use super::topology::Topology;
 use xxhash_rust::xxh64::xxh64;
 
 /// A placement scheme, as `RING.MOVES ... SCHEMES` and `RING.OWNERS` name it.
@@ -63,6 +65,15 @@ impl Scheme {
 
     /// The schemes `RING.MOVES` evaluates when none are named.
     pub const DEFAULT: [Scheme; 3] = [Scheme::Ring, Scheme::Slots, Scheme::Modulo];
+
+    /// Whether the scheme is a [`Placement`]: a pure function of the nodes, their weights and
+    /// the member's strong key hash.
+    pub fn is_placement(self) -> bool {
+        matches!(
+            self,
+            Scheme::Jump | Scheme::Rendezvous | Scheme::Maglev | Scheme::MultiProbe
+        )
+    }
 
     /// The scheme's name in commands and replies.
     pub fn name(self) -> &'static str {
@@ -334,6 +345,130 @@ impl MultiProbe {
     }
 }
 
+/// The placement of one of the schemes that are pure functions of the nodes (in order), their
+/// weights and the member's strong key hash ([`Scheme::is_placement`]): built once for a node
+/// list, then asked for owners. Owners, what-ifs and balance loop over these instead of
+/// handling each scheme apart; a new scheme of this kind is a variant here and its algorithm.
+/// (The ring flavours hash members their own way, the slot table by CRC16, modulo by the
+/// ring's hash, and bounded loads depends on the order members arrive: they keep their own
+/// paths.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// Jump consistent hash: node of each bucket (the nodes in order; after a node leaves,
+    /// the last node takes its bucket).
+    Jump(Vec<usize>),
+    /// Weighted rendezvous: each node's seed and weight.
+    Rendezvous(Vec<(u64, u32)>),
+    /// Maglev: the node of each table entry (`u32::MAX`: none).
+    Maglev(Vec<u32>),
+    /// Multi-probe: the points, and the probes per member.
+    MultiProbe(MultiProbe, u32),
+}
+
+impl Placement {
+    /// The placement of `scheme` over `nodes` (name, weight; weight 0: a node that is gone),
+    /// in order; `None` for the schemes that are not placements.
+    pub fn build(
+        scheme: Scheme,
+        nodes: &[(&[u8], u32)],
+        params: &SchemeParams,
+    ) -> Option<Placement> {
+        Some(match scheme {
+            Scheme::Jump => Placement::Jump((0..nodes.len()).collect()),
+            Scheme::Rendezvous => Placement::Rendezvous(
+                nodes
+                    .iter()
+                    .map(|&(n, w)| (rendezvous_seed(n), w))
+                    .collect(),
+            ),
+            Scheme::Maglev => Placement::Maglev(maglev_table(nodes, params.maglev_size)),
+            Scheme::MultiProbe => Placement::MultiProbe(MultiProbe::new(nodes), params.probes),
+            Scheme::Ring | Scheme::Slots | Scheme::Modulo | Scheme::Bounded => return None,
+        })
+    }
+
+    /// The placement after `change`, given `after`, every node after it in the common index
+    /// space of [`crate::ring::delta`] (weight 0 for a node that leaves, a joining node last).
+    /// Jump keeps its buckets in order: a join adds the last bucket, a re-weight changes
+    /// nothing (jump has no weights), and a node that leaves frees its bucket to the last
+    /// node, as users remove a node from jump (only the last bucket can go).
+    pub fn after(
+        &self,
+        change: NodeChange,
+        after: &[(&[u8], u32)],
+        params: &SchemeParams,
+    ) -> Placement {
+        match (self, change) {
+            (Placement::Jump(buckets), NodeChange::Join { .. }) => {
+                Placement::Jump((0..=buckets.len()).collect())
+            }
+            (Placement::Jump(buckets), NodeChange::Reweight { .. }) => {
+                Placement::Jump(buckets.clone())
+            }
+            (Placement::Jump(buckets), NodeChange::Leave { index }) => {
+                let last = buckets.len().saturating_sub(1);
+                Placement::Jump(
+                    (0..last)
+                        .map(|b| if b == index { last } else { b })
+                        .collect(),
+                )
+            }
+            (Placement::Rendezvous(_), _) => {
+                Placement::build(Scheme::Rendezvous, after, params).unwrap_or(self.clone())
+            }
+            (Placement::Maglev(_), _) => {
+                Placement::build(Scheme::Maglev, after, params).unwrap_or(self.clone())
+            }
+            (Placement::MultiProbe(..), _) => {
+                Placement::build(Scheme::MultiProbe, after, params).unwrap_or(self.clone())
+            }
+        }
+    }
+
+    /// The owner (node index) of a member by its [`key_hash`]; `None` without nodes.
+    pub fn owner(&self, key_hash: u64) -> Option<usize> {
+        match self {
+            Placement::Jump(buckets) => {
+                let b = jump(key_hash, u32::try_from(buckets.len()).ok()?)?;
+                buckets.get(b as usize).copied()
+            }
+            Placement::Rendezvous(seeds) => rendezvous_owner(key_hash, seeds),
+            Placement::Maglev(table) => maglev_owner(key_hash, table),
+            Placement::MultiProbe(points, probes) => points.owner(key_hash, *probes),
+        }
+    }
+
+    /// The exact share of the key space whose owner differs between `self` and `after`, where
+    /// the scheme has a finite key space (Maglev: entries changed / table size); `None`
+    /// otherwise.
+    pub fn changed_space(&self, after: &Placement) -> Option<f64> {
+        match (self, after) {
+            (Placement::Maglev(b), Placement::Maglev(a)) => {
+                let changed = b.iter().zip(a).filter(|(x, y)| x != y).count();
+                Some(changed as f64 / b.len().max(1) as f64)
+            }
+            _ => None,
+        }
+    }
+
+    /// Each node's exact share of the key space (of `nodes` nodes), where the scheme has a
+    /// finite one (Maglev: entries / table size); `None` for the schemes whose balance is
+    /// sampled.
+    pub fn exact_shares(&self, nodes: usize) -> Option<Vec<f64>> {
+        let Placement::Maglev(table) = self else {
+            return None;
+        };
+        let mut entries = vec![0f64; nodes];
+        for &e in table {
+            if let Some(slot) = entries.get_mut(e as usize) {
+                *slot += 1.0;
+            }
+        }
+        let len = table.len().max(1) as f64;
+        Some(entries.into_iter().map(|e| e / len).collect())
+    }
+}
+
 /// Consistent hashing with bounded loads (Mirrokni, Thorup & Zadimoghaddam 2016): places the
 /// members, given by their ring hashes in arrival order, on the ring `points` (sorted (hash,
 /// owner) pairs), each on the owner of the first point at or after its hash whose node is
@@ -383,14 +518,29 @@ pub fn bounded_loads(
         .collect()
 }
 
+impl Topology {
+    /// The nodes as (name, weight), in order: what every scheme is a function of.
+    pub fn names_and_weights(&self) -> Vec<(&[u8], u32)> {
+        self.nodes()
+            .iter()
+            .map(|n| (n.name.as_slice(), n.weight))
+            .collect()
+    }
+
+    /// The hash the strong-hash schemes use for `member`: [`key_hash`] of the member, or of its
+    /// hash tag on a `HASHTAG` ring.
+    pub fn scheme_key_hash(&self, member: &[u8]) -> u64 {
+        key_hash(self.ring().key_bytes(member))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn jump_known_answers() {
-        // ClickHouse tests/queries/0_stateless/00580_consistent_hashing_functions, via
-        // ../shared/notes/schemes.md.
+        // ClickHouse's tests/queries/0_stateless/00580_consistent_hashing_functions.
         assert_eq!(jump(1, 1), Some(0));
         assert_eq!(jump(42, 57), Some(43));
         assert_eq!(jump(256, 1024), Some(520));
@@ -413,7 +563,7 @@ mod tests {
 
     #[test]
     fn maglev_envoy_known_answer() {
-        // Envoy's maglev_lb_test.cc (via ../shared/notes/schemes.md): table size 7, hosts
+        // Envoy's test/common/upstream/maglev_lb_test.cc: table size 7, hosts
         // 127.0.0.1:90 .. :95 keyed by address, equal weights: entries [2, 4, 0, 1, 5, 0, 3].
         let names: Vec<String> = (90..96).map(|p| format!("127.0.0.1:{p}")).collect();
         let nodes: Vec<(&[u8], u32)> = names.iter().map(|n| (n.as_bytes(), 1)).collect();

@@ -11,11 +11,10 @@
 //!   (0-based); member hash = plain FNV-1a-64 of the member. FNV-1a's last bytes move only the
 //!   low and middle bits of the hash (each byte is followed by a single multiply by the prime
 //!   `2^40 + 0x1b3`), so labels that differ only at their end land next to each other on the
-//!   circle; the label puts the index at both ends to keep points apart (peak-to-mean at 160
-//!   points, 10 nodes `node-N`: 2.17 with `node#i`, 6.07 with `i#node`, 1.10 with this
-//!   label). Members that differ only at their end (`key:0`, `key:1`, ...) still land in small
-//!   clusters, about 99% of neighbours on one node where 25% is expected with four, so a
-//!   sample of them estimates moved fractions less precisely than its size suggests.
+//!   circle; the label puts the index at both ends to keep points apart (BENCHMARKS.md,
+//!   "Figures behind the code", gives the balance of each label). Members that differ only at
+//!   their end (`key:0`, `key:1`, ...) still land in small clusters, so a sample of them
+//!   estimates moved fractions less precisely than its size suggests.
 //! - `Ketama`: libmemcached's weighted ketama (`update_continuum()` in libmemcached
 //!   `hosts.cc`, `MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED`): MD5 of `host-i` (port 11211 or none) or
 //!   `host:port-i`, four little-endian u32 points per digest; member hash = first little-endian
@@ -56,7 +55,7 @@ impl Flavour {
     ];
 
     /// The flavour's name as `RING.INFO` shows it and `COMPAT` takes it.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Flavour::Native => "native",
             Flavour::Ketama => "ketama",

@@ -1,6 +1,7 @@
 //! The placement engine: hashes, key slots, the ring, the slot table and the comparisons.
 //! No Redis type appears here, so everything is testable and benchmarkable in-process.
 
+pub mod change;
 pub mod cluster;
 pub mod compare;
 pub mod cost;
@@ -10,19 +11,20 @@ pub mod glob;
 pub mod keyslot;
 pub mod ring;
 pub mod sample;
-pub mod scheme_whatif;
 pub mod schemes;
 pub mod slots;
 pub mod topology;
+pub mod whatif;
 
-pub use compare::{Change, PlannedMove, SchemeMoves, WhatIf};
+pub use change::{Change, PlannedMove};
+pub use compare::SchemeBalance;
 pub use error::EngineError;
 pub use flavour::Flavour;
 pub use glob::glob_match;
 pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
 pub use sample::{sample_members, DEFAULT_SAMPLE};
-pub use scheme_whatif::{SchemeBalance, SchemeResult, SchemesWhatIf};
-pub use schemes::{Scheme, SchemeParams};
+pub use schemes::{Placement, Scheme, SchemeParams};
 pub use slots::{slot_runs, SlotMove, SlotTable};
 pub use topology::{Limits, NodeStats, Topology};
+pub use whatif::{SchemeMoves, SchemeResult, WhatIf};

@@ -1,9 +1,9 @@
-//! The what-if comparison: what one node joining, leaving or changing weight costs under the ring, the slot
-//! table and naive `hash mod N`, over a list of members, without changing anything.
+//! A change of a ring key's nodes, as the write that would make it (`RING.ADD` of a node, a
+//! re-weight, `RING.DEL`), checked against the ring without changing it, and the slot table's
+//! plan for it: the moves `redis-cli --cluster rebalance` would make.
 
 use super::error::EngineError;
 use super::ring::delta::NodeChange;
-use super::schemes::{Scheme, SchemeParams};
 use super::topology::{check_weight, follow_nodes, Limits, Topology};
 
 /// A node change to evaluate, as the write that would make it.
@@ -24,84 +24,8 @@ pub enum Change {
     },
 }
 
-/// Moves under one scheme.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SchemeMoves {
-    /// Members whose owner changed.
-    pub moved: u64,
-    /// Members that moved between two nodes neither of which is the one that joined, left or
-    /// was re-weighted: the moves a perfect scheme never makes.
-    pub between_old: u64,
-    /// `moved / members` (0.0 when there are no members).
-    pub fraction: f64,
-    /// The standard error `fraction` would have if the members were independent draws:
-    /// `sqrt(fraction (1 - fraction) / members)` (0.0 when there are no members). Sequential
-    /// members on a weak hash are not independent (see the native-fnv flavour), which is
-    /// when `fraction` and the exact `space` disagree by more than a few of these.
-    pub standard_error: f64,
-}
-
-/// The result of a what-if, as `RING.MOVES` replies it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WhatIf {
-    /// Members evaluated.
-    pub members: u64,
-    /// The fraction a perfect scheme would move: the node's share of the total weight.
-    pub ideal: f64,
-    /// Moves on the ring.
-    pub ring: SchemeMoves,
-    /// Exact fraction of the ring's hash space whose owner changes.
-    pub ring_space: f64,
-    /// Moves in the slot table.
-    pub slots: SchemeMoves,
-    /// Hash slots whose owner changes.
-    pub slots_moved: u32,
-    /// Moves under `member hash mod N` over the nodes in order.
-    pub modulo: SchemeMoves,
-}
-
-/// Counts moves under one scheme; owners are in the common index space of
-/// [`crate::engine::ring::delta`] (the ring's node indices, the joining node after them).
-/// Counts the moves of one scheme over members.
-#[derive(Default)]
-pub(crate) struct Counter {
-    moved: u64,
-    between_old: u64,
-}
-
-impl Counter {
-    /// Counts one member whose owner was `before` and is `after`; `changed` is the node that
-    /// joins, leaves or is re-weighted.
-    pub(crate) fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: usize) {
-        if before == after {
-            return;
-        }
-        self.moved += 1;
-        if let (Some(b), Some(a)) = (before, after) {
-            if b != changed && a != changed {
-                self.between_old += 1;
-            }
-        }
-    }
-
-    pub(crate) fn finish(&self, members: u64) -> SchemeMoves {
-        let (fraction, standard_error) = if members == 0 {
-            (0.0, 0.0)
-        } else {
-            let f = self.moved as f64 / members as f64;
-            (f, (f * (1.0 - f) / members as f64).sqrt())
-        };
-        SchemeMoves {
-            moved: self.moved,
-            between_old: self.between_old,
-            fraction,
-            standard_error,
-        }
-    }
-}
-
 /// A change checked against a topology, in the common index space of
-/// [`crate::engine::ring::delta`].
+/// [`crate::ring::delta`].
 pub(crate) struct Prepared<'a> {
     pub(crate) node_change: NodeChange<'a>,
     /// The node that joins, leaves or is re-weighted.
@@ -239,48 +163,5 @@ impl Topology {
                 slots: m.slots,
             })
             .collect())
-    }
-
-    /// Evaluates `change` over `members` under the ring, the slot table (rebalanced as the
-    /// change would rebalance it) and modulo, changing nothing and copying nothing of the
-    /// ring: the ring side looks only at the points that change ([`crate::engine::Ring::delta`]),
-    /// the slot side rebalances a copy of the 16384-slot table. Cost: O(k log k) for the k
-    /// points that change, O(S + N) for the table, then O(log P) per member. Errors: adding a
-    /// node already in the ring without a weight, removing an unknown node, a bad weight, a
-    /// ring that would pass `limits` after the change (checked before
-    /// anything is built). The default what-if of `RING.MOVES`:
-    /// [`Topology::what_if_schemes`] with [`Scheme::DEFAULT`].
-    pub fn what_if<I, M>(
-        &self,
-        change: &Change,
-        members: I,
-        limits: Limits,
-    ) -> Result<WhatIf, EngineError>
-    where
-        I: IntoIterator<Item = M>,
-        M: AsRef<[u8]>,
-    {
-        let w = self.what_if_schemes(
-            change,
-            members,
-            &Scheme::DEFAULT,
-            &SchemeParams::default(),
-            limits,
-        )?;
-        let part = |s: Scheme| w.schemes.iter().find(|r| r.scheme == s);
-        let (ring, slots, modulo) = (
-            part(Scheme::Ring),
-            part(Scheme::Slots),
-            part(Scheme::Modulo),
-        );
-        Ok(WhatIf {
-            members: w.members,
-            ideal: w.ideal,
-            ring: ring.map(|r| r.moves).unwrap_or_default(),
-            ring_space: ring.and_then(|r| r.space).unwrap_or(0.0),
-            slots: slots.map(|r| r.moves).unwrap_or_default(),
-            slots_moved: slots.and_then(|r| r.slots_moved).unwrap_or(0),
-            modulo: modulo.map(|r| r.moves).unwrap_or_default(),
-        })
     }
 }

@@ -77,6 +77,16 @@ pub enum EngineError {
         /// The most members.
         limit: u64,
     },
+    /// `RING.MIRROR` of an existing mirror with options that differ from its own.
+    #[error("the mirror exists with COMPAT {flavour} VNODES {vnodes}{}: a refresh keeps its options (DEL the key to mirror with others)", if *.hashtag { " HASHTAG" } else { "" })]
+    MirrorOptions {
+        /// The mirror's flavour.
+        flavour: &'static str,
+        /// Its VNODES.
+        vnodes: u32,
+        /// Whether it has `HASHTAG`.
+        hashtag: bool,
+    },
     /// Stored state that does not describe a valid ring (RDB load).
     #[error("corrupt ring data: {0}")]
     Corrupt(&'static str),

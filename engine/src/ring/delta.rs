@@ -472,7 +472,7 @@ impl RingDelta<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::flavour::Flavour;
+    use crate::flavour::Flavour;
 
     /// A change, the node list after it, and the common index of each node after it.
     type Case<'a> = (NodeChange<'a>, Vec<(Vec<u8>, u32)>, Vec<u32>);

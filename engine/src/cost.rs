@@ -28,7 +28,7 @@
 //! | bounded loads' copies of the ring's points | P / 24 |
 //! | the exact shares of the ring and the slot table (`RING.BALANCE`) | P / 64 + N / 4 |
 
-use super::compare::Change;
+use super::change::Change;
 use super::flavour::Flavour;
 use super::ring::Ring;
 use super::schemes::{Scheme, SchemeParams, MULTIPROBE_MAX_POINTS};
@@ -231,7 +231,7 @@ pub fn balance(topo: &Topology, params: &SchemeParams, sample: u64) -> Work {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Limits;
+    use crate::Limits;
 
     fn ring(vnodes: i64, nodes: usize) -> Topology {
         let mut t = Topology::new(Flavour::Native, Some(vnodes), false).expect("ring");

@@ -10,8 +10,8 @@
 //!   included), and the memory each keeps (printed once).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ringslot::engine::Limits;
-use ringslot::engine::{key_slot, Change, Flavour, Ring, Topology};
+use ringslot_engine::Limits;
+use ringslot_engine::{key_slot, Change, Flavour, Ring, Scheme, SchemeParams, Topology};
 use std::time::{Duration, Instant};
 
 fn node_names(n: usize) -> Vec<Vec<u8>> {
@@ -187,7 +187,16 @@ fn slots_and_moves(c: &mut Criterion) {
     let mut group = c.benchmark_group("what_if");
     group.sample_size(10);
     group.bench_function("add_node_100000_members", |b| {
-        b.iter(|| t.what_if(&change, &sample, Limits::NONE).expect("what-if"))
+        b.iter(|| {
+            t.what_if(
+                &change,
+                &sample,
+                &Scheme::DEFAULT,
+                &SchemeParams::default(),
+                Limits::NONE,
+            )
+            .expect("what-if")
+        })
     });
     group.finish();
 }
@@ -196,7 +205,7 @@ fn slots_and_moves(c: &mut Criterion) {
 /// the schemes' state (ring points, Maglev table, multi-probe points, rendezvous seeds) is
 /// built outside the timing.
 fn scheme_lookup(c: &mut Criterion) {
-    use ringslot::engine::schemes::{
+    use ringslot_engine::schemes::{
         jump, key_hash, maglev_owner, maglev_table, rendezvous_owner, rendezvous_seed, MultiProbe,
         SchemeParams,
     };

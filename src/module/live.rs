@@ -1,0 +1,101 @@
+//! The live Redis Cluster as this node sees it, read from the module (`RedisModule_Call` of
+//! `CLUSTER NODES` and `CLUSTER COUNTKEYSINSLOT`): its nodes, whether this node serves a range
+//! of slots with none of them open, and how many keys a slot holds. `RING.MIRROR`,
+//! `RING.MOVES ... SLOTS` and the keyspace walk of slots (`keys.rs`) use it; it imports no
+//! handler.
+
+use super::call::Call;
+use super::errors::CommandError;
+use crate::engine::cluster::{parse_cluster_nodes, ClusterNode};
+use redis_module::{Context, ContextFlags, RedisValue};
+
+/// Slots holding at most this many keys are read whole (`CLUSTER GETKEYSINSLOT`, which has no
+/// cursor: a slot is read in one call; what that holds: BENCHMARKS.md, "Figures behind the
+/// code"); bigger ones are found by a walk
+/// of the whole database in slices, keeping their keys, so that no slot, however big (a hot
+/// hash tag), holds the server lock for more than one slice.
+pub const SLOT_READ_WHOLE: u64 = 16384;
+
+/// The nodes of the cluster as the node of `context` sees them (`CLUSTER NODES`).
+pub fn nodes_seen(context: &Context) -> Result<Vec<ClusterNode>, CommandError> {
+    let text = match context.call("CLUSTER", &["NODES"][..])? {
+        RedisValue::BulkString(s) | RedisValue::SimpleString(s) => s,
+        RedisValue::StringBuffer(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => {
+            return Err(CommandError::UnexpectedReply {
+                command: "CLUSTER NODES",
+                reply: format!("{other:?}"),
+            })
+        }
+    };
+    Ok(parse_cluster_nodes(&text)?)
+}
+
+/// The nodes of the cluster as this node sees them. Error: not a cluster-enabled server.
+pub fn live_nodes(call: &Call, command: &'static str) -> Result<Vec<ClusterNode>, CommandError> {
+    if !call.flags().contains(ContextFlags::CLUSTER) {
+        return Err(CommandError::NotClusterNode { command });
+    }
+    nodes_seen(&call.context())
+}
+
+/// Checks that the node marked `myself` in `nodes` serves every slot of `start..=end` and
+/// that none of them is migrating or importing. Errors name the first slot that fails and,
+/// for a slot served elsewhere, who serves it.
+pub fn check_slots(nodes: &[ClusterNode], start: u16, end: u16) -> Result<(), CommandError> {
+    let me = nodes
+        .iter()
+        .find(|n| n.has("myself"))
+        .ok_or(CommandError::NotInClusterNodes)?;
+    for slot in start..=end {
+        if !me.serves(slot) {
+            let owner = nodes
+                .iter()
+                .find(|n| n.serves(slot))
+                .map_or_else(|| "no node".to_string(), |n| n.address.clone());
+            return Err(CommandError::SlotElsewhere {
+                slot,
+                owner,
+                me: me.address.clone(),
+            });
+        }
+    }
+    let open = |list: &[(u16, String)]| {
+        list.iter()
+            .find(|(s, _)| (start..=end).contains(s))
+            .map(|(s, _)| *s)
+    };
+    if let Some(slot) = open(&me.migrating) {
+        return Err(CommandError::SlotMigrating { slot });
+    }
+    if let Some(slot) = open(&me.importing) {
+        return Err(CommandError::SlotImporting { slot });
+    }
+    Ok(())
+}
+
+/// The key count of `slot` on the node of `context` (`CLUSTER COUNTKEYSINSLOT`).
+pub fn keys_in_slot(context: &Context, slot: u16) -> Result<u64, CommandError> {
+    match context.call("CLUSTER", &["COUNTKEYSINSLOT", &slot.to_string()][..])? {
+        RedisValue::Integer(n) => Ok(u64::try_from(n).unwrap_or(0)),
+        other => Err(CommandError::UnexpectedReply {
+            command: "CLUSTER COUNTKEYSINSLOT",
+            reply: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Checks that this node serves every slot of `start..=end` and none is migrating or
+/// importing ([`check_slots`]), and returns how many keys it holds there and whether a slot
+/// holds more than [`SLOT_READ_WHOLE`] (its keys are then found by a walk of the database).
+pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<(u64, bool), CommandError> {
+    check_slots(&live_nodes(call, "RING.MOVES ... SLOTS")?, start, end)?;
+    let context = call.context();
+    let (mut keys, mut big) = (0u64, false);
+    for slot in start..=end {
+        let n = keys_in_slot(&context, slot)?;
+        keys += n;
+        big |= n > SLOT_READ_WHOLE;
+    }
+    Ok((keys, big))
+}
