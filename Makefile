@@ -65,7 +65,7 @@ lint:
 
 ## bench: criterion benchmarks of the engine
 bench: deps
-	$(CARGO) bench
+	$(CARGO) bench -p ringslot-engine
 
 clean:
 	$(CARGO) clean

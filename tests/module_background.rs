@@ -153,7 +153,7 @@ fn a_client_that_leaves_cancels_its_run() {
 fn concurrent_runs_are_limited_and_multi_runs_inline() {
     // A ring of one point a node: a what-if's work is the slot table's rebalance (512 units
     // and a quarter of one a node), half a unit a point that comes or goes, and three quarters
-    // of one a member (src/engine/cost.rs).
+    // of one a member (engine/src/cost.rs).
     let server = Server::start();
     let mut con = server.client();
     q(&mut con, "CONFIG SET ringslot.inline-limit 1000");

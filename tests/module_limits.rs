@@ -1,6 +1,6 @@
 //! Read-only commands never hold Redis' main thread for work past `ringslot.inline-limit`:
 //! what they would build (multi-probe points, Maglev tables, the points a change moves) and
-//! score (rendezvous scores every node) is counted before they run (`src/engine/cost.rs`), and
+//! score (rendezvous scores every node) is counted before they run (`engine/src/cost.rs`), and
 //! past the limit they run in the background with the same answer, or are refused where the
 //! client cannot wait (MULTI, scripts). Commands do not make rings past `ringslot.max-nodes`
 //! either. No assertion here times anything but the name test, whose bound is a thousand

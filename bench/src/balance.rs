@@ -6,12 +6,14 @@
 //! over several name sets and reported as their mean with the lowest and highest draw: set
 //! `k` (from 0) names its N nodes with the numbers `kN+1 ..= kN+N` of the name template.
 
+use crate::common::{self, Global, Target};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
 use crate::scratch::Scratch;
-use crate::server::{field, float, int, items, run, text};
+use crate::server::{field, float, int, items, query, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use ringslot_engine::{Flavour, Scheme};
 use ringslot_harness::redis::Connection;
 use std::path::Path;
 
@@ -73,6 +75,72 @@ fn summarise(nodes: usize, scheme: &str, vnodes: Option<u32>, points: u64, draws
     }
 }
 
+/// `ringslot-bench balance`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Node counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    nodes: Vec<usize>,
+    /// Virtual nodes per node, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,5,10,20,50,100,160,200,500,1000"
+    )]
+    vnodes: Vec<u32>,
+    /// Flavours, comma-separated (ketama has fixed points: one row per node count).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,groupcache,ketama,native-fnv",
+        value_parser = common::flavour
+    )]
+    flavours: Vec<Flavour>,
+    /// Other schemes (comma-separated: jump, rendezvous, maglev, multiprobe, bounded, or all;
+    /// `none` for none), from RING.BALANCE on a native ring of 160 points with the same names.
+    #[arg(long, value_delimiter = ',', default_value = "none", value_parser = common::other_schemes)]
+    schemes: Vec<Vec<Scheme>>,
+    /// Sets of node names each configuration is measured over (set k uses the node numbers
+    /// kN+1..kN+N of --names); the table and chart give their mean, lowest and highest.
+    #[arg(long, default_value_t = 8)]
+    name_sets: usize,
+    /// Stem of the output files.
+    #[arg(long, default_value = "balance")]
+    name: String,
+}
+
+/// Runs `balance` on `--url` or a server of its own and writes the table, CSV and chart.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    if a.nodes.is_empty() || a.nodes.contains(&0) {
+        bail!("--nodes needs node counts >= 1");
+    }
+    if a.name_sets == 0 {
+        bail!("--name-sets needs at least 1");
+    }
+    let schemes = common::schemes_of(&a.schemes);
+    let opts = Options {
+        node_counts: &a.nodes,
+        vnodes: &a.vnodes,
+        flavours: &a.flavours,
+        template: &g.names,
+        sets: a.name_sets,
+        schemes: &schemes,
+    };
+    let mut target = Target::open(g, false)?;
+    let rows = run_balance(&mut target.con, &target.scratch, &opts)?;
+    let counts: Vec<String> = a.nodes.iter().map(usize::to_string).collect();
+    // The node names change the native ring's points: say which ones were used.
+    let title = format!(
+        "Balance: peak-to-mean share, {} equal nodes named {}",
+        counts.join(" and "),
+        g.names.replace("{}", "N")
+    );
+    let md = write_outputs(&g.out, &a.name, &rows, &title)?;
+    println!("{md}");
+    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
+    Ok(())
+}
+
 /// What a balance run measures.
 pub struct Options<'a> {
     /// Node counts.
@@ -80,13 +148,13 @@ pub struct Options<'a> {
     /// VNODES of every flavour but ketama.
     pub vnodes: &'a [u32],
     /// Ring flavours.
-    pub flavours: &'a [String],
+    pub flavours: &'a [Flavour],
     /// The node-name template (`{}`: the node's number).
     pub template: &'a str,
     /// Name sets per configuration.
     pub sets: usize,
     /// Other schemes, from `RING.BALANCE`.
-    pub schemes: &'a [String],
+    pub schemes: &'a [Scheme],
 }
 
 /// Measures every flavour at every VNODES (ketama: once, its counts are fixed) for every node
@@ -102,7 +170,13 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
     } = *opts;
     let per_count: usize = flavours
         .iter()
-        .map(|f| if f == "ketama" { 1 } else { vnodes.len() })
+        .map(|&f| {
+            if f == Flavour::Ketama {
+                1
+            } else {
+                vnodes.len()
+            }
+        })
         .sum();
     let progress = ProgressBar::new((per_count * node_counts.len() * sets) as u64);
     progress.set_style(
@@ -116,21 +190,21 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
         // The slot table depends on the node names only: read it with the first configuration.
         let mut slot_draws: Vec<Draw> = Vec::new();
         let mut first_config = true;
-        for flavour in flavours {
-            let configs: Vec<Option<u32>> = if flavour == "ketama" {
+        for &flavour in flavours {
+            let configs: Vec<Option<u32>> = if flavour == Flavour::Ketama {
                 vec![None]
             } else {
                 vnodes.iter().map(|&v| Some(v)).collect()
             };
             for v in configs {
                 let mut draws = Vec::new();
-                let (mut scheme, mut points, mut shown_vnodes) = (flavour.clone(), 0, v);
+                let (mut scheme, mut points, mut shown_vnodes) = (flavour.name().to_string(), 0, v);
                 for set in 0..sets {
                     let names: Vec<String> =
                         (1..=n).map(|i| node_name(template, set * n + i)).collect();
                     let mut create = Vec::new();
-                    if flavour != "native" {
-                        create.extend(["COMPAT".to_string(), flavour.clone()]);
+                    if flavour != Flavour::Native {
+                        create.extend(["COMPAT".to_string(), flavour.name().to_string()]);
                     }
                     if let Some(v) = v {
                         create.extend(["VNODES".to_string(), v.to_string()]);
@@ -138,9 +212,9 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
                     scratch.ring(con, BALANCE_KEY, &create)?;
                     let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
                     add.extend(names.iter().cloned());
-                    run(con, &add)?;
-                    let info = run(con, &["RING.INFO", BALANCE_KEY])?;
-                    let nodes = run(con, &["RING.NODES", BALANCE_KEY])?;
+                    query(con, &add)?;
+                    let info = query(con, &["RING.INFO", BALANCE_KEY])?;
+                    let nodes = query(con, &["RING.NODES", BALANCE_KEY])?;
                     let nodes = items(&nodes)?;
                     if nodes.len() != n {
                         bail!("RING.NODES listed {} nodes, {n} were added", nodes.len());
@@ -153,7 +227,8 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
                     };
                     let (min, max, stddev) = spread(&shares("ring_share")?);
                     draws.push((float(field(&info, "ring_peak_to_mean")?)?, min, max, stddev));
-                    scheme = text(field(&info, "compat")?).unwrap_or_else(|| flavour.clone());
+                    scheme =
+                        text(field(&info, "compat")?).unwrap_or_else(|| flavour.name().to_string());
                     points = int(field(&info, "points")?)? as u64;
                     shown_vnodes = Some(v.unwrap_or(int(field(&info, "vnodes")?)? as u32));
                     if first_config {
@@ -182,15 +257,15 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
             scratch.ring(con, BALANCE_KEY, &["VNODES".to_string(), "160".to_string()])?;
             let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
             add.extend(names.iter().cloned());
-            run(con, &add)?;
-            let reply = run(con, &["RING.BALANCE", BALANCE_KEY, "SAMPLE", "10000"])?;
+            query(con, &add)?;
+            let reply = query(con, &["RING.BALANCE", BALANCE_KEY, "SAMPLE", "10000"])?;
             for (s, draws) in schemes.iter().zip(scheme_draws.iter_mut()) {
-                let p2m = float(field(field(&reply, s)?, "peak_to_mean")?)?;
+                let p2m = float(field(field(&reply, s.name())?, "peak_to_mean")?)?;
                 draws.push((p2m, f64::NAN, f64::NAN, f64::NAN));
             }
         }
         for (s, draws) in schemes.iter().zip(&scheme_draws) {
-            rows.push(summarise(n, s, None, 0, draws));
+            rows.push(summarise(n, s.name(), None, 0, draws));
         }
     }
     scratch.delete(con, BALANCE_KEY)?;

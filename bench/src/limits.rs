@@ -3,8 +3,10 @@
 //! reliability trial, each beside the figure it measured before the fix, and the longest hold
 //! of every command at the default limits.
 
+use crate::common::Global;
 use crate::report::{fixed, Table};
-use crate::server::{field, int, run, text};
+use crate::server;
+use crate::server::{field, int, query, text};
 use anyhow::{bail, Context, Result};
 use ringslot_engine::cost::{self, Source};
 use ringslot_engine::{Change, Flavour, Limits, Scheme, SchemeParams, Topology};
@@ -14,6 +16,53 @@ use std::time::{Duration, Instant};
 /// The most a read-only command may hold Redis' main thread at the default limits (issue 18),
 /// in milliseconds.
 const READ_TARGET_MS: f64 = 50.0;
+
+/// `ringslot-bench limits`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Nodes of the bulk RING.ADD / RING.DEL rows.
+    #[arg(long, default_value_t = 100_000)]
+    bulk_nodes: usize,
+    /// VNODES of the bulk rows.
+    #[arg(long, default_value_t = 100)]
+    bulk_vnodes: u32,
+    /// Node counts of the AOF replay rows, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2000,5000")]
+    aof_nodes: Vec<usize>,
+    /// Nodes of the big what-if ring.
+    #[arg(long, default_value_t = 1000)]
+    huge_nodes: usize,
+    /// VNODES of the big what-if ring.
+    #[arg(long, default_value_t = 10_000)]
+    huge_vnodes: u32,
+    /// Bytes of the long ring name.
+    #[arg(long, default_value_t = 65_536)]
+    name_bytes: usize,
+    /// Runs of each short measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Stem of the output file.
+    #[arg(long, default_value = "limits")]
+    name: String,
+}
+
+/// Runs `limits` on a server of its own (it flushes it and changes its configuration) and
+/// writes the report.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    let own = g.own_server("limits", "it flushes it and changes its configuration")?;
+    let mut con = server::connect(&own.url())?;
+    let opts = Options {
+        bulk_nodes: a.bulk_nodes,
+        bulk_vnodes: a.bulk_vnodes,
+        aof_nodes: a.aof_nodes.clone(),
+        huge_nodes: a.huge_nodes,
+        huge_vnodes: a.huge_vnodes,
+        name_bytes: a.name_bytes,
+        repeat: a.repeat,
+    };
+    let md = measure(&mut con, &own.url(), &opts)?;
+    g.publish(&a.name, &md)
+}
 
 /// What a limits run measures.
 #[derive(Debug, Clone)]
@@ -36,13 +85,13 @@ pub struct Options {
 /// Runs `args` and returns how long Redis held its main thread for it, in milliseconds,
 /// from the newest `SLOWLOG` entry of that command.
 fn held<S: AsRef<str>>(con: &mut Connection, args: &[S]) -> Result<f64> {
-    run(con, args)?;
+    query(con, args)?;
     slowlog_ms(con, args[0].as_ref())
 }
 
 /// The duration of the newest `SLOWLOG` entry of `command`, in milliseconds.
 fn slowlog_ms(con: &mut Connection, command: &str) -> Result<f64> {
-    let log = run(con, &["SLOWLOG", "GET", "20"])?;
+    let log = query(con, &["SLOWLOG", "GET", "20"])?;
     for entry in crate::server::items(&log)? {
         let e = crate::server::items(entry)?;
         let (Some(us), Some(argv)) = (e.get(2), e.get(3)) else {
@@ -65,7 +114,7 @@ fn median_held(con: &mut Connection, args: &[String], n: usize) -> Result<f64> {
     for _ in 0..n.max(1) {
         v.push(held(con, args)?);
     }
-    Ok(crate::throughput::median(&v))
+    Ok(crate::common::median(&v))
 }
 
 fn nodes(prefix: &str, count: usize, distinct_hosts: bool) -> Vec<String> {
@@ -89,7 +138,7 @@ fn add_args(key: &str, names: &[String]) -> Vec<String> {
 fn wait_for(con: &mut Connection, section: &str, busy: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let info = text(&run(con, &["INFO", section])?).unwrap_or_default();
+        let info = text(&query(con, &["INFO", section])?).unwrap_or_default();
         if !info.lines().any(|l| l == busy) {
             return Ok(());
         }
@@ -113,28 +162,28 @@ fn verdict(ok: bool) -> String {
 /// Runs every measurement on the server behind `con` at `url` (ours: empty, `DEBUG` enabled)
 /// and returns the Markdown report.
 pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String> {
-    run(con, &["CONFIG", "SET", "slowlog-log-slower-than", "0"])?;
-    run(con, &["CONFIG", "SET", "slowlog-max-len", "1000"])?;
+    query(con, &["CONFIG", "SET", "slowlog-log-slower-than", "0"])?;
+    query(con, &["CONFIG", "SET", "slowlog-max-len", "1000"])?;
     let mut t = Table::new(&["finding", "before", "after", "target", "verdict"]);
 
     // 1. ACL: a user limited to ~app:* walks the keyspace.
     eprintln!("limits: ACL ...");
-    run(con, &["FLUSHALL"])?;
-    run(con, &["RING.ADD", "app:ring", "a", "b", "c"])?;
+    query(con, &["FLUSHALL"])?;
+    query(con, &["RING.ADD", "app:ring", "a", "b", "c"])?;
     for i in 0..6 {
-        run(con, &["SET", &format!("app:{i}"), "v"])?;
+        query(con, &["SET", &format!("app:{i}"), "v"])?;
     }
     for i in 0..50 {
-        run(con, &["SET", &format!("other:secret:{i}"), "v"])?;
+        query(con, &["SET", &format!("other:secret:{i}"), "v"])?;
     }
-    run(
+    query(
         con,
         &["ACL", "SETUSER", "limited", "on", ">pw", "~app:*", "+@all"],
     )?;
     let mut limited = crate::server::connect(url)?;
-    run(&mut limited, &["AUTH", "limited", "pw"])?;
+    query(&mut limited, &["AUTH", "limited", "pw"])?;
     let mut members = |pattern: &str| -> Result<i64> {
-        let reply = run(
+        let reply = query(
             &mut limited,
             &["RING.MOVES", "app:ring", "ADD", "x", "KEYS", pattern],
         )?;
@@ -160,15 +209,15 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
 
     // 2. Bulk RING.ADD / RING.DEL.
     eprintln!("limits: bulk add and del of {} nodes ...", opts.bulk_nodes);
-    run(con, &["FLUSHALL"])?;
-    run(con, &["CONFIG", "SET", "ringslot.max-points", "100000000"])?;
-    run(con, &["CONFIG", "SET", "ringslot.max-nodes", "100000000"])?;
+    query(con, &["FLUSHALL"])?;
+    query(con, &["CONFIG", "SET", "ringslot.max-points", "100000000"])?;
+    query(con, &["CONFIG", "SET", "ringslot.max-nodes", "100000000"])?;
     let vn = opts.bulk_vnodes.to_string();
     let distinct = nodes("10", opts.bulk_nodes, true);
     let one_host = nodes("10", opts.bulk_nodes, false);
-    run(con, &["RING.CREATE", "bulk:hosts", "VNODES", &vn])?;
+    query(con, &["RING.CREATE", "bulk:hosts", "VNODES", &vn])?;
     let add_hosts = held(con, &add_args("bulk:hosts", &distinct))?;
-    run(con, &["RING.CREATE", "bulk:one", "VNODES", &vn])?;
+    query(con, &["RING.CREATE", "bulk:one", "VNODES", &vn])?;
     let add_one = held(con, &add_args("bulk:one", &one_host))?;
     let keep = opts.bulk_nodes / 10;
     let mut del = vec!["RING.DEL".to_string(), "bulk:hosts".to_string()];
@@ -203,7 +252,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         verdict(del_most / add_hosts <= 1.5),
     ]);
     // A join on a 10M-point ring of many small nodes changes few points.
-    run(con, &["DEL", "bulk:hosts"])?;
+    query(con, &["DEL", "bulk:hosts"])?;
     let join_small = median_held(
         con,
         &[
@@ -217,15 +266,15 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         .map(String::from),
         opts.repeat,
     )?;
-    let points_one = int(field(&run(con, &["RING.INFO", "bulk:one"])?, "points")?)?;
-    run(con, &["FLUSHALL"])?;
+    let points_one = int(field(&query(con, &["RING.INFO", "bulk:one"])?, "points")?)?;
+    query(con, &["FLUSHALL"])?;
 
     // 3. What-if on a 10M-point ring of big nodes.
     eprintln!(
         "limits: what-ifs on {} nodes x {} points ...",
         opts.huge_nodes, opts.huge_vnodes
     );
-    run(
+    query(
         con,
         &[
             "RING.CREATE",
@@ -234,8 +283,8 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
             &opts.huge_vnodes.to_string(),
         ],
     )?;
-    run(con, &add_args("huge", &nodes("11", opts.huge_nodes, true)))?;
-    let points = int(field(&run(con, &["RING.INFO", "huge"])?, "points")?)?;
+    query(con, &add_args("huge", &nodes("11", opts.huge_nodes, true)))?;
+    let points = int(field(&query(con, &["RING.INFO", "huge"])?, "points")?)?;
     let join_big = median_held(
         con,
         &["RING.MOVES", "huge", "ADD", "nX", "SAMPLE", "1"].map(String::from),
@@ -261,12 +310,12 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         "under 1 ms".into(),
         verdict(join_small < 1.0),
     ]);
-    run(con, &["FLUSHALL"])?;
-    run(con, &["CONFIG", "SET", "ringslot.max-points", "1000000"])?;
+    query(con, &["FLUSHALL"])?;
+    query(con, &["CONFIG", "SET", "ringslot.max-points", "1000000"])?;
 
     // 4. A ring with a long name: the default sample of 100000 members.
     let name = "n".repeat(opts.name_bytes);
-    run(con, &["RING.ADD", &name, "a", "b", "c"])?;
+    query(con, &["RING.ADD", &name, "a", "b", "c"])?;
     let long_name = held(con, &["RING.MOVES", &name, "ADD", "nX"])?;
     t.push(vec![
         format!(
@@ -278,26 +327,26 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         "no growth with the name".into(),
         verdict(long_name < 200.0),
     ]);
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // 5. AOF replay against RDB load.
-    run(con, &["CONFIG", "SET", "aof-use-rdb-preamble", "no"])?;
+    query(con, &["CONFIG", "SET", "aof-use-rdb-preamble", "no"])?;
     for &count in &opts.aof_nodes {
         eprintln!("limits: AOF replay of a {count}-node ring ...");
-        run(con, &["FLUSHALL"])?;
+        query(con, &["FLUSHALL"])?;
         // Added in ten batches, so that the slot table has the ranges of a real history.
         let names = nodes("12", count, true);
         for batch in names.chunks(count.div_ceil(10).max(1)) {
-            run(con, &add_args("aof:ring", batch))?;
+            query(con, &add_args("aof:ring", batch))?;
         }
-        let points = int(field(&run(con, &["RING.INFO", "aof:ring"])?, "points")?)?;
-        run(con, &["SAVE"])?;
-        let rdb = wall(|| run(con, &["DEBUG", "RELOAD", "NOSAVE"]))?;
-        run(con, &["CONFIG", "SET", "appendonly", "yes"])?;
+        let points = int(field(&query(con, &["RING.INFO", "aof:ring"])?, "points")?)?;
+        query(con, &["SAVE"])?;
+        let rdb = wall(|| query(con, &["DEBUG", "RELOAD", "NOSAVE"]))?;
+        query(con, &["CONFIG", "SET", "appendonly", "yes"])?;
         wait_for(con, "persistence", "aof_rewrite_in_progress:1")?;
         wait_for(con, "persistence", "aof_rewrite_scheduled:1")?;
-        let aof = wall(|| run(con, &["DEBUG", "LOADAOF"]))?;
-        run(con, &["CONFIG", "SET", "appendonly", "no"])?;
+        let aof = wall(|| query(con, &["DEBUG", "LOADAOF"]))?;
+        query(con, &["CONFIG", "SET", "appendonly", "no"])?;
         let before = match count {
             2000 => "3500 ms against 30 ms (117x)",
             5000 => "19600 ms against 80 ms (245x)",
@@ -311,12 +360,12 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
             verdict(aof / rdb.max(0.001) <= 5.0),
         ]);
     }
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // 6. Every command's longest hold at the default limits, on the rings that stretch each
     // limit; read-only commands beside the target.
     eprintln!("limits: every command at the default limits ...");
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
     for s in [
         "max-points 1000000",
         "max-nodes 10000",
@@ -325,7 +374,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         "default-vnodes 160",
     ] {
         let (k, v) = s.split_once(' ').unwrap_or_default();
-        run(con, &["CONFIG", "SET", &format!("ringslot.{k}"), v])?;
+        query(con, &["CONFIG", "SET", &format!("ringslot.{k}"), v])?;
     }
     let holds = every_command(con)?;
     let reads: Vec<&Hold> = holds.iter().filter(|h| !h.write).collect();
@@ -343,7 +392,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         format!("under {READ_TARGET_MS} ms"),
         verdict(longest < READ_TARGET_MS),
     ]);
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     let mut per = Table::new(&[
         "command at the default limits",
@@ -397,7 +446,7 @@ struct Hold {
 
 /// `ringslot_runs_done` of `INFO ringslot`.
 fn runs_done(con: &mut Connection) -> Result<i64> {
-    let info = text(&run(con, &["INFO", "ringslot"])?).unwrap_or_default();
+    let info = text(&query(con, &["INFO", "ringslot"])?).unwrap_or_default();
     info.lines()
         .find_map(|l| l.strip_prefix("ringslot_runs_done:"))
         .and_then(|v| v.trim().parse().ok())
@@ -422,7 +471,7 @@ fn both(
     if let Some(v) = vnodes {
         create.extend(["VNODES".to_string(), v.to_string()]);
     }
-    run(con, &create)?;
+    query(con, &create)?;
     let mut topo = Topology::new(flavour, vnodes.map(i64::from), false)?;
     for run_of in nodes.chunk_by(|a, b| a.1 == b.1) {
         let weight = run_of.first().map_or(1, |n| n.1);
@@ -434,7 +483,7 @@ fn both(
                 weight.to_string(),
             ];
             add.extend(chunk.iter().map(|n| n.0.clone()));
-            run(con, &add)?;
+            query(con, &add)?;
             let names: Vec<&[u8]> = chunk.iter().map(|n| n.0.as_bytes()).collect();
             topo.add(&names, Some(i64::from(weight)), Limits::NONE)?;
         }
@@ -512,11 +561,11 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
         .into_iter()
         .map(|n| (n, 1))
         .collect();
-    run(con, &["RING.CREATE", "max:ring", "VNODES", "160"])?;
+    query(con, &["RING.CREATE", "max:ring", "VNODES", "160"])?;
     let mut add = vec!["RING.ADD".to_string(), "max:ring".to_string()];
     add.extend(names.iter().map(|n| n.0.clone()));
     measure(con, add, true, false)?;
-    run(con, &["DEL", "max:ring"])?;
+    query(con, &["DEL", "max:ring"])?;
     let max = both(con, "max:ring", Flavour::Native, Some(160), &names)?;
     let first = names.first().map(|n| n.0.clone()).unwrap_or_default();
     let leave = Change::Del {
@@ -573,14 +622,14 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
         false,
     )?;
     let keys = largest_inline(&max, &join, &Scheme::DEFAULT, true, LIMIT) - 1;
-    run(con, &["DEBUG", "POPULATE", &keys.to_string(), "key", "8"])?;
+    query(con, &["DEBUG", "POPULATE", &keys.to_string(), "key", "8"])?;
     measure(
         con,
         split("RING.MOVES max:ring ADD nX KEYS *"),
         false,
         false,
     )?;
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // The most nodes: 9999 x 100 (a what-if may add one).
     let names: Vec<(String, u32)> = nodes("14", 9999, true)
@@ -636,7 +685,7 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
     let mut del = vec!["RING.DEL".to_string(), "many:ring".to_string()];
     del.extend(names.iter().map(|n| n.0.clone()));
     measure(con, del, true, false)?;
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // A node holding almost every point: leaving or shrinking, it removes a million points.
     let heavy = both(
@@ -664,7 +713,7 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
     ] {
         measure(con, split(&cmd), false, false)?;
     }
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // Multi-probe points of a heavy ketama node with a long name.
     let long = "n".repeat(1024);
@@ -686,11 +735,11 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
     probe.push(long);
     probe.extend(split("SAMPLE 1 SCHEMES multiprobe"));
     measure(con, probe, false, false)?;
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
 
     // A long node name joining a ring of VNODES 100000.
-    run(con, &["RING.CREATE", "wide:ring", "VNODES", "100000"])?;
-    run(con, &["RING.ADD", "wide:ring", "small"])?;
+    query(con, &["RING.CREATE", "wide:ring", "VNODES", "100000"])?;
+    query(con, &["RING.ADD", "wide:ring", "small"])?;
     let mut wide = split("RING.MOVES wide:ring ADD");
     wide.push("z".repeat(65536));
     wide.extend(split("SAMPLE 1"));

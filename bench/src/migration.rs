@@ -2,36 +2,181 @@
 //! server. Every step (a join, a removal, a re-weight) is evaluated with `RING.MOVES` (what-if)
 //! and then applied with `RING.ADD` / `RING.DEL`.
 
+use crate::common::{self, Global, Target};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{self, Scenario, Step};
 use crate::scratch::Scratch;
-use crate::server::{field, float, int, run};
-use anyhow::{bail, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::server::{field, float, int, query};
+use anyhow::{bail, Context, Result};
+use ringslot_engine::{Flavour, Scheme};
 use ringslot_harness::redis::{Connection, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Prefix of every ring key the benchmark creates (kept apart from the members).
 pub const RING_KEY_PREFIX: &str = "ringslot-bench:ring:";
 
+/// `ringslot-bench migration`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Start with FROM nodes and add one at a time up to TO (default 4..8 when no other
+    /// scenario flag is given).
+    #[arg(long, value_name = "FROM..TO")]
+    grow: Option<String>,
+    /// Remove the most recently added nodes one at a time from FROM down to TO (after --grow,
+    /// --reweight and --lose when combined).
+    #[arg(long, value_name = "FROM..TO")]
+    shrink: Option<String>,
+    /// Change a node's weight (NODE is a name or a node number), e.g. `--reweight 1=3`.
+    #[arg(long, value_name = "NODE=W")]
+    reweight: Vec<String>,
+    /// Lose a node (NODE is a name or a node number), e.g. `--lose 2`.
+    #[arg(long, value_name = "NODE")]
+    lose: Vec<String>,
+    /// Nodes to start with when neither --grow nor --shrink is given.
+    #[arg(long, default_value_t = 4)]
+    start: usize,
+    /// A scenario file (see bench/scenario-example.txt); replaces the flags above.
+    #[arg(long, conflicts_with_all = ["grow", "shrink", "reweight", "lose"])]
+    scenario: Option<PathBuf>,
+    /// Real keys written into the server and evaluated with RING.MOVES ... KEYS.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Write nothing; evaluate with RING.MOVES ... SAMPLE N instead.
+    #[arg(long, value_name = "N")]
+    sample: Option<u64>,
+    /// Prefix of the member keys (`key:` gives key:0, key:1, ...).
+    #[arg(long, default_value = "key:")]
+    key_prefix: String,
+    /// VNODES of the native rings, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,160,1000")]
+    vnodes: Vec<u32>,
+    /// Also measure these flavours at their default points (comma-separated; `none` for
+    /// none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ketama,groupcache,native-fnv",
+        value_parser = common::flavours_or_none
+    )]
+    compat: Vec<Vec<Flavour>>,
+    /// Other schemes, evaluated on the same nodes, weights and members (comma-separated:
+    /// jump, rendezvous, maglev, multiprobe, bounded, or all; `none` for none).
+    #[arg(long, value_delimiter = ',', default_value = "none", value_parser = common::other_schemes)]
+    schemes: Vec<Vec<Scheme>>,
+    /// VNODES of the groupcache ring [default: the module's, 50].
+    #[arg(long)]
+    groupcache_vnodes: Option<u32>,
+    /// Commands per pipeline (SET, RING.MGET of this many members, RING.SLOT).
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Leave the member keys and the rings on the server (--url) until their TTL (an hour).
+    #[arg(long)]
+    keep: bool,
+    /// Evaluate the keys that already match the member prefix (--url) as they are, read-only,
+    /// instead of writing --keys new ones.
+    #[arg(long)]
+    reuse_keys: bool,
+    /// Stem of the output files.
+    #[arg(long, default_value = "migration")]
+    name: String,
+}
+
+/// Runs `migration` on `--url` or a server of its own: builds the scenario and the rings,
+/// measures every step (see [`run_scenario`]), and writes the table, CSV and chart.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    let scenario = match &a.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read {}", path.display()))?;
+            scenario::parse(&text, &g.names).with_context(|| path.display().to_string())?
+        }
+        None => {
+            let grow = a.grow.as_deref().map(scenario::parse_range).transpose()?;
+            let shrink = a.shrink.as_deref().map(scenario::parse_range).transpose()?;
+            let reweight = a
+                .reweight
+                .iter()
+                .map(|s| scenario::parse_reweight(s))
+                .collect::<Result<Vec<_>>>()?;
+            let nothing =
+                grow.is_none() && shrink.is_none() && reweight.is_empty() && a.lose.is_empty();
+            let grow = if nothing { Some((4, 8)) } else { grow };
+            scenario::from_flags(&g.names, a.start, grow, shrink, &reweight, &a.lose)?
+        }
+    };
+    let mut rings: Vec<RingConf> = a
+        .vnodes
+        .iter()
+        .map(|&v| RingConf {
+            flavour: Flavour::Native,
+            vnodes: Some(v),
+        })
+        .collect();
+    for &f in a.compat.iter().flatten() {
+        rings.push(RingConf {
+            flavour: f,
+            vnodes: if f == Flavour::Groupcache {
+                a.groupcache_vnodes
+            } else {
+                None
+            },
+        });
+    }
+    let members = match a.sample {
+        Some(n) => Members::Sample { count: n },
+        None => Members::Keys {
+            prefix: a.key_prefix.clone(),
+            count: a.keys,
+        },
+    };
+    let count = match &members {
+        Members::Keys { count, .. } => format!("{count} real keys"),
+        Members::Sample { count, .. } => format!("SAMPLE {count}"),
+    };
+    let opts = Options {
+        rings,
+        members,
+        batch: a.batch.max(1),
+        reuse_keys: a.reuse_keys,
+        schemes: common::schemes_of(&a.schemes),
+    };
+    let mut target = Target::open(g, a.keep)?;
+    let started = Instant::now();
+    let rows = run_scenario(&mut target.con, &target.scratch, &scenario, &opts)?;
+    let title = format!(
+        "Migration cost: {} nodes, {} changes, {count}",
+        scenario.start.len(),
+        scenario.steps.len()
+    );
+    let md = write_outputs(&g.out, &a.name, &rows, &title)?;
+    println!("{md}");
+    eprintln!(
+        "measured in {:.1} s; wrote {}/*.{{md,csv,svg}}",
+        started.elapsed().as_secs_f64(),
+        g.out.display()
+    );
+    Ok(())
+}
+
 /// One ring configuration: a flavour and its `VNODES` (`None`: the flavour's default).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingConf {
-    pub flavour: String,
+    pub flavour: Flavour,
     pub vnodes: Option<u32>,
 }
 
 impl RingConf {
     /// `ring vnodes=160`, `ketama`, `groupcache vnodes=50`, ...
     pub fn label(&self) -> String {
-        let name = if self.flavour == "native" {
+        let name = if self.flavour == Flavour::Native {
             "ring"
         } else {
-            &self.flavour
+            self.flavour.name()
         };
         match self.vnodes {
             Some(v) => format!("{name} vnodes={v}"),
-            None if self.flavour == "groupcache" => format!("{name} vnodes=50"),
+            None if self.flavour == Flavour::Groupcache => format!("{name} vnodes=50"),
             None => name.to_string(),
         }
     }
@@ -39,16 +184,16 @@ impl RingConf {
     /// The ring's key on the server.
     pub fn key(&self) -> String {
         match self.vnodes {
-            Some(v) => format!("{RING_KEY_PREFIX}{}:{v}", self.flavour),
-            None => format!("{RING_KEY_PREFIX}{}", self.flavour),
+            Some(v) => format!("{RING_KEY_PREFIX}{}:{v}", self.flavour.name()),
+            None => format!("{RING_KEY_PREFIX}{}", self.flavour.name()),
         }
     }
 
     /// The options of its `RING.CREATE key`: `[COMPAT f] [VNODES n]`.
     pub fn create_options(&self) -> Vec<String> {
         let mut args = Vec::new();
-        if self.flavour != "native" {
-            args.extend(["COMPAT".to_string(), self.flavour.clone()]);
+        if self.flavour != Flavour::Native {
+            args.extend(["COMPAT".to_string(), self.flavour.name().to_string()]);
         }
         if let Some(v) = self.vnodes {
             args.extend(["VNODES".to_string(), v.to_string()]);
@@ -101,7 +246,7 @@ pub struct Options {
     /// Schemes beyond the rings, the slot table and modulo (`jump`, `rendezvous`, `maglev`,
     /// `multiprobe`, `bounded`), evaluated with `RING.MOVES ... SCHEMES` on the native ring of
     /// 160 points (bounded loads runs over it; the others use its nodes and weights only).
-    pub schemes: Vec<String>,
+    pub schemes: Vec<Scheme>,
 }
 
 /// One scheme's cost of one step.
@@ -131,17 +276,6 @@ fn scheme_row(reply: &Value, name: &str) -> Result<(u64, u64, f64)> {
     ))
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} {elapsed}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    bar
-}
-
 /// Runs `scenario` on the server behind `con`; returns one row per step and scheme (rings in
 /// `opts.rings` order, then `slot table` and `modulo`, from the first ring's replies). Changes
 /// no key it did not create (`scratch` makes and deletes the rest): with `reuse_keys` the keys
@@ -161,13 +295,13 @@ pub fn run_scenario(
     let base = opts
         .rings
         .iter()
-        .position(|r| r.flavour == "native")
+        .position(|r| r.flavour == Flavour::Native)
         .unwrap_or(0);
     for ring in &opts.rings {
         scratch.ring(con, &ring.key(), &ring.create_options())?;
         let mut add = vec!["RING.ADD".to_string(), ring.key()];
         add.extend(scenario.start.iter().cloned());
-        run(con, &add)?;
+        query(con, &add)?;
     }
     if let Members::Keys { prefix, count } = &opts.members {
         let existing = members_matching(con, &opts.rings[base], &opts.members)?;
@@ -184,7 +318,7 @@ pub fn run_scenario(
                 );
             }
             let names: Vec<String> = (0..*count).map(|k| format!("{prefix}{k}")).collect();
-            let progress = bar(*count, "writing keys");
+            let progress = common::bar(*count, "writing keys");
             let made = scratch.write_new(con, &names, opts.batch)?;
             progress.finish_and_clear();
             let seen = members_matching(con, &opts.rings[base], &opts.members)?;
@@ -203,7 +337,7 @@ pub fn run_scenario(
 fn members_matching(con: &mut Connection, ring: &RingConf, members: &Members) -> Result<u64> {
     let [kw, pattern] = members.moves_args();
     let probe = "ringslot-bench:probe-node";
-    let reply = run(
+    let reply = query(
         con,
         &["RING.MOVES", &ring.key(), "ADD", probe, &kw, &pattern],
     )?;
@@ -218,7 +352,7 @@ fn measure(
 ) -> Result<Vec<Row>> {
     let mut nodes = scenario.start.len();
     let mut rows = Vec::new();
-    let progress = bar(
+    let progress = common::bar(
         (scenario.steps.len() * opts.rings.len()) as u64,
         "measuring steps",
     );
@@ -262,7 +396,7 @@ fn measure(
         let scheme_ring = opts
             .rings
             .iter()
-            .position(|r| r.flavour == "native" && r.vnodes == Some(160))
+            .position(|r| r.flavour == Flavour::Native && r.vnodes == Some(160))
             .unwrap_or(base);
         for (i, ring) in opts.rings.iter().enumerate() {
             if i == scheme_ring && !opts.schemes.is_empty() {
@@ -270,19 +404,19 @@ fn measure(
                 args.extend(change.iter().cloned());
                 args.extend(opts.members.moves_args());
                 args.push("SCHEMES".into());
-                args.extend(opts.schemes.iter().cloned());
-                let reply = run(con, &args)?;
-                let factor = run(con, &["CONFIG", "GET", "ringslot.balance-factor"])?;
+                args.extend(opts.schemes.iter().map(|s| s.name().to_string()));
+                let reply = query(con, &args)?;
+                let factor = query(con, &["CONFIG", "GET", "ringslot.balance-factor"])?;
                 let factor = crate::server::items(&factor)?
                     .get(1)
                     .and_then(crate::server::text)
                     .unwrap_or_else(|| "?".into());
-                for s in &opts.schemes {
+                for s in opts.schemes.iter().map(|s| s.name()) {
                     let space = field(field(&reply, s)?, "space")
                         .ok()
                         .map(float)
                         .transpose()?;
-                    let label = match s.as_str() {
+                    let label = match s {
                         "bounded" => format!("bounded {factor}% over {}", ring.label()),
                         other => other.to_string(),
                     };
@@ -292,7 +426,7 @@ fn measure(
             let mut args = vec!["RING.MOVES".to_string(), ring.key()];
             args.extend(change.iter().cloned());
             args.extend(opts.members.moves_args());
-            let reply = run(con, &args)?;
+            let reply = query(con, &args)?;
             let space = float(field(field(&reply, "ring")?, "space")?)?;
             rows.push(row(ring.label(), &reply, "ring", Some(space))?);
             // The slot table and modulo do not depend on the ring's flavour or VNODES.
@@ -327,7 +461,7 @@ fn apply(con: &mut Connection, key: &str, step: &Step) -> Result<()> {
         ),
         Step::Del { node } => (vec!["RING.DEL".into(), key.into(), node.clone()], 1),
     };
-    let got = int(&run(con, &args)?)?;
+    let got = int(&query(con, &args)?)?;
     if got != want {
         bail!("`{}` replied {got}, expected {want}", args.join(" "));
     }

@@ -10,7 +10,7 @@
 //!
 //! Evaluating a user's existing keys (`migration --reuse-keys`) writes nothing.
 
-use crate::server::run;
+use crate::server::query;
 use anyhow::{bail, Context, Result};
 use ringslot_harness::client::error_text;
 use ringslot_harness::redis::{self, Connection, Value};
@@ -108,7 +108,7 @@ impl Scratch {
     /// Deletes `key` if this run created it; any other key is left alone.
     pub fn delete(&self, con: &mut Connection, key: &str) -> Result<()> {
         if self.owns(key) {
-            run(con, &["DEL", key])?;
+            query(con, &["DEL", key])?;
             created().retain(|(u, k)| !(*u == self.url && k == key));
         }
         Ok(())

@@ -31,7 +31,7 @@ pub fn connect(url: &str) -> Result<Connection> {
 }
 
 /// Runs a command; an error names the command and quotes the server's reply.
-pub fn run<S: AsRef<str>>(con: &mut Connection, args: &[S]) -> Result<Value> {
+pub fn query<S: AsRef<str>>(con: &mut Connection, args: &[S]) -> Result<Value> {
     client::cmd(
         &args
             .iter()

@@ -23,12 +23,12 @@
 //! probability for a ring with enough points per node; modulo's spread grows with the number
 //! of distinct view sizes instead.
 
+use crate::common::{self, Global, Target};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
 use crate::scratch::Scratch;
-use crate::server::{int, items, run, text};
+use crate::server::{int, items, query, text};
 use anyhow::{anyhow, bail, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::SeriesLabelPosition;
 use ringslot_engine::Flavour;
 use ringslot_harness::prelude::Rng;
@@ -38,6 +38,60 @@ use std::path::Path;
 
 /// The ring key a spread run uses (re-created for every view).
 const KEY: &str = "ringslot-bench:spread";
+
+/// `ringslot-bench spread`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// C: the nodes all views hold together.
+    #[arg(long, default_value_t = 20)]
+    nodes: usize,
+    /// Every view holds at least ceil(nodes / t) nodes.
+    #[arg(long, default_value_t = 2)]
+    t: usize,
+    /// Random subset views.
+    #[arg(long, default_value_t = 40)]
+    views: usize,
+    /// Join/leave steps of the history.
+    #[arg(long, default_value_t = 40)]
+    steps: usize,
+    /// Members `key:0` .. evaluated.
+    #[arg(long, default_value_t = 50_000)]
+    members: usize,
+    /// Ring flavours, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,ketama,groupcache,native-fnv",
+        value_parser = common::flavour
+    )]
+    flavours: Vec<Flavour>,
+    /// Seed of the random views.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stem of the output files.
+    #[arg(long, default_value = "spread")]
+    name: String,
+}
+
+/// Runs `spread` on `--url` or a server of its own and writes the table, CSV and chart.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    let opts = Options {
+        nodes: a.nodes,
+        t: a.t,
+        views: a.views,
+        steps: a.steps,
+        members: a.members,
+        flavours: a.flavours.clone(),
+        seed: a.seed,
+        names: g.names.clone(),
+    };
+    let mut target = Target::open(g, false)?;
+    let outcome = run_spread(&mut target.con, &target.scratch, &opts)?;
+    let md = write_outputs(&g.out, &a.name, &outcome, &opts)?;
+    println!("{md}");
+    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
+    Ok(())
+}
 
 /// What a spread run measures.
 #[derive(Debug, Clone)]
@@ -53,7 +107,7 @@ pub struct Options {
     /// Items: members `key:0 .. key:members-1`.
     pub members: usize,
     /// Ring flavours measured besides the slot table and modulo.
-    pub flavours: Vec<String>,
+    pub flavours: Vec<Flavour>,
     /// Seed of the views' random choices.
     pub seed: u64,
     /// Node name template (`{}`: the node's number).
@@ -202,15 +256,19 @@ pub fn history_views(
 fn ring_owners(
     con: &mut Connection,
     scratch: &Scratch,
-    flavour: &str,
+    flavour: Flavour,
     view: &[usize],
     names: &[String],
     members: &[String],
 ) -> Result<Vec<Option<usize>>> {
-    scratch.ring(con, KEY, &["COMPAT".to_string(), flavour.to_string()])?;
+    scratch.ring(
+        con,
+        KEY,
+        &["COMPAT".to_string(), flavour.name().to_string()],
+    )?;
     let mut add = vec!["RING.ADD".to_string(), KEY.to_string()];
     add.extend(view.iter().map(|&n| names[n].clone()));
-    run(con, &add)?;
+    query(con, &add)?;
     mget(con, names, members)
 }
 
@@ -225,7 +283,7 @@ fn mget(con: &mut Connection, names: &[String], members: &[String]) -> Result<Ve
     for batch in members.chunks(1000) {
         let mut args = vec!["RING.MGET".to_string(), KEY.to_string()];
         args.extend(batch.iter().cloned());
-        let reply = run(con, &args)?;
+        let reply = query(con, &args)?;
         for owner in items(&reply)? {
             out.push(text(owner).and_then(|o| number.get(o.as_str()).copied()));
         }
@@ -241,7 +299,7 @@ fn slot_table(con: &mut Connection, names: &[String]) -> Result<Vec<Option<usize
         .map(|(i, n)| (n.as_str(), i))
         .collect();
     let mut table = vec![None; 16384];
-    for range in items(&run(con, &["RING.SLOTS", KEY])?)? {
+    for range in items(&query(con, &["RING.SLOTS", KEY])?)? {
         let r = items(range)?;
         let (Some(a), Some(b), Some(n)) = (r.first(), r.get(1), r.get(2)) else {
             bail!("RING.SLOTS: a range of fewer than three fields");
@@ -288,32 +346,23 @@ pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Re
     if c < 2 || opts.t < 1 || opts.members == 0 || opts.views < 1 {
         bail!("spread needs at least 2 nodes, t >= 1, 1 view and 1 member");
     }
-    for f in &opts.flavours {
-        if Flavour::from_name(f.as_bytes()).is_none() {
-            bail!("unknown flavour `{f}`");
-        }
-    }
     let names: Vec<String> = (1..=c).map(|i| node_name(&opts.names, i)).collect();
     let members: Vec<String> = (0..opts.members).map(|i| format!("key:{i}")).collect();
     let mut rng = Rng::new(opts.seed);
     let subsets = subset_views(c, opts.t, opts.views, &mut rng);
     let (history, steps) = history_views(c, opts.t, opts.steps, &mut rng);
     let total = (subsets.len() + history.len()) * (opts.flavours.len() + 1);
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} views, ETA {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = common::bar(total as u64, "views");
     let mut rows = Vec::new();
     for (kind, views) in [("subsets", &subsets), ("history", &history)] {
-        for flavour in &opts.flavours {
-            bar.set_message(format!("{kind}: {flavour}"));
+        for &flavour in &opts.flavours {
+            bar.set_message(format!("{kind}: {}", flavour.name()));
             let mut owners = Vec::with_capacity(views.len());
             for view in views.iter() {
                 owners.push(ring_owners(con, scratch, flavour, view, &names, &members)?);
                 bar.inc(1);
             }
-            rows.push(summarise(kind, flavour, views, &owners, c));
+            rows.push(summarise(kind, flavour.name(), views, &owners, c));
         }
         // Modulo: the native member hash mod the view's size, over its nodes in order.
         let hashes: Vec<u64> = members
@@ -337,7 +386,7 @@ pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Re
     scratch.ring(con, KEY, &[])?;
     let mut add = vec!["RING.ADD".to_string(), KEY.to_string()];
     add.extend(names.iter().cloned());
-    run(con, &add)?;
+    query(con, &add)?;
     let slots = member_slots(con, &members)?;
     let owners_of = |table: &[Option<usize>]| -> Vec<Option<usize>> {
         slots
@@ -348,7 +397,7 @@ pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Re
     let mut owners = Vec::new();
     for view in &subsets {
         scratch.ring(con, KEY, &[])?;
-        run(con, &add)?;
+        query(con, &add)?;
         let mut del = vec!["RING.DEL".to_string(), KEY.to_string()];
         del.extend(
             (0..c)
@@ -356,7 +405,7 @@ pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Re
                 .map(|n| names[n].clone()),
         );
         if del.len() > 2 {
-            run(con, &del)?;
+            query(con, &del)?;
         }
         owners.push(owners_of(&slot_table(con, &names)?));
         bar.inc(1);
@@ -366,12 +415,12 @@ pub fn run_spread(con: &mut Connection, scratch: &Scratch, opts: &Options) -> Re
     scratch.ring(con, KEY, &[])?;
     let mut first = vec!["RING.ADD".to_string(), KEY.to_string()];
     first.extend(history[0].iter().map(|&n| names[n].clone()));
-    run(con, &first)?;
+    query(con, &first)?;
     let mut tables = vec![slot_table(con, &names)?];
     for step in &steps {
         match *step {
-            Step::Join(n) => run(con, &["RING.ADD", KEY, &names[n]])?,
-            Step::Leave(n) => run(con, &["RING.DEL", KEY, &names[n]])?,
+            Step::Join(n) => query(con, &["RING.ADD", KEY, &names[n]])?,
+            Step::Leave(n) => query(con, &["RING.DEL", KEY, &names[n]])?,
         };
         tables.push(slot_table(con, &names)?);
         bar.inc(1);

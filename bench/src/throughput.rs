@@ -4,13 +4,105 @@
 //! `DEBUG RELOAD` with many rings. Needs its own server (the benchmark pins it to CPU 0 and
 //! reloads it); redis-benchmark runs on CPU 1.
 
+use crate::common::{median, Global};
 use crate::report::{fixed, Table};
-use crate::server::{field, int, run, text};
+use crate::server;
+use crate::server::{field, int, query, text};
 use anyhow::{bail, Context, Result};
 use ringslot_harness::redis::{Connection, Value};
+use ringslot_harness::Server;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Instant;
+
+/// `ringslot-bench throughput`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Interleaved rounds; each figure is the median over them.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// redis-benchmark connections (-c).
+    #[arg(long, default_value_t = 50)]
+    clients: usize,
+    /// Commands per pipeline in the pipelined runs (-P).
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
+    /// Requests per run, not pipelined.
+    #[arg(long, default_value_t = 150_000)]
+    n_single: usize,
+    /// Requests per run, pipelined.
+    #[arg(long, default_value_t = 1_000_000)]
+    n_pipelined: usize,
+    /// RING.MGET requests per run, not pipelined.
+    #[arg(long, default_value_t = 30_000)]
+    n_mget: usize,
+    /// RING.MGET requests per run, pipelined.
+    #[arg(long, default_value_t = 60_000)]
+    n_mget_pipelined: usize,
+    /// DEBUG RELOADs timed (median).
+    #[arg(long, default_value_t = 3)]
+    reloads: usize,
+    /// Nodes of the measured ring (160 points each).
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Rings saved and reloaded (the measured one and copies of it).
+    #[arg(long, default_value_t = 100)]
+    rings: usize,
+    /// Do not pin redis-server to CPU 0 and redis-benchmark to CPU 1.
+    #[arg(long)]
+    no_pin: bool,
+    /// The redis-benchmark binary.
+    #[arg(long, default_value = "redis-benchmark")]
+    redis_benchmark: String,
+    /// Stem of the output file.
+    #[arg(long, default_value = "throughput")]
+    name: String,
+}
+
+/// Runs `throughput` on a server of its own (pinned to CPU 0, redis-benchmark to CPU 1) and
+/// writes the report.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    if g.url.is_some() {
+        bail!("throughput needs its own server (it pins it to a CPU and reloads it): drop --url");
+    }
+    if a.rounds == 0 || a.nodes == 0 || a.rings < 2 {
+        bail!("--rounds and --nodes must be at least 1, --rings at least 2");
+    }
+    // The module is copied so that a rebuild during the run cannot change what is measured.
+    let module = g.module_path()?;
+    let copy_dir = tempfile::tempdir().context("temp dir")?;
+    let copy = copy_dir.path().join("libringslot.so");
+    std::fs::copy(&module, &copy).with_context(|| format!("copy {}", module.display()))?;
+    eprintln!("starting redis-server with {}", module.display());
+    let mut builder = Server::builder().binary(&g.redis_server).module(&copy);
+    if !a.no_pin {
+        builder = builder.pin_cpu(0);
+    }
+    let own = builder.start()?;
+    let mut con = server::connect(&own.url())?;
+    let opts = Options {
+        rounds: a.rounds,
+        clients: a.clients,
+        pipeline: a.pipeline,
+        n_single: a.n_single,
+        n_pipelined: a.n_pipelined,
+        n_mget: a.n_mget,
+        n_mget_pipelined: a.n_mget_pipelined,
+        reloads: a.reloads,
+        nodes: a.nodes,
+        rings: a.rings,
+        mget_members: 100,
+        keyspace: 100_000,
+        pin: !a.no_pin,
+        redis_benchmark: a.redis_benchmark.clone(),
+    };
+    let mut md = measure(&mut con, own.port, &own.dir.path().join("dump.rdb"), &opts)?;
+    md.insert_str(
+        md.find("\n\n").map_or(0, |i| i + 2),
+        &format!("- module `{}`\n", module.display()),
+    );
+    g.publish(&a.name, &md)
+}
 
 /// What a throughput run measures.
 #[derive(Debug, Clone)]
@@ -67,20 +159,9 @@ fn commands(mget_members: usize) -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-/// The median of `values` (0 for none).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// Server CPU seconds so far (user + system, `INFO cpu`).
 fn server_cpu(con: &mut Connection) -> Result<f64> {
-    let info = text(&run(con, &["INFO", "cpu"])?).unwrap_or_default();
+    let info = text(&query(con, &["INFO", "cpu"])?).unwrap_or_default();
     Ok(info
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -91,7 +172,7 @@ fn server_cpu(con: &mut Connection) -> Result<f64> {
 
 /// A field of `INFO` (`used_memory`).
 fn info_field(con: &mut Connection, section: &str, name: &str) -> Result<f64> {
-    let info = text(&run(con, &["INFO", section])?).unwrap_or_default();
+    let info = text(&query(con, &["INFO", section])?).unwrap_or_default();
     info.lines()
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| *k == name)
@@ -191,12 +272,12 @@ pub fn measure(
         .collect();
     let mut add = vec!["RING.ADD".to_string(), "ring".to_string()];
     add.extend(nodes.iter().cloned());
-    if int(&run(con, &add)?)? != opts.nodes as i64 {
+    if int(&query(con, &add)?)? != opts.nodes as i64 {
         bail!("RING.ADD ring did not add {} nodes", opts.nodes);
     }
-    run(con, &["SET", "plain", "value"])?;
-    run(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
-    let info = run(con, &["RING.INFO", "ring"])?;
+    query(con, &["SET", "plain", "value"])?;
+    query(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
+    let info = query(con, &["RING.INFO", "ring"])?;
     let points = int(field(&info, "points")?)? as f64;
     let vnodes = int(field(&info, "vnodes")?)?;
 
@@ -208,7 +289,7 @@ pub fn measure(
             .iter()
             .map(|w| w.replace("__rand_int__", "000000000042"))
             .collect();
-        run(con, &line).with_context(|| format!("{name} before timing"))?;
+        query(con, &line).with_context(|| format!("{name} before timing"))?;
     }
     let bench = Bench { opts, port };
     let pipelines = [1, opts.pipeline];
@@ -254,17 +335,17 @@ pub fn measure(
     };
 
     // Memory of one ring, then of copies of it (the allocator's view).
-    let memory_usage = int(&run(con, &["MEMORY", "USAGE", "ring"])?)? as f64;
-    let memory_bytes = int(field(&run(con, &["RING.INFO", "ring"])?, "memory_bytes")?)?;
+    let memory_usage = int(&query(con, &["MEMORY", "USAGE", "ring"])?)? as f64;
+    let memory_bytes = int(field(&query(con, &["RING.INFO", "ring"])?, "memory_bytes")?)?;
     let table_bytes = 16384.0 * 4.0;
     let used_before = info_field(con, "memory", "used_memory")?;
     for r in 2..=opts.rings {
-        run(con, &["COPY", "ring", &format!("ring:{r}")])?;
+        query(con, &["COPY", "ring", &format!("ring:{r}")])?;
     }
     let used_after = info_field(con, "memory", "used_memory")?;
     let alloc_per_ring = (used_after - used_before) / (opts.rings.max(2) - 1) as f64;
     let probe = |con: &mut Connection| -> Result<Value> {
-        run(
+        query(
             con,
             &[
                 "RING.MGET",
@@ -277,17 +358,17 @@ pub fn measure(
     };
     let before = probe(con)?;
     let t = Instant::now();
-    run(con, &["SAVE"])?;
+    query(con, &["SAVE"])?;
     let save_ms = t.elapsed().as_secs_f64() * 1e3;
     let rdb_bytes = std::fs::metadata(rdb).map_or(0, |m| m.len());
     let mut reloads = Vec::new();
     for _ in 0..opts.reloads {
         let t = Instant::now();
-        run(con, &["DEBUG", "RELOAD"])?;
+        query(con, &["DEBUG", "RELOAD"])?;
         reloads.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let reload_ms = median(&reloads);
-    if probe(con)? != before || int(&run(con, &["DBSIZE"])?)? != opts.rings as i64 + 2 {
+    if probe(con)? != before || int(&query(con, &["DBSIZE"])?)? != opts.rings as i64 + 2 {
         bail!("the rings differ after DEBUG RELOAD");
     }
 
@@ -475,16 +556,4 @@ pub fn measure(
     ]);
     md.push_str(&t.markdown());
     Ok(md)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
-    }
 }

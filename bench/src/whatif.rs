@@ -3,14 +3,51 @@
 //! (up to `--inline-up-to` keys), and the latency another client sees meanwhile (a `PING`
 //! every 10 ms: p99 and max), beside the same client's latency with nothing running.
 
+use crate::common::Global;
 use crate::report::{fixed, Table};
-use crate::server::{field, int, run, text};
+use crate::server;
+use crate::server::{field, int, query, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_harness::redis::{self, Connection, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// `ringslot-bench whatif`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Keyspace sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    keys: Vec<u64>,
+    /// Nodes of the ring (one more joins).
+    #[arg(long, default_value_t = 10)]
+    nodes: usize,
+    /// Measure the inline path too for keyspaces up to this size.
+    #[arg(long, default_value_t = 1_000_000)]
+    inline_up_to: u64,
+    /// Seconds of PING with nothing running, for the baseline.
+    #[arg(long, default_value_t = 2)]
+    baseline_secs: u64,
+    /// Stem of the output file.
+    #[arg(long, default_value = "whatif")]
+    name: String,
+}
+
+/// Runs `whatif` on a server of its own (it flushes it and fills it with keys) and writes the
+/// report.
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    let own = g.own_server("whatif", "it flushes it and fills it with keys")?;
+    let mut con = server::connect(&own.url())?;
+    let opts = Options {
+        keys: a.keys.clone(),
+        nodes: a.nodes,
+        inline_up_to: a.inline_up_to,
+        baseline_secs: a.baseline_secs,
+    };
+    let md = measure(&mut con, &own.url(), &opts)?;
+    g.publish(&a.name, &md)
+}
 
 /// What a whatif run measures.
 #[derive(Debug, Clone)]
@@ -76,7 +113,7 @@ fn while_pinging<T>(url: &str, f: impl FnOnce() -> Result<T>) -> Result<(T, f64,
 
 /// A field of `INFO ringslot`.
 fn info_field(con: &mut Connection, name: &str) -> Result<u64> {
-    let info = text(&run(con, &["INFO", "ringslot"])?).unwrap_or_default();
+    let info = text(&query(con, &["INFO", "ringslot"])?).unwrap_or_default();
     Ok(info
         .lines()
         .find_map(|l| l.strip_prefix(&format!("ringslot_{name}:")))
@@ -110,12 +147,12 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
     let moves = ["RING.MOVES", "r", "ADD", "n11", "KEYS", "key:*"];
     for &keys in &opts.keys {
         eprintln!("whatif: {keys} keys ...");
-        run(con, &["FLUSHALL"])?;
-        run(con, &["CONFIG", "SET", "ringslot.inline-limit", "100000"])?;
-        run(con, &["DEBUG", "POPULATE", &keys.to_string(), "key", "8"])?;
+        query(con, &["FLUSHALL"])?;
+        query(con, &["CONFIG", "SET", "ringslot.inline-limit", "100000"])?;
+        query(con, &["DEBUG", "POPULATE", &keys.to_string(), "key", "8"])?;
         let mut add = vec!["RING.ADD".to_string(), "r".to_string()];
         add.extend((1..=opts.nodes).map(|i| format!("n{i}")));
-        run(con, &add)?;
+        query(con, &add)?;
         // The baseline: the same pinger with nothing running.
         let (_, _, idle) = while_pinging(url, || {
             std::thread::sleep(Duration::from_secs(opts.baseline_secs));
@@ -148,7 +185,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
                 Ok(())
             })
         };
-        let (reply, secs, busy) = while_pinging(url, || run(con, &moves))?;
+        let (reply, secs, busy) = while_pinging(url, || query(con, &moves))?;
         done.store(true, Ordering::Relaxed);
         let _ = watcher.join();
         bar.finish_and_clear();
@@ -166,7 +203,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
             baseline.clone(),
         ]);
         if keys <= opts.inline_up_to {
-            run(
+            query(
                 con,
                 &[
                     "CONFIG",
@@ -175,7 +212,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
                     &(keys + 100).to_string(),
                 ],
             )?;
-            let (inline, secs, busy) = while_pinging(url, || run(con, &moves))?;
+            let (inline, secs, busy) = while_pinging(url, || query(con, &moves))?;
             if figures(&inline)? != figures(&reply)? {
                 bail!("inline and background answers differ: {inline:?} / {reply:?}");
             }
@@ -190,7 +227,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
             ]);
         }
     }
-    run(con, &["FLUSHALL"])?;
+    query(con, &["FLUSHALL"])?;
     Ok(format!(
         "# ringslot: RING.MOVES ... KEYS over real keys\n\n\
          `RING.MOVES r ADD n11 KEYS key:*` on a 10-node ring over `DEBUG POPULATE` keys, on one \

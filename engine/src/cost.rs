@@ -31,7 +31,7 @@
 use super::change::Change;
 use super::flavour::Flavour;
 use super::ring::Ring;
-use super::schemes::{Scheme, SchemeParams, MULTIPROBE_MAX_POINTS};
+use super::schemes::{Scheme, SchemeParams};
 use super::topology::Topology;
 
 /// Where the members of an evaluation come from, for its cost.
@@ -68,33 +68,19 @@ const MEMBER: f64 = 0.45;
 /// and the caller's rights are checked for each): measured at 0.3-0.45 µs.
 const WALKED: f64 = 1.5;
 
-/// Points of multi-probe's ring for nodes of `total` weight (see [`MULTIPROBE_MAX_POINTS`]).
-fn multiprobe_points(total: u64) -> f64 {
-    total.min(MULTIPROBE_MAX_POINTS) as f64
-}
-
-/// One Maglev table of `size` entries over `nodes` nodes.
-fn maglev_table(size: u32, nodes: usize) -> f64 {
-    let log = (nodes.max(1) as f64).log2();
-    f64::from(size) * (2.0 + log) / 32.0 + nodes as f64 / 3.0
-}
-
 /// The total weight of the ring's nodes.
 fn total_weight(topo: &Topology) -> u64 {
     topo.nodes().iter().map(|n| u64::from(n.weight)).sum()
 }
 
 /// The cost of one member under `scheme` on a ring of `nodes` nodes (beyond making and
-/// hashing the member), in a what-if (before and after the change).
+/// hashing the member), in a what-if: a lookup before and one after the change.
 fn per_member(scheme: Scheme, nodes: usize, params: &SchemeParams) -> f64 {
     match scheme {
         Scheme::Ring => 0.15,
         Scheme::Slots | Scheme::Modulo => 0.075,
-        Scheme::Maglev => 0.25,
-        Scheme::Jump => 1.0,
-        Scheme::Rendezvous => nodes as f64 / 8.0,
-        Scheme::MultiProbe => f64::from(params.probes) * 2.0 / 3.0,
         Scheme::Bounded => 1.5,
+        placement => 2.0 * placement.lookup_cost(nodes, params),
     }
 }
 
@@ -154,27 +140,19 @@ pub fn what_if(
     if wants(Scheme::Slots) {
         setup += nodes as f64 / 4.0 + 512.0;
     }
-    let strong = [
-        Scheme::Jump,
-        Scheme::Rendezvous,
-        Scheme::Maglev,
-        Scheme::MultiProbe,
-    ];
-    if strong.iter().any(|&s| wants(s)) {
+    if schemes.iter().any(|s| s.is_placement()) {
         setup += nodes as f64 / 16.0;
     }
-    if wants(Scheme::Maglev) {
-        setup += 2.0 * maglev_table(params.maglev_size, nodes + 1);
-    }
-    if wants(Scheme::MultiProbe) {
-        let total = total_weight(topo);
-        let after = match change {
-            Change::Add { weight, .. } => {
-                total.saturating_add(weight.and_then(|w| u64::try_from(w).ok()).unwrap_or(1))
-            }
-            Change::Del { .. } => total,
-        };
-        setup += (multiprobe_points(total) + multiprobe_points(after)) / 3.0;
+    // Each placement is built before and after the change.
+    let total = total_weight(topo);
+    let after = match change {
+        Change::Add { weight, .. } => {
+            total.saturating_add(weight.and_then(|w| u64::try_from(w).ok()).unwrap_or(1))
+        }
+        Change::Del { .. } => total,
+    };
+    for s in schemes {
+        setup += s.build_cost(nodes, total, params) + s.build_cost(nodes + 1, after, params);
     }
     if wants(Scheme::Bounded) {
         setup += topo.ring().point_count() as f64 / 24.0;
@@ -195,11 +173,18 @@ pub fn what_if(
 /// multi-probe points and one rendezvous score per node.
 pub fn owners(topo: &Topology, params: &SchemeParams) -> Work {
     let nodes = topo.nodes().len();
+    let total = total_weight(topo);
+    let placements = Scheme::ALL.into_iter().filter(|s| s.is_placement());
     Work {
         setup: nodes as f64 / 16.0
-            + maglev_table(params.maglev_size, nodes)
-            + multiprobe_points(total_weight(topo)) / 3.0,
-        members: MEMBER + nodes as f64 / 16.0,
+            + placements
+                .clone()
+                .map(|s| s.build_cost(nodes, total, params))
+                .sum::<f64>(),
+        members: MEMBER
+            + placements
+                .map(|s| s.lookup_cost(nodes, params))
+                .sum::<f64>(),
     }
 }
 
@@ -210,17 +195,22 @@ pub fn owners(topo: &Topology, params: &SchemeParams) -> Work {
 pub fn balance(topo: &Topology, params: &SchemeParams, sample: u64) -> Work {
     let nodes = topo.nodes().len();
     let points = topo.ring().point_count() as f64;
+    let total = total_weight(topo);
+    let placements = Scheme::ALL.into_iter().filter(|s| s.is_placement());
     let setup = points / 64.0
         + nodes as f64 / 4.0
         + nodes as f64 / 16.0
-        + maglev_table(params.maglev_size, nodes)
-        + multiprobe_points(total_weight(topo)) / 3.0
+        + placements
+            .clone()
+            .map(|s| s.build_cost(nodes, total, params))
+            .sum::<f64>()
         + points / 48.0;
+    // One lookup under each placement (a placement with exact shares, Maglev, needs none:
+    // counted all the same).
     let each = MEMBER
-        + (per_member(Scheme::Jump, nodes, params)
-            + per_member(Scheme::Rendezvous, nodes, params)
-            + per_member(Scheme::MultiProbe, nodes, params))
-            / 2.0
+        + placements
+            .map(|s| s.lookup_cost(nodes, params))
+            .sum::<f64>()
         + per_member(Scheme::Bounded, nodes, params);
     Work {
         setup,

@@ -323,6 +323,13 @@ impl<'a> CrcSpan<'a> {
     }
 }
 
+impl std::fmt::Display for Flavour {
+    /// The flavour's name, as `RING.INFO` shows it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The native flavour's hash: [`fmix64`] of [`fnv1a64`].
 pub fn native_hash(bytes: &[u8]) -> u64 {
     fmix64(fnv1a64(bytes))

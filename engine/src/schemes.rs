@@ -66,6 +66,35 @@ impl Scheme {
     /// The schemes `RING.MOVES` evaluates when none are named.
     pub const DEFAULT: [Scheme; 3] = [Scheme::Ring, Scheme::Slots, Scheme::Modulo];
 
+    /// The work of building this scheme's [`Placement`] over `nodes` nodes of `total` weight,
+    /// in the units of [`crate::cost`] (0 for the schemes that are not placements, and for
+    /// those that build nothing but the node list): a Maglev table fills its entries a turn
+    /// at a time through a heap of nodes; multi-probe hashes and sorts a point per unit of
+    /// weight.
+    pub fn build_cost(self, nodes: usize, total: u64, params: &SchemeParams) -> f64 {
+        match self {
+            Scheme::Maglev => {
+                let log = (nodes.max(1) as f64).log2();
+                f64::from(params.maglev_size) * (2.0 + log) / 32.0 + nodes as f64 / 3.0
+            }
+            Scheme::MultiProbe => total.min(MULTIPROBE_MAX_POINTS) as f64 / 3.0,
+            _ => 0.0,
+        }
+    }
+
+    /// The work of one owner lookup under this scheme's [`Placement`], in the units of
+    /// [`crate::cost`] (0 for the schemes that are not placements): rendezvous scores every
+    /// node, multi-probe searches its points once per probe.
+    pub fn lookup_cost(self, nodes: usize, params: &SchemeParams) -> f64 {
+        match self {
+            Scheme::Jump => 0.5,
+            Scheme::Rendezvous => nodes as f64 / 16.0,
+            Scheme::Maglev => 0.125,
+            Scheme::MultiProbe => f64::from(params.probes) / 3.0,
+            _ => 0.0,
+        }
+    }
+
     /// Whether the scheme is a [`Placement`]: a pure function of the nodes, their weights and
     /// the member's strong key hash.
     pub fn is_placement(self) -> bool {

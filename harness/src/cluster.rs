@@ -1,79 +1,33 @@
 //! Real Redis Clusters for tests and benchmarks: `redis-cli --cluster` runs with a time limit,
-//! `CLUSTER NODES` parsed, and a wait for full convergence (every node knows every other and
+//! `CLUSTER NODES` parsed (by the engine's parser), and a wait for full convergence (every node knows every other and
 //! all agree on the slot table: `cluster_state:ok` alone is not enough before a rebalance).
 
 use crate::server::{Error, Server, ServerBuilder};
+pub use ringslot_engine::cluster::ClusterNode;
+use ringslot_engine::SLOT_COUNT;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Number of hash slots.
-pub const SLOTS: usize = 16384;
+pub const SLOTS: usize = SLOT_COUNT;
 
-/// One line of `CLUSTER NODES`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeLine {
-    /// The node id.
-    pub id: String,
-    /// `ip:port` (the address before `@cport`).
-    pub address: String,
-    /// Its flags (`myself`, `master`, `slave`, `fail`, `handshake`, ...).
-    pub flags: Vec<String>,
-    /// The slots it serves (migrating and importing entries are not ownership).
-    pub slots: Vec<u16>,
-    /// Its open slots, as written (`[93->-<id>]` migrating, `[93-<-<id>]` importing).
-    pub open: Vec<String>,
-}
-
-impl NodeLine {
-    /// Whether the node has the flag `flag`.
-    pub fn has(&self, flag: &str) -> bool {
-        self.flags.iter().any(|f| f == flag)
-    }
-}
-
-/// Parses `CLUSTER NODES`. Errors: a line that is not a node line.
-pub fn parse_cluster_nodes(text: &str) -> Result<Vec<NodeLine>, Error> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let bad = || Error(format!("not a CLUSTER NODES line: {line}"));
-            let (Some(id), Some(addr), Some(flags)) =
-                (fields.first(), fields.get(1), fields.get(2))
-            else {
-                return Err(bad());
-            };
-            let mut node = NodeLine {
-                id: id.to_string(),
-                address: addr.split('@').next().unwrap_or_default().to_string(),
-                flags: flags.split(',').map(str::to_string).collect(),
-                slots: Vec::new(),
-                open: Vec::new(),
-            };
-            for spec in fields.iter().skip(8) {
-                if spec.starts_with('[') {
-                    node.open.push(spec.to_string());
-                    continue;
-                }
-                let (a, b) = spec.split_once('-').unwrap_or((spec, spec));
-                let (a, b): (u16, u16) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                node.slots.extend(a..=b);
-            }
-            Ok(node)
-        })
-        .collect()
+/// `CLUSTER NODES` parsed by the engine (one parser for the module, the benchmark and the
+/// tests), with a harness error.
+pub fn parse_cluster_nodes(text: &str) -> Result<Vec<ClusterNode>, Error> {
+    ringslot_engine::cluster::parse_cluster_nodes(text).map_err(|e| Error(format!("{e}: {text}")))
 }
 
 /// The owner (`ip:port`) of every slot in a `CLUSTER NODES` text.
-pub fn owners(nodes: &[NodeLine]) -> Vec<Option<String>> {
+pub fn owners(nodes: &[ClusterNode]) -> Vec<Option<String>> {
     let mut owners = vec![None; SLOTS];
     for n in nodes {
-        for &s in &n.slots {
-            if let Some(o) = owners.get_mut(usize::from(s)) {
-                *o = Some(n.address.clone());
+        for &(a, b) in &n.slots {
+            for slot in a..=b {
+                if let Some(o) = owners.get_mut(usize::from(slot)) {
+                    *o = Some(n.address.clone());
+                }
             }
         }
     }

@@ -178,6 +178,11 @@ pub fn parse_balance(opts: &[&[u8]], max_sample: u64) -> Result<u64, ArgError> {
             max_sample,
         )?;
     }
+    within_max_sample(n, max_sample)
+}
+
+/// `n` members, when `ringslot.max-sample` allows that many (else an error naming it).
+fn within_max_sample(n: u64, max_sample: u64) -> Result<u64, ArgError> {
     if n > max_sample {
         return Err(EngineError::TooManyMembers {
             members: n,
@@ -198,15 +203,7 @@ fn sample_size(value: &[u8], max_sample: u64) -> Result<u64, ArgError> {
             max: i64::try_from(max_sample).unwrap_or(i64::MAX),
         });
     }
-    let n = n.unsigned_abs();
-    if n > max_sample {
-        return Err(EngineError::TooManyMembers {
-            members: n,
-            limit: max_sample,
-        }
-        .into());
-    }
-    Ok(n)
+    within_max_sample(n.unsigned_abs(), max_sample)
 }
 
 /// What `RING.MOVES` evaluates.

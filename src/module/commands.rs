@@ -206,48 +206,51 @@ pub fn slot(call: &Call) -> Result<(), CommandError> {
     })
 }
 
-/// `RING.SLOTS key` -> `[[start, end, node], ...]` in slot order.
-pub fn slots(call: &Call) -> Result<(), CommandError> {
+/// Replies an array of `rows` of the ring at the key (empty for a missing key); the command
+/// takes no argument after the key.
+fn reply_rows(
+    call: &Call,
+    rows: impl for<'t> FnOnce(&'t Topology) -> Vec<Reply<'t>>,
+) -> Result<(), CommandError> {
     call.rest(2, 0, 0)?;
     call.read_ring(|ring| {
-        let ranges = ring.map(Topology::slot_ranges).unwrap_or_default();
-        call.reply(&Reply::Array(
-            ranges
-                .into_iter()
-                .map(|(start, end, node)| {
-                    Reply::Array(vec![
-                        Reply::Int(i64::from(start)),
-                        Reply::Int(i64::from(end)),
-                        Reply::Bulk(node),
-                    ])
-                })
-                .collect(),
-        ));
+        call.reply(&Reply::Array(ring.map(rows).unwrap_or_default()));
         Ok(())
+    })
+}
+
+/// `RING.SLOTS key` -> `[[start, end, node], ...]` in slot order.
+pub fn slots(call: &Call) -> Result<(), CommandError> {
+    reply_rows(call, |ring| {
+        ring.slot_ranges()
+            .into_iter()
+            .map(|(start, end, node)| {
+                Reply::Array(vec![
+                    Reply::Int(i64::from(start)),
+                    Reply::Int(i64::from(end)),
+                    Reply::Bulk(node),
+                ])
+            })
+            .collect()
     })
 }
 
 /// `RING.NODES key` -> one map per node, in insertion order.
 pub fn nodes(call: &Call) -> Result<(), CommandError> {
-    call.rest(2, 0, 0)?;
-    call.read_ring(|ring| {
-        let stats = ring.map(Topology::node_stats).unwrap_or_default();
-        call.reply(&Reply::Array(
-            stats
-                .into_iter()
-                .map(|n| {
-                    Reply::Map(vec![
-                        ("node", Reply::Bulk(n.name)),
-                        ("weight", Reply::count(n.weight)),
-                        ("points", Reply::count(n.points)),
-                        ("ring_share", Reply::Double(n.ring_share)),
-                        ("slots", Reply::count(n.slots)),
-                        ("slot_share", Reply::Double(n.slot_share)),
-                    ])
-                })
-                .collect(),
-        ));
-        Ok(())
+    reply_rows(call, |ring| {
+        ring.node_stats()
+            .into_iter()
+            .map(|n| {
+                Reply::Map(vec![
+                    ("node", Reply::Bulk(n.name)),
+                    ("weight", Reply::count(n.weight)),
+                    ("points", Reply::count(n.points)),
+                    ("ring_share", Reply::Double(n.ring_share)),
+                    ("slots", Reply::count(n.slots)),
+                    ("slot_share", Reply::Double(n.slot_share)),
+                ])
+            })
+            .collect()
     })
 }
 
