@@ -193,7 +193,7 @@ proptest! {
     /// rings' points. All flavours, joins, re-weights up and down, removals.
     #[test]
     fn what_if_predicts_the_change(
-        start in prop::collection::vec(1u32..4, 1..12), op in 0u8..3, pick in any::<u16>(),
+        start in prop::collection::vec(1u32..4, 1..12), op in 0u8..4, picks in prop::collection::vec(any::<u16>(), 1..4),
         weight in 1u32..5, members in members(), vnodes in 1u32..24,
     ) {
         for flavour in Flavour::ALL {
@@ -203,11 +203,21 @@ proptest! {
                 let name = format!("10.2.0.{i}:6379");
                 t.add(&[name.as_bytes()], Some(i64::from(w)), Limits::NONE).unwrap();
             }
-            let target = format!("10.2.0.{}:6379", usize::from(pick) % start.len());
+            // One to three nodes of the ring (maybe the same one twice), or as many joiners.
+            let targets: Vec<Vec<u8>> = picks
+                .iter()
+                .map(|&p| format!("10.2.0.{}:6379", usize::from(p) % start.len()).into_bytes())
+                .collect();
+            let joiners: Vec<Vec<u8>> = (0..picks.len()).map(|j| format!("joiner-{j}:6379").into_bytes()).collect();
             let change = match op {
-                0 => Change::Add { node: b"joiner:6379".to_vec(), weight: Some(i64::from(weight)) },
-                1 => Change::Add { node: target.clone().into_bytes(), weight: Some(i64::from(weight)) },
-                _ => Change::Del { node: target.clone().into_bytes() },
+                0 => Change::Add { nodes: joiners.clone(), weight: Some(i64::from(weight)) },
+                1 => Change::Add { nodes: targets.clone(), weight: Some(i64::from(weight)) },
+                // Joiners and re-weights in one change.
+                2 => Change::Add {
+                    nodes: [targets.clone(), joiners.clone()].concat(),
+                    weight: Some(i64::from(weight)),
+                },
+                _ => Change::Del { nodes: targets.clone() },
             };
             let w = t
                 .what_if(&change, &members, &Scheme::DEFAULT, &SchemeParams::default(), Limits::NONE)
@@ -215,19 +225,32 @@ proptest! {
             let part = |s: Scheme| w.scheme(s).expect("asked for");
             let (w_ring, w_slots, w_modulo) = (part(Scheme::Ring), part(Scheme::Slots), part(Scheme::Modulo));
             let mut after = t.clone();
-            let changed: Vec<u8> = match &change {
-                Change::Add { node, weight } => {
-                    after.add(&[node.as_slice()], *weight, Limits::NONE).unwrap();
-                    node.clone()
+            let changed: Vec<Vec<u8>> = match &change {
+                Change::Add { nodes, weight } => {
+                    let refs: Vec<&[u8]> = nodes.iter().map(Vec::as_slice).collect();
+                    after.add(&refs, *weight, Limits::NONE).unwrap();
+                    // A re-weight to the weight a node has does not change it.
+                    nodes
+                        .iter()
+                        .filter(|n| t.ring().node_index(n).is_none_or(|i| t.nodes()[i].weight != weight.unwrap_or(1) as u32))
+                        .cloned()
+                        .collect()
                 }
-                Change::Del { node } => { after.del(&[node.as_slice()]); node.clone() }
+                Change::Del { nodes } => {
+                    let refs: Vec<&[u8]> = nodes.iter().map(Vec::as_slice).collect();
+                    after.del(&refs);
+                    nodes.clone()
+                }
+                Change::Rebalance { .. } => unreachable!(),
             };
+            let changed: BTreeSet<Vec<u8>> = changed.into_iter().collect();
             let name = |topo: &Topology, i: Option<usize>| i.map(|i| topo.nodes()[i].name.clone());
             let (mut ring, mut slots, mut modulo) = ((0, 0), (0, 0), (0, 0));
             let tally = |acc: &mut (u64, u64), b: Option<Vec<u8>>, a: Option<Vec<u8>>| {
                 if b != a {
                     acc.0 += 1;
-                    if b.is_some() && a.is_some() && b.as_ref() != Some(&changed) && a.as_ref() != Some(&changed) {
+                    let touched = |n: &Option<Vec<u8>>| n.as_ref().is_some_and(|n| changed.contains(n));
+                    if b.is_some() && a.is_some() && !touched(&b) && !touched(&a) {
                         acc.1 += 1;
                     }
                 }
@@ -266,6 +289,60 @@ proptest! {
             let expected = if bounds.is_empty() { 0.0 } else { moved as f64 / space as f64 };
             let ring_space = w_ring.space.unwrap_or(f64::NAN);
             prop_assert!((ring_space - expected).abs() < 1e-12, "{:?}: {} vs {}", flavour, ring_space, expected);
+        }
+    }
+
+    /// The rebalance pending after `redis-cli --cluster add-node` (the new masters in the
+    /// ring key, serving no slot) costs what adding them to the ring of the serving masters
+    /// costs, under every scheme: the same moves, the same moves between old nodes, the same
+    /// exact shares, wherever the new masters sit in the node list; and with the new masters
+    /// last, the same slot plan.
+    #[test]
+    fn the_pending_rebalance_is_the_join_of_the_empty_masters(
+        start in 1usize..8, joining in 1usize..4, at in prop::collection::vec(any::<u16>(), 3),
+        weight in 1u32..3, members in members(),
+    ) {
+        for flavour in Flavour::ALL {
+            let mut serving = Topology::new(flavour, None, false).unwrap();
+            let names: Vec<Vec<u8>> = (0..start).map(|i| format!("10.3.0.{i}:6379").into_bytes()).collect();
+            let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+            serving.add(&refs, None, Limits::NONE).unwrap();
+            let joiners: Vec<Vec<u8>> = (0..joining).map(|j| format!("10.3.1.{j}:6379").into_bytes()).collect();
+            // The mirror: every master, the empty ones at places of the list, the slots of the
+            // serving ring.
+            for last in [true, false] {
+                let mut parts: Vec<(Vec<u8>, u32)> = names.iter().map(|n| (n.clone(), 1)).collect();
+                for (j, joiner) in joiners.iter().enumerate() {
+                    let place = if last { parts.len() } else { usize::from(at[j]) % (parts.len() + 1) };
+                    parts.insert(place, (joiner.clone(), weight));
+                }
+                let position = |name: &[u8]| parts.iter().position(|p| p.0 == name).unwrap();
+                let ranges: Vec<(u16, u16, usize)> = serving
+                    .slot_table()
+                    .ranges()
+                    .into_iter()
+                    .map(|(a, b, o)| (a, b, position(&names[o])))
+                    .collect();
+                let vnodes = serving.config().vnodes;
+                let mirror = Topology::from_parts(flavour, vnodes, false, parts.clone(), &ranges).unwrap();
+                let rebalance = Change::Rebalance { threshold: 2.0, weights: Vec::new() };
+                // The joiners in the mirror's order.
+                let in_order: Vec<Vec<u8>> = parts.iter().map(|p| p.0.clone()).filter(|n| joiners.contains(n)).collect();
+                let add = Change::Add { nodes: in_order, weight: Some(i64::from(weight)) };
+                let params = SchemeParams::default();
+                let pending = mirror.what_if(&rebalance, &members, &Scheme::ALL, &params, Limits::NONE).unwrap();
+                let joined = serving.what_if(&add, &members, &Scheme::ALL, &params, Limits::NONE).unwrap();
+                for (p, j) in pending.schemes.iter().zip(&joined.schemes) {
+                    prop_assert_eq!(p.moves.moved, j.moves.moved, "{:?} {:?}", flavour, p.scheme);
+                    prop_assert_eq!(p.moves.between_old, j.moves.between_old, "{:?} {:?}", flavour, p.scheme);
+                    prop_assert_eq!(p.space.map(f64::to_bits), j.space.map(f64::to_bits), "{:?} {:?}", flavour, p.scheme);
+                    prop_assert_eq!(p.slots_moved, j.slots_moved);
+                }
+                prop_assert!((pending.ideal - joined.ideal).abs() < 1e-12);
+                if last {
+                    prop_assert_eq!(mirror.plan(&rebalance, Limits::NONE).unwrap(), serving.plan(&add, Limits::NONE).unwrap());
+                }
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
         let t = ring_of(&names, &vec![1; n]);
         // A join: nobody moves between old nodes under the monotone schemes.
         let join = Change::Add {
-            node: format!("joiner-{round}").into_bytes(),
+            nodes: vec![format!("joiner-{round}").into_bytes()],
             weight: None,
         };
         let w = t
@@ -69,7 +69,7 @@ fn joins_and_leaves_keep_each_schemes_promise() {
         // A leave of a node in the middle.
         let gone = rng.below(n);
         let leave = Change::Del {
-            node: names[gone].clone().into_bytes(),
+            nodes: vec![names[gone].clone().into_bytes()],
         };
         let w = t
             .what_if(&leave, &keys, &Scheme::ALL, &params, Limits::NONE)

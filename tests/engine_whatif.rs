@@ -75,7 +75,7 @@ fn ten_node_native_ring_balance_is_near_1_1() {
 fn an_eleventh_node_moves_about_one_eleventh() {
     let t = ten_nodes(Flavour::Native);
     let change = Change::Add {
-        node: b"10.0.0.11:6379".to_vec(),
+        nodes: vec![b"10.0.0.11:6379".to_vec()],
         weight: Some(1),
     };
     let w = what_if(&t, &change, sample(100_000), Limits::NONE).expect("what-if");
@@ -135,7 +135,7 @@ fn removing_a_node_moves_only_its_members() {
     for flavour in Flavour::ALL {
         let t = ten_nodes(flavour);
         let change = Change::Del {
-            node: b"10.0.0.4:6379".to_vec(),
+            nodes: vec![b"10.0.0.4:6379".to_vec()],
         };
         let w = what_if(&t, &change, sample(20_000), Limits::NONE).expect("what-if");
         let (ring, _, slots, slots_moved, _) = parts(&w);
@@ -195,7 +195,7 @@ fn errors_leave_the_ring_unchanged() {
     assert!(t.assign(0, 1, b"nope").is_err());
     // Adding a node of the ring without a WEIGHT (with one it is a re-weight).
     let add_existing = Change::Add {
-        node: b"10.0.0.1:6379".to_vec(),
+        nodes: vec![b"10.0.0.1:6379".to_vec()],
         weight: None,
     };
     assert_eq!(
@@ -205,7 +205,7 @@ fn errors_leave_the_ring_unchanged() {
     // A what-if whose ring would pass the point limit is refused before it builds anything:
     // 10 nodes x 160 points now, plus 160 x 1000000 for the new node.
     let heavy = Change::Add {
-        node: b"heavy".to_vec(),
+        nodes: vec![b"heavy".to_vec()],
         weight: Some(1_000_000),
     };
     assert_eq!(
@@ -228,7 +228,7 @@ fn fifth_node(flavour: Flavour) -> (f64, f64, f64) {
     let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
     t.add(&refs, None, Limits::NONE).expect("add");
     let change = Change::Add {
-        node: b"cache-5".to_vec(),
+        nodes: vec![b"cache-5".to_vec()],
         weight: None,
     };
     let w = what_if(&t, &change, sample(100_000), Limits::NONE).expect("what-if");

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// (command, arity, flags besides `module`)
-const COMMANDS: [(&str, i64, &[&str]); 11] = [
+const COMMANDS: [(&str, i64, &[&str]); 12] = [
     ("ring.create", -2, &["write", "denyoom"]),
     ("ring.add", -3, &["write", "denyoom"]),
     ("ring.del", -3, &["write", "denyoom"]),
@@ -19,7 +19,8 @@ const COMMANDS: [(&str, i64, &[&str]); 11] = [
     ("ring.slots", 2, &["readonly"]),
     ("ring.nodes", 2, &["readonly"]),
     ("ring.info", 2, &["readonly"]),
-    ("ring.moves", -4, &["readonly"]),
+    ("ring.moves", -3, &["readonly"]),
+    ("ring.plan", -3, &["readonly"]),
 ];
 
 #[test]
@@ -65,12 +66,24 @@ fn command_info_getkeys_and_docs() {
         .map(|a| text(&map(a)["name"]))
         .collect();
     assert_eq!(args, ["key", "compat", "vnodes", "hashtag"]);
+    // The change of RING.PLAN and RING.MOVES: one of three blocks.
+    let docs = array(&q(&mut con, "COMMAND DOCS ring.plan"));
+    let args = array(&map(&docs[1])["arguments"]);
+    let change = map(&args[1]);
+    assert_eq!(text(&change["name"]), "change");
+    assert_eq!(text(&change["type"]), "oneof");
+    let blocks: Vec<String> = array(&change["arguments"])
+        .iter()
+        .map(|a| text(&map(a)["name"]))
+        .collect();
+    assert_eq!(blocks, ["add", "del", "rebalance"]);
 
     for line in [
         "COMMAND GETKEYS RING.ADD info:ring a b",
         "COMMAND GETKEYS RING.ADD info:ring WEIGHT 2 a",
         "COMMAND GETKEYS RING.GET info:ring m COUNT 3",
         "COMMAND GETKEYS RING.MOVES info:ring ADD n KEYS user:*",
+        "COMMAND GETKEYS RING.PLAN info:ring REBALANCE",
         "COMMAND GETKEYS RING.ASSIGN info:ring 0 10 a",
         "COMMAND GETKEYS RING.SLOTS info:ring",
     ] {

@@ -315,6 +315,35 @@ fn slots_evaluate_the_keys_of_a_node() {
     assert_eq!(background, by_keys);
     q(m2, "CONFIG SET ringslot.inline-limit 100000");
 
+    // Keys past their expiry that Redis has not reclaimed yet (active expiry off):
+    // COUNTKEYSINSLOT counts them, but MIGRATE looks each key up and never moves them, and
+    // the what-if does not count them either, inline or in the background.
+    q(m2, "DEBUG SET-ACTIVE-EXPIRE 0");
+    for (round, limit) in [(0, 100000), (1, 10)] {
+        let mut expired = 0i64;
+        for i in 0..1500 {
+            let key = format!("gone:{round}:{i}");
+            if index(key_slot(key.as_bytes())) == 2 {
+                call(m2, &[b"SET", key.as_bytes(), b"v", b"PX", b"1"]).unwrap();
+                expired += 1;
+            }
+        }
+        // Past their 1 ms for sure.
+        std::thread::sleep(Duration::from_millis(50));
+        let stored: i64 = (first..=last)
+            .map(|s| int(&q(m2, &format!("CLUSTER COUNTKEYSINSLOT {s}"))))
+            .sum();
+        assert_eq!(stored, counted + expired, "stored, expired or not");
+        q(m2, &format!("CONFIG SET ringslot.inline-limit {limit}"));
+        let live = q(
+            m2,
+            &format!("RING.MOVES {ring} ADD 10.0.0.4:6379 SLOTS {first} {last}"),
+        );
+        assert_eq!(live, by_keys, "live keys only (inline-limit {limit})");
+    }
+    q(m2, "CONFIG SET ringslot.inline-limit 100000");
+    q(m2, "DEBUG SET-ACTIVE-EXPIRE 1");
+
     // A slot this node does not serve, a reversed or out-of-range range, a migrating slot.
     let m0_address = cluster.nodes[0].address();
     let m2_address = cluster.nodes[2].address();
@@ -379,6 +408,14 @@ fn a_slot_too_big_to_read_at_once_is_walked_in_slices() {
         &format!("RING.MOVES {tag}ring ADD d KEYS {tag}k:*"),
     );
     assert_eq!(int(&map(&by_keys)["members"]), 20000);
+    // And 500 keys past their expiry in the same slot, not reclaimed yet (active expiry
+    // off): the walk of the big slot skips them.
+    q(&mut con, "DEBUG SET-ACTIVE-EXPIRE 0");
+    for i in 0..500 {
+        q(&mut con, &format!("SET {tag}gone:{i} v PX 1"));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(int(&q(&mut con, "CLUSTER COUNTKEYSINSLOT 16000")), 20501);
     // Inline (within the limit): the big slot alone, then among small ones.
     q(&mut con, "CONFIG SET ringslot.inline-limit 1000000");
     let alone = q(
@@ -410,4 +447,189 @@ fn a_slot_too_big_to_read_at_once_is_walked_in_slices() {
     assert!(first <= 2048, "one slice read, not the slot: {first}");
     q(&mut con, "CONFIG SET ringslot.debug-pause-background 0");
     assert_eq!(run.join().unwrap().unwrap(), inline);
+}
+
+/// `RING.PLAN`'s moves as (slots, from, to).
+fn plan_moves(con: &mut Connection, line: &str) -> Vec<(i64, String, String)> {
+    array(&q(con, line))
+        .iter()
+        .map(|m| {
+            let m = map(m);
+            (int(&m["slots"]), text(&m["from"]), text(&m["to"]))
+        })
+        .collect()
+}
+
+/// redis-cli's "Moving N slots from A to B" lines as (N, A, B).
+fn cli_moves(stdout: &str) -> Vec<(i64, String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.find("Moving ").map(|at| &l[at..]))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1].parse().unwrap(), w[4].to_string(), w[6].to_string())
+        })
+        .collect()
+}
+
+/// Slots moved per giving master.
+fn given(moves: &[(i64, String, String)]) -> std::collections::BTreeMap<String, i64> {
+    let mut out = std::collections::BTreeMap::new();
+    for (n, from, _) in moves {
+        *out.entry(from.clone()).or_insert(0) += n;
+    }
+    out
+}
+
+/// The keys the slot scheme moves under `change` on the first `masters` masters, each
+/// evaluating its own keys (`RING.MOVES ... SCHEMES slots SLOTS` per range it serves) on a
+/// copy of the ring at `ring` (on node 0) restored in one of its slots, and deleted after.
+fn slot_keys_moved(cluster: &Cluster, masters: usize, ring: &str, change: &str) -> i64 {
+    let mut m0 = cluster.nodes[0].client();
+    let payload = bytes(&call(&mut m0, &[b"DUMP", ring.as_bytes()]).unwrap());
+    let owners = cluster_slots(&mut m0);
+    let mut moved = 0;
+    for i in 0..masters {
+        let address = cluster.nodes[i].address().into_bytes();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for (slot, owner) in owners.iter().enumerate() {
+            if owner.as_ref() != Some(&address) {
+                continue;
+            }
+            match ranges.last_mut() {
+                Some(r) if r.1 + 1 == slot => r.1 = slot,
+                _ => ranges.push((slot, slot)),
+            }
+        }
+        let copy = format!("{}copy", tag_for(ranges[0].0 as u16));
+        let mut con = cluster.nodes[i].client();
+        call(
+            &mut con,
+            &[b"RESTORE", copy.as_bytes(), b"60000", &payload, b"REPLACE"],
+        )
+        .unwrap();
+        for (a, b) in ranges {
+            let reply = q(
+                &mut con,
+                &format!("RING.MOVES {copy} {change} SCHEMES slots SLOTS {a} {b}"),
+            );
+            moved += int(&map(&map(&reply)["slots"].clone())["moved"]);
+        }
+        q(&mut con, &format!("DEL {copy}"));
+    }
+    moved
+}
+
+#[test]
+fn several_masters_join_and_leave_in_one_rebalance() {
+    // 3 masters, then two add-node'd. The rebalance pending after add-node (RING.PLAN ...
+    // REBALANCE on a mirror made then) is redis-cli's, move for move; ADD of both by name on
+    // the mirror made before add-node moves as many slots from each master (which master
+    // takes a rounding slot follows redis-cli's node order, known only after add-node); the
+    // keys the slot scheme predicts, each master counting its own, are those the new masters
+    // hold after. Then both drain in one rebalance (weight 0 each, before del-node): DEL of
+    // both plans it, as REBALANCE WEIGHT a=0 b=0 does, and each master's keys move.
+    let mut cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
+    let client = redis::cluster::ClusterClient::new(vec![cluster.nodes[0].url()]).unwrap();
+    let mut writer = client.get_connection().unwrap();
+    for i in 0..2000 {
+        redis::cmd("SET")
+            .arg(format!("k:{i}"))
+            .arg("v")
+            .query::<()>(&mut writer)
+            .unwrap();
+    }
+    // A hot hash tag: 300 keys in one slot.
+    for i in 0..300 {
+        redis::cmd("SET")
+            .arg(format!("{{hot}}:{i}"))
+            .arg("v")
+            .query::<()>(&mut writer)
+            .unwrap();
+    }
+    // Slot 5000 stays with master 0 through both rebalances (it gives its lowest slots).
+    let home = tag_for(5000);
+    assert_eq!(master_of(&cluster, 3, 5000), 0);
+    let mut m0 = cluster.nodes[0].client();
+    q(&mut m0, &format!("RING.MIRROR {home}before"));
+    let a = cluster
+        .add_node(Server::builder)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = cluster
+        .add_node(Server::builder)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (addr_a, addr_b) = (cluster.nodes[a].address(), cluster.nodes[b].address());
+    q(&mut m0, &format!("RING.MIRROR {home}m"));
+    // Adding a master that add-node made already: it is in the mirror, with no slots.
+    assert_eq!(
+        e(&mut m0, &format!("RING.PLAN {home}m ADD {addr_a}")),
+        format!(
+            "ERR node '{addr_a}' is already in the ring (give WEIGHT w to evaluate a re-weight)"
+        )
+    );
+    let pending = plan_moves(&mut m0, &format!("RING.PLAN {home}m REBALANCE"));
+    let by_name = plan_moves(
+        &mut m0,
+        &format!("RING.PLAN {home}before ADD {addr_a} {addr_b}"),
+    );
+    assert_eq!(given(&pending), given(&by_name));
+    assert!(pending.iter().all(|m| m.2 == addr_a || m.2 == addr_b));
+    let predicted = slot_keys_moved(&cluster, 3, &format!("{home}m"), "REBALANCE");
+    assert_eq!(
+        slot_keys_moved(
+            &cluster,
+            3,
+            &format!("{home}before"),
+            &format!("ADD {addr_a} {addr_b}")
+        ),
+        predicted
+    );
+    assert!(predicted > 0);
+
+    let run = cluster.rebalance(&[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cli_moves(&run.stdout), pending, "{}", run.stdout);
+    cluster.converge().unwrap_or_else(|e| panic!("{e}"));
+    let dbsize = |i: usize| int(&q(&mut cluster.nodes[i].client(), "DBSIZE"));
+    let held = dbsize(a) + dbsize(b);
+    assert_eq!(held, predicted, "keys on the new masters");
+
+    // Both drain in one rebalance.
+    q(&mut m0, &format!("DEL {home}m"));
+    q(&mut m0, &format!("RING.MIRROR {home}m"));
+    let del = plan_moves(&mut m0, &format!("RING.PLAN {home}m DEL {addr_a} {addr_b}"));
+    let drain = plan_moves(
+        &mut m0,
+        &format!("RING.PLAN {home}m REBALANCE WEIGHT {addr_a}=0 {addr_b}=0"),
+    );
+    assert_eq!(del, drain);
+    assert_eq!(
+        slot_keys_moved(
+            &cluster,
+            5,
+            &format!("{home}m"),
+            &format!("DEL {addr_a} {addr_b}")
+        ),
+        held
+    );
+    let (id_a, id_b) = (cluster.node_id(a).unwrap(), cluster.node_id(b).unwrap());
+    // Redis 7.0 turns a master that loses its last slot into a replica of the node that took
+    // it (cluster-allow-replica-migration yes, the default): mid-rebalance, redis-cli's next
+    // SETSLOT to the first drained master then fails ("ERR Please use SETSLOT only with
+    // masters") and the rebalance stops. Masters drained together keep their role with it off.
+    for i in [a, b] {
+        q(
+            &mut cluster.nodes[i].client(),
+            "CONFIG SET cluster-allow-replica-migration no",
+        );
+    }
+    let run = cluster
+        .rebalance(&strings(&[
+            "--cluster-weight",
+            &format!("{id_a}=0"),
+            &format!("{id_b}=0"),
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cli_moves(&run.stdout), del, "{}", run.stdout);
+    cluster.converge().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((dbsize(a), dbsize(b)), (0, 0));
 }

@@ -48,7 +48,8 @@ fn wrong_argument_counts() {
         "RING.NODES err:arity x",
         "RING.INFO",
         "RING.INFO err:arity x",
-        "RING.MOVES err:arity ADD",
+        "RING.MOVES err:arity",
+        "RING.PLAN err:arity",
     ] {
         let command = line.split(' ').next().unwrap();
         refused(&mut con, "err:arity", line, &arity(command));
@@ -94,11 +95,11 @@ fn syntax_errors_say_what_is_wrong() {
         ),
         (
             "RING.MOVES err:syntax MOVE c",
-            "the change is ADD node or DEL node, not 'MOVE'",
+            "the change is ADD [WEIGHT w] node [node ...], DEL node [node ...] or REBALANCE [THRESHOLD t] [WEIGHT node=w ...], not 'MOVE'",
         ),
         (
             "RING.MOVES err:syntax DEL a WEIGHT 2",
-            "WEIGHT goes with ADD only (DEL removes the node)",
+            "WEIGHT goes with ADD only (DEL removes the nodes)",
         ),
         ("RING.MOVES err:syntax ADD c WEIGHT", "WEIGHT needs a value"),
         (
@@ -112,12 +113,28 @@ fn syntax_errors_say_what_is_wrong() {
         ("RING.MOVES err:syntax ADD c KEYS", "KEYS needs a pattern"),
         ("RING.MOVES err:syntax ADD c SAMPLE", "SAMPLE needs a value"),
         (
-            "RING.MOVES err:syntax ADD c FOO 1",
+            "RING.MOVES err:syntax ADD c SAMPLE 1 FOO 1",
             "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
         ),
         (
-            "RING.MOVES err:syntax DEL a FOO 1",
+            "RING.MOVES err:syntax DEL a SAMPLE 1 FOO 1",
             "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
+        ),
+        (
+            "RING.MOVES err:syntax ADD",
+            "ADD needs one or more nodes (a node named like an option is given with NODES n name ...)",
+        ),
+        (
+            "RING.PLAN err:syntax DEL SAMPLE 1",
+            "DEL needs one or more nodes (a node named like an option is given with NODES n name ...)",
+        ),
+        (
+            "RING.PLAN err:syntax ADD WEIGHT 2 a WEIGHT 3",
+            "WEIGHT is given twice",
+        ),
+        (
+            "RING.PLAN err:syntax REBALANCE WEIGHT a",
+            "REBALANCE WEIGHT takes node=w items (w an integer, 0 to drain the node), not 'a'",
         ),
     ] {
         // Every such error still starts as the core's does, then says what is wrong.
@@ -245,6 +262,27 @@ fn refusals_that_say_why() {
         "err:why",
         "RING.ASSIGN err:why:none 0 10 a",
         "ERR no such node 'a' in the ring",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.PLAN err:why REBALANCE WEIGHT a=1 zz=0",
+        "ERR no such node 'zz' in the ring",
+    );
+    // redis-cli refuses to rebalance while slots are unassigned.
+    q(&mut con, "RING.ADD err:why:partial a b");
+    q(&mut con, "RING.UNASSIGN err:why:partial 0 9");
+    refused(
+        &mut con,
+        "err:why:partial",
+        "RING.PLAN err:why:partial REBALANCE",
+        "ERR 10 slots are unassigned: redis-cli --cluster rebalance refuses to run until every slot is served",
+    );
+    refused(
+        &mut con,
+        "err:why",
+        "RING.MOVES err:why DEL a b zz",
+        "ERR no such node 'zz' in the ring",
     );
     refused(
         &mut con,

@@ -552,7 +552,7 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
     };
     let split = |s: &str| -> Vec<String> { s.split(' ').map(String::from).collect() };
     let join = Change::Add {
-        node: b"nX".to_vec(),
+        nodes: vec![b"nX".to_vec()],
         weight: None,
     };
 
@@ -569,7 +569,7 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
     let max = both(con, "max:ring", Flavour::Native, Some(160), &names)?;
     let first = names.first().map(|n| n.0.clone()).unwrap_or_default();
     let leave = Change::Del {
-        node: first.clone().into_bytes(),
+        nodes: vec![first.clone().into_bytes()],
     };
     for cmd in [
         "RING.NODES max:ring",
@@ -696,7 +696,7 @@ fn every_command(con: &mut Connection) -> Result<Vec<Hold>> {
         &[("a".to_string(), 999_999), ("b".to_string(), 1)],
     )?;
     let shrink = Change::Add {
-        node: b"a".to_vec(),
+        nodes: vec![b"a".to_vec()],
         weight: Some(1),
     };
     // The shrink alone is past the limit: even one member goes to the background.

@@ -181,7 +181,7 @@ fn slots_and_moves(c: &mut Criterion) {
     t.add(&refs, None, Limits::NONE).expect("add");
     let sample = members(100_000);
     let change = Change::Add {
-        node: b"10.0.9.9:6379".to_vec(),
+        nodes: vec![b"10.0.9.9:6379".to_vec()],
         weight: Some(1),
     };
     let mut group = c.benchmark_group("what_if");

@@ -21,6 +21,7 @@
 //! | ... under multi-probe (a search per probe, before and after) | 2 probes / 3 |
 //! | a key read by a keyspace walk | 3/2 |
 //! | each point a change adds or removes (hashed, sorted, placed) | 1/2 |
+//! | each point of the ring of the serving nodes (a pending rebalance) | 1/2 |
 //! | the slot table's rebalance | N / 4 + 512 |
 //! | the node lists of the strong-hash schemes | N / 16 |
 //! | a Maglev table (filled a turn at a time through a heap of nodes) | M (2 + log2 N) / 32 + N / 3 |
@@ -30,9 +31,10 @@
 
 use super::change::Change;
 use super::flavour::Flavour;
+use super::ring::delta::NodeChange;
 use super::ring::Ring;
 use super::schemes::{Scheme, SchemeParams};
-use super::topology::Topology;
+use super::topology::{Limits, Topology};
 
 /// Where the members of an evaluation come from, for its cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +66,10 @@ impl Work {
 /// A member made (or read) and hashed.
 const MEMBER: f64 = 0.45;
 
+/// A point of a ring built for an evaluation (hashed, sorted): the ring of the nodes that
+/// serve slots, for a pending rebalance.
+const BUILT_POINT: f64 = 0.5;
+
 /// A key a keyspace walk visits (`RedisModule_Scan` opens every key, and the glob, the expiry
 /// and the caller's rights are checked for each): measured at 0.3-0.45 µs.
 const WALKED: f64 = 1.5;
@@ -84,46 +90,38 @@ fn per_member(scheme: Scheme, nodes: usize, params: &SchemeParams) -> f64 {
     }
 }
 
-/// The points that come and go with `change`. Ketama's counts depend on every weight, so
-/// every node's are compared there; the other flavours' only the changed node's.
-fn changed_points(topo: &Topology, change: &Change) -> f64 {
+/// The points that come and go with a change of the nodes of a ring of `topo`'s flavour whose
+/// nodes hold `points` (before the change; `weights`: every node's after it, joining nodes
+/// last). Ketama's counts depend on every weight, so every node's are compared there; the
+/// other flavours' only the changed nodes'.
+fn changed_points(topo: &Topology, points: &[u32], change: &NodeChange, weights: &[u32]) -> f64 {
     let ring = topo.ring();
-    let nodes = topo.nodes();
     let flavour = ring.flavour();
-    let (index, weight) = match change {
-        Change::Add { node, weight } => (
-            ring.node_index(node),
-            weight.and_then(|w| u32::try_from(w).ok()).unwrap_or(1),
-        ),
-        Change::Del { node } => (ring.node_index(node), 0),
-    };
+    let vnodes = u64::from(ring.vnodes());
     if flavour != Flavour::Ketama {
-        let before = index.and_then(|i| nodes.get(i)).map_or(0, |n| n.points);
-        let after = u64::from(ring.vnodes()) * u64::from(weight);
-        return after.abs_diff(u64::from(before)) as f64;
+        let changed: u64 = change
+            .weights
+            .iter()
+            .map(|&(i, w)| {
+                let before = points.get(i).map_or(0, |&p| u64::from(p));
+                (vnodes * u64::from(w)).abs_diff(before)
+            })
+            .chain(change.joining.iter().map(|&(_, w)| vnodes * u64::from(w)))
+            .sum();
+        return changed as f64;
     }
-    let mut weights: Vec<u32> = nodes.iter().map(|n| n.weight).collect();
-    match index {
-        Some(i) if weight == 0 => {
-            weights.remove(i);
-        }
-        Some(i) => {
-            if let Some(w) = weights.get_mut(i) {
-                *w = weight;
-            }
-        }
-        None => weights.push(weight),
-    }
-    let after: u64 = Ring::planned_points(flavour, ring.vnodes(), &weights)
+    let present: Vec<u32> = weights.iter().copied().filter(|&w| w > 0).collect();
+    let after: u64 = Ring::planned_points(flavour, ring.vnodes(), &present)
         .iter()
         .sum();
-    let before = ring.point_count() as u64;
-    // Each node's count moves by a few points; the changed node's by all of its own.
-    (after.abs_diff(before) + 4 * nodes.len() as u64) as f64
+    let before: u64 = points.iter().map(|&p| u64::from(p)).sum();
+    // Each node's count moves by a few points; the changed nodes' by all of their own.
+    (after.abs_diff(before) + 4 * weights.len() as u64) as f64
 }
 
 /// The work of evaluating `change` under `schemes` over the members of `source` (a what-if,
-/// `RING.MOVES`).
+/// `RING.MOVES`). A change the ring refuses costs nothing: the what-if refuses it before it
+/// reads a member.
 pub fn what_if(
     topo: &Topology,
     change: &Change,
@@ -131,28 +129,43 @@ pub fn what_if(
     params: &SchemeParams,
     source: Source,
 ) -> Work {
-    let nodes = topo.nodes().len();
+    let Ok(p) = topo.prepare(change, Limits::NONE) else {
+        return Work::default();
+    };
+    let key_nodes = topo.nodes();
+    let nodes = p.base_nodes.len();
     let wants = |s: Scheme| schemes.contains(&s);
     let mut setup = 0.0;
+    let points: Vec<u32> = p
+        .base_nodes
+        .iter()
+        .filter_map(|&i| key_nodes.get(i))
+        .map(|n| n.points)
+        .collect();
+    if nodes < key_nodes.len() && schemes.iter().any(|&s| s != Scheme::Slots) {
+        // The ring of the nodes that serve slots now, built for a pending rebalance.
+        let built: u64 = points.iter().map(|&p| u64::from(p)).sum();
+        setup += built as f64 * BUILT_POINT;
+    }
     if wants(Scheme::Ring) || wants(Scheme::Bounded) {
-        setup += changed_points(topo, change) / 2.0;
+        setup += changed_points(topo, &points, &p.node_change, &p.weights) / 2.0;
     }
     if wants(Scheme::Slots) {
-        setup += nodes as f64 / 4.0 + 512.0;
+        setup += key_nodes.len() as f64 / 4.0 + 512.0;
     }
     if schemes.iter().any(|s| s.is_placement()) {
         setup += nodes as f64 / 16.0;
     }
     // Each placement is built before and after the change.
-    let total = total_weight(topo);
-    let after = match change {
-        Change::Add { weight, .. } => {
-            total.saturating_add(weight.and_then(|w| u64::try_from(w).ok()).unwrap_or(1))
-        }
-        Change::Del { .. } => total,
-    };
+    let total: u64 = p
+        .base_nodes
+        .iter()
+        .filter_map(|&i| key_nodes.get(i))
+        .map(|n| u64::from(n.weight))
+        .sum();
+    let after: u64 = p.weights.iter().map(|&w| u64::from(w)).sum();
     for s in schemes {
-        setup += s.build_cost(nodes, total, params) + s.build_cost(nodes + 1, after, params);
+        setup += s.build_cost(nodes, total, params) + s.build_cost(p.weights.len(), after, params);
     }
     if wants(Scheme::Bounded) {
         setup += topo.ring().point_count() as f64 / 24.0;
@@ -160,7 +173,7 @@ pub fn what_if(
     let each: f64 = MEMBER
         + schemes
             .iter()
-            .map(|&s| per_member(s, nodes, params))
+            .map(|&s| per_member(s, p.weights.len(), params))
             .sum::<f64>();
     let members = match source {
         Source::Sample(n) => n as f64 * each,
@@ -235,7 +248,7 @@ mod tests {
     fn the_default_what_if_costs_three_quarters_of_a_unit_a_member() {
         let t = ring(160, 10);
         let join = Change::Add {
-            node: b"x".to_vec(),
+            nodes: vec![b"x".to_vec()],
             weight: None,
         };
         let w = what_if(
@@ -262,7 +275,7 @@ mod tests {
         t.add(&[b"a"], Some(999_999), Limits::NONE).expect("a");
         t.add(&[b"b"], None, Limits::NONE).expect("b");
         let shrink = Change::Add {
-            node: b"a".to_vec(),
+            nodes: vec![b"a".to_vec()],
             weight: Some(1),
         };
         let w = what_if(
@@ -274,7 +287,7 @@ mod tests {
         );
         assert_eq!(w.setup, 999_998.0 / 2.0);
         let leave = Change::Del {
-            node: b"a".to_vec(),
+            nodes: vec![b"a".to_vec()],
         };
         let w = what_if(
             &t,
@@ -291,7 +304,7 @@ mod tests {
         let t = ring(10, 99_990);
         let params = SchemeParams::default();
         let join = Change::Add {
-            node: b"x".to_vec(),
+            nodes: vec![b"x".to_vec()],
             weight: None,
         };
         let w = what_if(

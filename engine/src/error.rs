@@ -14,6 +14,16 @@ pub enum EngineError {
     /// An empty node name.
     #[error("node name must not be empty")]
     EmptyNodeName,
+    /// A change that names no node (`ADD` or `DEL` followed by an option, `NODES 0`).
+    #[error("the change names no node")]
+    NoNodes,
+    /// A rebalance of a slot table that does not cover every slot: `redis-cli --cluster
+    /// rebalance` refuses then ("Please fix your cluster problems before rebalancing").
+    #[error("{unassigned} slots are unassigned: redis-cli --cluster rebalance refuses to run until every slot is served")]
+    SlotsNotCovered {
+        /// Slots without an owner.
+        unassigned: u32,
+    },
     /// The change would give the ring more points than allowed (`ringslot.max-points`).
     #[error("the ring would have {points} points, more than ringslot.max-points ({limit})")]
     TooManyPoints {

@@ -417,38 +417,36 @@ impl Placement {
     }
 
     /// The placement after `change`, given `after`, every node after it in the common index
-    /// space of [`crate::ring::delta`] (weight 0 for a node that leaves, a joining node last).
-    /// Jump keeps its buckets in order: a join adds the last bucket, a re-weight changes
-    /// nothing (jump has no weights), and a node that leaves frees its bucket to the last
-    /// node, as users remove a node from jump (only the last bucket can go).
+    /// space of [`crate::ring::delta`] (weight 0 for a node that leaves, joining nodes last).
+    /// Jump keeps its buckets in order: each joining node adds a bucket at the end, a
+    /// re-weight changes nothing (jump has no weights), and a node that leaves frees its
+    /// bucket to the node of the last bucket, as users remove a node from jump (only the last
+    /// bucket can go); several leave one after the other, in the order given.
     pub fn after(
         &self,
-        change: NodeChange,
+        change: &NodeChange,
         after: &[(&[u8], u32)],
         params: &SchemeParams,
     ) -> Placement {
-        match (self, change) {
-            (Placement::Jump(buckets), NodeChange::Join { .. }) => {
-                Placement::Jump((0..=buckets.len()).collect())
+        match self {
+            Placement::Jump(buckets) => {
+                let mut buckets = buckets.clone();
+                for leaving in change.leaving() {
+                    if let Some(b) = buckets.iter().position(|&n| n == leaving) {
+                        buckets.swap_remove(b);
+                    }
+                }
+                let first_joining = after.len().saturating_sub(change.joining.len());
+                buckets.extend(first_joining..after.len());
+                Placement::Jump(buckets)
             }
-            (Placement::Jump(buckets), NodeChange::Reweight { .. }) => {
-                Placement::Jump(buckets.clone())
-            }
-            (Placement::Jump(buckets), NodeChange::Leave { index }) => {
-                let last = buckets.len().saturating_sub(1);
-                Placement::Jump(
-                    (0..last)
-                        .map(|b| if b == index { last } else { b })
-                        .collect(),
-                )
-            }
-            (Placement::Rendezvous(_), _) => {
+            Placement::Rendezvous(_) => {
                 Placement::build(Scheme::Rendezvous, after, params).unwrap_or(self.clone())
             }
-            (Placement::Maglev(_), _) => {
+            Placement::Maglev(_) => {
                 Placement::build(Scheme::Maglev, after, params).unwrap_or(self.clone())
             }
-            (Placement::MultiProbe(..), _) => {
+            Placement::MultiProbe(..) => {
                 Placement::build(Scheme::MultiProbe, after, params).unwrap_or(self.clone())
             }
         }

@@ -5,16 +5,17 @@
 //! owner.
 //!
 //! All schemes run on the nodes of the ring key, in order, with their weights, in the common
-//! index space of [`super::ring::delta`] (the ring's node indices, the joining node after
-//! them). What a scheme keeps (a Maglev table, multi-probe points, the changed ring's points
+//! index space of [`super::ring::delta`] (the ring's node indices, the joining nodes after
+//! them); for a pending rebalance, the ring's nodes are those that serve slots now, and those
+//! the rebalance gives their first slots join. What a scheme keeps (a Maglev table, multi-probe points, the changed ring's points
 //! for bounded loads) is built for the call and dropped after: nothing is stored in the ring.
 
 use super::change::Change;
 use super::error::EngineError;
 use super::keyslot::{key_slot, SLOT_COUNT};
-use super::ring::delta::NodeChange;
 use super::schemes::{bounded_loads, Placement, Scheme, SchemeParams};
-use super::topology::{follow_nodes, Limits, Topology};
+use super::topology::{Limits, Topology};
+use std::borrow::Cow;
 
 /// Members whose ring lookups a what-if sorts and makes together (512 KiB of hashes).
 const RING_CHUNK: usize = 65536;
@@ -28,8 +29,8 @@ pub const BOUNDED_MAX_MEMBERS: usize = 10_000_000;
 pub struct SchemeMoves {
     /// Members whose owner changed.
     pub moved: u64,
-    /// Members that moved between two nodes neither of which is the one that joined, left or
-    /// was re-weighted: the moves a perfect scheme never makes.
+    /// Members that moved between two nodes none of which joined, left or was re-weighted:
+    /// the moves a perfect scheme never makes.
     pub between_old: u64,
     /// `moved / members` (0.0 when there are no members).
     pub fraction: f64,
@@ -49,15 +50,16 @@ struct Counter {
 }
 
 impl Counter {
-    /// Counts one member whose owner was `before` and is `after`; `changed` is the node that
-    /// joins, leaves or is re-weighted.
-    fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: usize) {
+    /// Counts one member whose owner was `before` and is `after`; `changed` marks the nodes
+    /// that join, leave or are re-weighted.
+    fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: &[bool]) {
         if before == after {
             return;
         }
         self.moved += 1;
+        let touched = |i: usize| changed.get(i).copied().unwrap_or(true);
         if let (Some(b), Some(a)) = (before, after) {
-            if b != changed && a != changed {
+            if !touched(b) && !touched(a) {
                 self.between_old += 1;
             }
         }
@@ -98,8 +100,8 @@ pub struct SchemeResult {
 pub struct WhatIf {
     /// Members evaluated.
     pub members: u64,
-    /// The fraction a perfect scheme moves: the node's share of the total weight (for a
-    /// re-weight, the change of its share).
+    /// The fraction a perfect scheme moves: the share of the total weight the joining nodes
+    /// gain or the leaving nodes had (in general, the total variation of the nodes' shares).
     pub ideal: f64,
     /// One result per scheme asked for, in the order asked.
     pub schemes: Vec<SchemeResult>,
@@ -110,21 +112,6 @@ impl WhatIf {
     pub fn scheme(&self, scheme: Scheme) -> Option<&SchemeResult> {
         self.schemes.iter().find(|r| r.scheme == scheme)
     }
-}
-
-/// The node names and weights of a ring key after a change, in the common index space.
-fn after_nodes<'a>(
-    topo: &'a Topology,
-    change: &'a Change,
-    weights: &[u32],
-) -> Vec<(&'a [u8], u32)> {
-    let mut names: Vec<&[u8]> = topo.nodes().iter().map(|n| n.name.as_slice()).collect();
-    if let Change::Add { node, .. } = change {
-        if names.len() < weights.len() {
-            names.push(node.as_slice());
-        }
-    }
-    names.into_iter().zip(weights.iter().copied()).collect()
 }
 
 impl Topology {
@@ -150,39 +137,39 @@ impl Topology {
         M: AsRef<[u8]>,
     {
         let p = self.prepare(change, limits)?;
-        let count = self.nodes().len();
         let wants = |s: Scheme| schemes.contains(&s);
+        // The ring before the change (for a pending rebalance, without the nodes that serve no
+        // slot yet), for every scheme but the slot table.
+        let base = if schemes.iter().any(|&s| s != Scheme::Slots) {
+            p.base(self)?
+        } else {
+            Cow::Borrowed(self)
+        };
+        let base = base.as_ref();
+        let count = base.nodes().len();
         // Each scheme's state, built only when the scheme is asked for.
         let delta = (wants(Scheme::Ring) || wants(Scheme::Bounded))
-            .then(|| self.ring().delta(p.node_change));
-        let slots_after = wants(Scheme::Slots).then(|| {
-            let mut t = self.slot_table().clone();
-            // As the write would: a re-weight to the weight a node has changes nothing.
-            if !p.same {
-                follow_nodes(&mut t, &p.names, &p.weights);
-            }
-            t
-        });
-        // Modulo over the nodes in order, before and after; the index after the change mapped
-        // back to the common space (past a node that leaves, one more).
-        let n_after = p.weights.iter().filter(|&&w| w > 0).count() as u64;
-        let modulo_after = |hash: u64| -> Option<usize> {
-            let i = hash.checked_rem(n_after)? as usize;
-            Some(match p.node_change {
-                NodeChange::Leave { index } if i >= index => i + 1,
-                _ => i,
-            })
+            .then(|| base.ring().delta(&p.node_change));
+        let slots_after = wants(Scheme::Slots).then(|| p.slots_after(self).0);
+        // Modulo over the nodes in order, before and after (the nodes that stay, then those
+        // that join), each index after the change mapped back to the common space.
+        let modulo_after: Vec<usize> = (0..p.weights.len())
+            .filter(|&i| p.weights.get(i).is_some_and(|&w| w > 0))
+            .collect();
+        let after_of = |hash: u64| -> Option<usize> {
+            let i = hash.checked_rem(modulo_after.len() as u64)?;
+            modulo_after.get(i as usize).copied()
         };
         let placements: Vec<(usize, Placement, Placement)> =
             if schemes.iter().any(|s| s.is_placement()) {
-                let before = self.names_and_weights();
-                let after = after_nodes(self, change, &p.weights);
+                let before = base.names_and_weights();
+                let after = p.after_nodes();
                 schemes
                     .iter()
                     .enumerate()
                     .filter_map(|(i, &s)| {
                         let b = Placement::build(s, &before, params)?;
-                        let a = b.after(p.node_change, &after, params);
+                        let a = b.after(&p.node_change, &after, params);
                         Some((i, b, a))
                     })
                     .collect()
@@ -205,9 +192,9 @@ impl Topology {
             if let (Some(d), Some(counter)) = (&delta, ring_at.and_then(|i| counters.get_mut(i))) {
                 for &hash in chunk.iter() {
                     counter.count(
-                        self.ring().owner_of_hash(hash),
+                        base.ring().owner_of_hash(hash),
                         d.owner_after(hash),
-                        p.changed,
+                        &p.changed,
                     );
                 }
             }
@@ -218,7 +205,7 @@ impl Topology {
         for member in members {
             let member = member.as_ref();
             seen += 1;
-            let ring_hash = self.ring().member_hash(member);
+            let ring_hash = base.ring().member_hash(member);
             if ring_at.is_some() {
                 chunk.push(ring_hash);
                 if chunk.len() == RING_CHUNK {
@@ -228,18 +215,22 @@ impl Topology {
             if let (Some(i), Some(after)) = (slots_at, &slots_after) {
                 let slot = key_slot(member);
                 if let Some(c) = counters.get_mut(i) {
-                    c.count(self.slot_table().owner(slot), after.owner(slot), p.changed);
+                    c.count(
+                        self.slot_table().owner(slot),
+                        after.owner(slot),
+                        &p.slot_changed,
+                    );
                 }
             }
             if let Some(c) = modulo_at.and_then(|i| counters.get_mut(i)) {
                 let before = ring_hash.checked_rem(count as u64).map(|i| i as usize);
-                c.count(before, modulo_after(ring_hash), p.changed);
+                c.count(before, after_of(ring_hash), &p.changed);
             }
             if !placements.is_empty() {
-                let kh = self.scheme_key_hash(member);
+                let kh = base.scheme_key_hash(member);
                 for (i, before, after) in &placements {
                     if let Some(c) = counters.get_mut(*i) {
-                        c.count(before.owner(kh), after.owner(kh), p.changed);
+                        c.count(before.owner(kh), after.owner(kh), &p.changed);
                     }
                 }
             }
@@ -255,10 +246,10 @@ impl Topology {
         flush(&mut chunk, &mut counters);
         // Bounded loads: placed now that the members are known.
         if let (Some(i), Some(d)) = (bounded_at, &delta) {
-            let (hashes, owners) = self.ring().points();
+            let (hashes, owners) = base.ring().points();
             let points_before: Vec<(u64, u32)> =
                 hashes.iter().copied().zip(owners.iter().copied()).collect();
-            let weights_before: Vec<u32> = self.nodes().iter().map(|n| n.weight).collect();
+            let weights_before: Vec<u32> = base.nodes().iter().map(|n| n.weight).collect();
             let was = bounded_loads(
                 &points_before,
                 &weights_before,
@@ -274,7 +265,7 @@ impl Topology {
             );
             if let Some(counter) = counters.get_mut(i) {
                 for (w, n) in was.iter().zip(&now) {
-                    counter.count(w.map(|o| o as usize), n.map(|o| o as usize), p.changed);
+                    counter.count(w.map(|o| o as usize), n.map(|o| o as usize), &p.changed);
                 }
             }
         }

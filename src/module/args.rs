@@ -3,7 +3,9 @@
 //! catalogue). Everything here works on byte slices, so it is tested without a server.
 
 use super::errors::{flavour_names, ArgError};
+use crate::engine::change::DEFAULT_THRESHOLD;
 use crate::engine::error::shown;
+use crate::engine::topology::MAX_WEIGHT;
 use crate::engine::{Change, EngineError, Flavour, Scheme, DEFAULT_SAMPLE};
 
 /// `ERR syntax error, unknown option '<arg>' (<command> takes <takes>)`.
@@ -218,9 +220,9 @@ pub enum Members<'a> {
     Slots(u16, u16),
 }
 
-/// Arguments of `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start
-/// end]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Arguments of `RING.MOVES key <change> [SAMPLE n | KEYS pattern | SLOTS start end] [SCHEMES
+/// name ...]` (the change as [`parse_change`] takes it).
+#[derive(Debug, Clone, PartialEq)]
 pub struct MovesArgs<'a> {
     /// The change to evaluate.
     pub change: Change,
@@ -231,60 +233,191 @@ pub struct MovesArgs<'a> {
     pub schemes: Option<Vec<Scheme>>,
 }
 
-/// Parses `ADD node [WEIGHT w]` or `DEL node` at the start of `rest` (the change of
-/// `RING.MOVES` and `RING.PLAN`) and returns it with the arguments after it; `WEIGHT` may come
-/// anywhere after the node, among the caller's options, which `other` parses: it gets each
-/// option and the rest of the arguments, and returns whether it took the option.
+/// The option keywords that end the node list of a change (in every command that takes a
+/// change, so that a list means the same in `RING.PLAN` and `RING.MOVES`); a node named like
+/// one is given with `NODES n`.
+const CHANGE_KEYWORDS: [&str; 7] = [
+    "WEIGHT",
+    "NODES",
+    "THRESHOLD",
+    "SAMPLE",
+    "KEYS",
+    "SLOTS",
+    "SCHEMES",
+];
+
+/// Whether `arg` is one of [`CHANGE_KEYWORDS`].
+fn ends_node_list(arg: &[u8]) -> bool {
+    CHANGE_KEYWORDS.iter().any(|k| is_keyword(arg, k))
+}
+
+/// The syntax of a change, for messages.
+const CHANGE_SYNTAX: &str = "ADD [WEIGHT w] node [node ...], DEL node [node ...] or REBALANCE \
+                             [THRESHOLD t] [WEIGHT node=w ...]";
+
+/// A finite float, as `--cluster-threshold` takes it.
+fn float(bytes: &[u8]) -> Result<f64, ArgError> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|f| f.is_finite())
+        .ok_or(ArgError::NotFloat)
+}
+
+/// One `node=w` of `REBALANCE WEIGHT` (split at the last `=`, as a weight has none; `w` an
+/// integer `0..=MAX_WEIGHT`, 0 draining the node).
+fn node_weight(item: &[u8]) -> Result<(Vec<u8>, u32), ArgError> {
+    let bad = || {
+        ArgError::Syntax(format!(
+            "REBALANCE WEIGHT takes node=w items (w an integer, 0 to drain the node), not {}",
+            shown(item)
+        ))
+    };
+    let at = item.iter().rposition(|&b| b == b'=').ok_or_else(bad)?;
+    let (name, w) = (
+        item.get(..at).ok_or_else(bad)?,
+        item.get(at + 1..).ok_or_else(bad)?,
+    );
+    if name.is_empty() {
+        return Err(bad());
+    }
+    let w = parse_integer(w).ok_or_else(bad)?;
+    let w = u32::try_from(w)
+        .ok()
+        .filter(|&w| w <= MAX_WEIGHT)
+        .ok_or(ArgError::OutOfRange {
+            option: "WEIGHT",
+            min: 0,
+            max: i64::from(MAX_WEIGHT),
+        })?;
+    Ok((name.to_vec(), w))
+}
+
+/// Parses the change at the start of `rest` (of `RING.MOVES` and `RING.PLAN`), with the
+/// caller's options after it, which `other` parses: it gets each option and the rest of the
+/// arguments, and returns whether it took the option. `takes` lists the caller's options for
+/// messages (", SAMPLE n, ..." or empty).
+///
+/// - `ADD [WEIGHT w] node [node ...]`: the node list ends at the first option keyword
+///   ([`CHANGE_KEYWORDS`], any case) or at the end; `NODES n` before the names takes exactly
+///   `n` names, whatever they spell. `WEIGHT w` may also come after the nodes (`ADD node
+///   WEIGHT w`, the first syntax), but only once.
+/// - `DEL node [node ...]` (or `DEL NODES n ...`).
+/// - `REBALANCE [THRESHOLD t] [WEIGHT node=w ...]`: redis-cli's `--cluster-threshold` and
+///   `--cluster-weight` (integer weights).
 fn parse_change<'a>(
     rest: &[&'a [u8]],
     command: &str,
     takes: &str,
     mut other: impl FnMut(&'a [u8], &mut std::slice::Iter<'_, &'a [u8]>) -> Result<bool, ArgError>,
 ) -> Result<Change, ArgError> {
-    let (adding, node, mut opts) = match rest {
-        [op, node, opts @ ..] if is_keyword(op, "ADD") => (true, *node, opts.iter()),
-        [op, node, opts @ ..] if is_keyword(op, "DEL") => (false, *node, opts.iter()),
-        [op, ..] => {
-            return Err(ArgError::Syntax(format!(
-                "the change is ADD node or DEL node, not {}",
-                shown(op)
-            )))
-        }
-        [] => {
-            return Err(ArgError::Syntax(
-                "the change is ADD node or DEL node".into(),
-            ))
-        }
+    let Some((&op, args)) = rest.split_first() else {
+        return Err(ArgError::Syntax(format!("the change is {CHANGE_SYNTAX}")));
     };
+    let kind = ["ADD", "DEL", "REBALANCE"]
+        .into_iter()
+        .find(|k| is_keyword(op, k))
+        .ok_or_else(|| {
+            ArgError::Syntax(format!("the change is {CHANGE_SYNTAX}, not {}", shown(op)))
+        })?;
+    let mut opts = args.iter();
     let mut weight: Option<i64> = None;
+    let mut nodes: Vec<Vec<u8>> = Vec::new();
+    let mut threshold: Option<f64> = None;
+    let mut weights: Vec<(Vec<u8>, u32)> = Vec::new();
+    if kind != "REBALANCE" {
+        // ADD's leading WEIGHT w.
+        if kind == "ADD"
+            && opts
+                .as_slice()
+                .first()
+                .is_some_and(|a| is_keyword(a, "WEIGHT"))
+        {
+            opts.next();
+            weight = Some(integer(opts.next().ok_or_else(|| needs_value("WEIGHT"))?)?);
+        }
+        if opts
+            .as_slice()
+            .first()
+            .is_some_and(|a| is_keyword(a, "NODES"))
+        {
+            opts.next();
+            let n = integer(opts.next().ok_or_else(|| needs_value("NODES"))?)?;
+            let left = opts.as_slice().len();
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n >= 1 && n <= left)
+                .ok_or_else(|| {
+                    ArgError::Syntax(format!(
+                        "NODES n takes 1 to {left} names here (the arguments after it)"
+                    ))
+                })?;
+            nodes.extend(opts.by_ref().take(n).map(|a| a.to_vec()));
+        } else {
+            while let Some(&a) = opts.as_slice().first() {
+                if ends_node_list(a) {
+                    break;
+                }
+                nodes.push(a.to_vec());
+                opts.next();
+            }
+        }
+        if nodes.is_empty() {
+            return Err(ArgError::Syntax(format!(
+                "{kind} needs one or more nodes (a node named like an option is given with \
+                 NODES n name ...)"
+            )));
+        }
+    }
     while let Some(&opt) = opts.next() {
-        if is_keyword(opt, "WEIGHT") {
-            if !adding {
-                return Err(ArgError::Syntax(
-                    "WEIGHT goes with ADD only (DEL removes the node)".into(),
-                ));
+        if is_keyword(opt, "WEIGHT") && kind == "ADD" {
+            if weight.is_some() {
+                return Err(ArgError::Syntax("WEIGHT is given twice".into()));
             }
             weight = Some(integer(opts.next().ok_or_else(|| needs_value("WEIGHT"))?)?);
+        } else if is_keyword(opt, "WEIGHT") && kind == "DEL" {
+            return Err(ArgError::Syntax(
+                "WEIGHT goes with ADD only (DEL removes the nodes)".into(),
+            ));
+        } else if is_keyword(opt, "WEIGHT") && kind == "REBALANCE" {
+            let before = weights.len();
+            while let Some(&item) = opts.as_slice().first() {
+                if ends_node_list(item) && !item.contains(&b'=') {
+                    break;
+                }
+                weights.push(node_weight(item)?);
+                opts.next();
+            }
+            if weights.len() == before {
+                return Err(needs_value("WEIGHT"));
+            }
+        } else if is_keyword(opt, "THRESHOLD") && kind == "REBALANCE" {
+            threshold = Some(float(opts.next().ok_or_else(|| needs_value("THRESHOLD"))?)?);
         } else if !other(opt, &mut opts)? {
-            let list = if adding {
-                format!("WEIGHT w{takes}")
-            } else {
-                takes.trim_start_matches(", ").to_string()
+            let own = match kind {
+                "ADD" => "WEIGHT w",
+                "DEL" => "",
+                _ => "THRESHOLD t, WEIGHT node=w ...",
             };
+            let list = format!("{own}{takes}");
+            let list = list.trim_start_matches(", ");
             if list.is_empty() {
                 return Err(ArgError::Syntax(format!(
-                    "unknown option {} ({command} takes nothing after DEL node)",
+                    "unknown option {} ({command} takes nothing after DEL node [node ...]; \
+                     a node named like an option is given with NODES n name ...)",
                     shown(opt)
                 )));
             }
-            return Err(unknown(opt, command, &list));
+            return Err(unknown(opt, command, list));
         }
     }
-    let node = node.to_vec();
-    Ok(if adding {
-        Change::Add { node, weight }
-    } else {
-        Change::Del { node }
+    Ok(match kind {
+        "ADD" => Change::Add { nodes, weight },
+        "DEL" => Change::Del { nodes },
+        _ => Change::Rebalance {
+            threshold: threshold.unwrap_or(DEFAULT_THRESHOLD),
+            weights,
+        },
     })
 }
 
@@ -322,6 +455,15 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
             if is_keyword(opt, "SCHEMES") {
                 let mut list: Vec<Scheme> = Vec::new();
                 while let Some(&name) = opts.as_slice().first() {
+                    // `slots` is a scheme and `SLOTS start end` an option: followed by a
+                    // number it is the option (no scheme is named by a number).
+                    let option_follows = opts
+                        .as_slice()
+                        .get(1)
+                        .is_some_and(|next| parse_integer(next).is_some());
+                    if is_keyword(name, "SLOTS") && option_follows {
+                        break;
+                    }
                     if is_keyword(name, "ALL") {
                         list.extend(Scheme::ALL);
                     } else if let Some(s) = Scheme::from_name(name) {
@@ -583,7 +725,7 @@ mod tests {
         assert_eq!(
             m.change,
             Change::Add {
-                node: b"n".to_vec(),
+                nodes: vec![b"n".to_vec()],
                 weight: Some(2)
             }
         );
@@ -592,7 +734,7 @@ mod tests {
         assert_eq!(
             m.change,
             Change::Del {
-                node: b"n".to_vec()
+                nodes: vec![b"n".to_vec()]
             }
         );
         assert_eq!(m.members, Members::Keys(b"user:*"));
@@ -600,7 +742,7 @@ mod tests {
         assert_eq!(m.members, Members::Sample(DEFAULT_SAMPLE));
         assert_eq!(
             text(parse_moves(&v(&["DEL", "n", "WEIGHT", "2"]), 100)),
-            syntax("WEIGHT goes with ADD only (DEL removes the node)")
+            syntax("WEIGHT goes with ADD only (DEL removes the nodes)")
         );
         for order in [["SAMPLE", "1", "KEYS", "*"], ["KEYS", "*", "SAMPLE", "1"]] {
             let mut args = vec!["ADD", "n"];
@@ -612,10 +754,10 @@ mod tests {
         }
         assert_eq!(
             text(parse_moves(&v(&["MOVE", "n"]), 100)),
-            syntax("the change is ADD node or DEL node, not 'MOVE'")
+            syntax("the change is ADD [WEIGHT w] node [node ...], DEL node [node ...] or REBALANCE [THRESHOLD t] [WEIGHT node=w ...], not 'MOVE'")
         );
         assert_eq!(
-            text(parse_moves(&v(&["ADD", "n", "FOO", "1"]), 100)),
+            text(parse_moves(&v(&["ADD", "n", "SAMPLE", "5", "FOO", "1"]), 100)),
             syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)")
         );
         assert_eq!(
@@ -636,6 +778,22 @@ mod tests {
                 ..
             })
         ));
+        // SCHEMES slots, then SLOTS start end.
+        let m = parse_moves(
+            &v(&["DEL", "n", "SCHEMES", "ring", "slots", "SLOTS", "0", "9"]),
+            100,
+        )
+        .unwrap();
+        assert_eq!(m.schemes, Some(vec![Scheme::Ring, Scheme::Slots]));
+        assert_eq!(m.members, Members::Slots(0, 9));
+        let m = parse_moves(&v(&["REBALANCE", "SCHEMES", "slots"]), 1_000_000).unwrap();
+        assert_eq!(
+            m.change,
+            Change::Rebalance {
+                threshold: DEFAULT_THRESHOLD,
+                weights: Vec::new()
+            }
+        );
         // The default sample is never cut silently.
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n"]), 10)),
@@ -644,6 +802,158 @@ mod tests {
                  SAMPLE n (at most 10) or KEYS pattern"
                     .to_string()
             )
+        );
+    }
+
+    fn nodes(names: &[&str]) -> Vec<Vec<u8>> {
+        names.iter().map(|n| n.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn several_nodes_and_where_their_list_ends() {
+        let plan = |args: &[&'static str]| parse_plan(&v(args));
+        let add = |names: &[&str], weight| {
+            Ok(Change::Add {
+                nodes: nodes(names),
+                weight,
+            })
+        };
+        // RING.ADD's order, and the first syntax (WEIGHT after the node).
+        assert_eq!(
+            plan(&["ADD", "WEIGHT", "2", "a", "b"]),
+            add(&["a", "b"], Some(2))
+        );
+        assert_eq!(plan(&["ADD", "a", "WEIGHT", "2"]), add(&["a"], Some(2)));
+        assert_eq!(plan(&["add", "a", "b", "c"]), add(&["a", "b", "c"], None));
+        assert_eq!(
+            plan(&["ADD", "a", "b", "weight", "3"]),
+            add(&["a", "b"], Some(3))
+        );
+        // The list ends at the first option keyword, in any case; NODES n takes names that
+        // spell one.
+        assert_eq!(
+            parse_moves(&v(&["ADD", "a", "b", "Sample", "5"]), 100).map(|m| m.change),
+            add(&["a", "b"], None)
+        );
+        assert_eq!(
+            plan(&["ADD", "NODES", "2", "WEIGHT", "keys"]),
+            add(&["WEIGHT", "keys"], None)
+        );
+        assert_eq!(
+            text(plan(&["ADD", "WEIGHT", "3", "NODES", "1", "nodes", "x"])),
+            syntax("unknown option 'x' (RING.PLAN takes WEIGHT w)")
+        );
+        assert_eq!(
+            parse_moves(&v(&["DEL", "NODES", "1", "SAMPLE", "SAMPLE", "7"]), 100)
+                .map(|m| (m.change, m.members)),
+            Ok((
+                Change::Del {
+                    nodes: nodes(&["SAMPLE"])
+                },
+                Members::Sample(7)
+            ))
+        );
+        assert_eq!(
+            plan(&["DEL", "a", "b"]),
+            Ok(Change::Del {
+                nodes: nodes(&["a", "b"])
+            })
+        );
+        // Refusals.
+        let hint = "a node named like an option is given with NODES n name ...";
+        assert_eq!(
+            text(plan(&["ADD"])),
+            syntax(&format!("ADD needs one or more nodes ({hint})"))
+        );
+        assert_eq!(
+            text(plan(&["ADD", "WEIGHT", "2"])),
+            syntax(&format!("ADD needs one or more nodes ({hint})"))
+        );
+        assert_eq!(
+            text(plan(&["DEL", "keys"])),
+            syntax(&format!("DEL needs one or more nodes ({hint})"))
+        );
+        assert_eq!(
+            text(plan(&["ADD", "WEIGHT", "2", "a", "WEIGHT", "3"])),
+            syntax("WEIGHT is given twice")
+        );
+        assert_eq!(
+            text(plan(&["ADD", "NODES", "3", "a", "b"])),
+            syntax("NODES n takes 1 to 2 names here (the arguments after it)")
+        );
+        assert_eq!(
+            text(plan(&["ADD", "NODES", "0", "a"])),
+            syntax("NODES n takes 1 to 1 names here (the arguments after it)")
+        );
+        assert_eq!(
+            text(plan(&["ADD", "NODES", "x", "a"])),
+            Err("ERR value is not an integer or out of range".into())
+        );
+        assert_eq!(
+            text(plan(&["DEL", "a", "SAMPLE", "1"])),
+            syntax(&format!(
+                "unknown option 'SAMPLE' (RING.PLAN takes nothing after DEL node [node ...]; {hint})"
+            ))
+        );
+    }
+
+    #[test]
+    fn the_pending_rebalance() {
+        let plan = |args: &[&'static str]| parse_plan(&v(args));
+        assert_eq!(
+            plan(&["REBALANCE"]),
+            Ok(Change::Rebalance {
+                threshold: DEFAULT_THRESHOLD,
+                weights: Vec::new()
+            })
+        );
+        assert_eq!(
+            plan(&[
+                "rebalance",
+                "THRESHOLD",
+                "0.5",
+                "WEIGHT",
+                "a=0",
+                "x=y=3",
+                "WEIGHT",
+                "b=2"
+            ]),
+            Ok(Change::Rebalance {
+                threshold: 0.5,
+                weights: vec![(b"a".to_vec(), 0), (b"x=y".to_vec(), 3), (b"b".to_vec(), 2)]
+            })
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "THRESHOLD", "two"])),
+            Err("ERR value is not a valid float".into())
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "THRESHOLD", "inf"])),
+            Err("ERR value is not a valid float".into())
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "WEIGHT"])),
+            syntax("WEIGHT needs a value")
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "WEIGHT", "a"])),
+            syntax(
+                "REBALANCE WEIGHT takes node=w items (w an integer, 0 to drain the node), not 'a'"
+            )
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "WEIGHT", "=1"])),
+            syntax(
+                "REBALANCE WEIGHT takes node=w items (w an integer, 0 to drain the node), not '=1'"
+            )
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "WEIGHT", "a=-1"])),
+            Err("ERR WEIGHT must be between 0 and 1000000".into())
+        );
+        assert_eq!(
+            text(plan(&["REBALANCE", "a"])),
+            syntax("unknown option 'a' (RING.PLAN takes THRESHOLD t, WEIGHT node=w ...)")
         );
     }
 }

@@ -44,6 +44,8 @@ pub enum ArgKind {
     String,
     /// An integer.
     Integer,
+    /// A floating-point number.
+    Double,
     /// A glob-style pattern.
     Pattern,
     /// A keyword without a value.
@@ -96,6 +98,11 @@ impl Arg {
     /// An integer argument.
     pub const fn integer(name: &'static str) -> Arg {
         Arg::of(name, ArgKind::Integer)
+    }
+
+    /// A floating-point argument.
+    pub const fn double(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Double)
     }
 
     /// A glob-style pattern argument.
@@ -154,6 +161,7 @@ impl Arg {
             ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
             ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
             ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            ArgKind::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
             ArgKind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
             ArgKind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
             ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,

@@ -444,13 +444,15 @@ pub fn mirror(call: &Call) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// `RING.PLAN key ADD|DEL node [WEIGHT w]` -> the moves of the slot table the change would
-/// make, in order, as `redis-cli --cluster rebalance --cluster-use-empty-masters` makes them
+/// `RING.PLAN key ADD [WEIGHT w] node [node ...] | DEL node [node ...] | REBALANCE [THRESHOLD
+/// t] [WEIGHT node=w ...]` -> the moves of the slot table the change would make (for
+/// `REBALANCE`, the rebalance pending on the table now, after `add-node`), in order, as
+/// `redis-cli --cluster rebalance --cluster-use-empty-masters` makes them
 /// (each "Moving N slots from A to B"): one map per move with `from`, `to` (nil for
 /// unassigned slots), `slots` (how many) and `ranges` (`[start, end]` runs). Changes nothing.
 /// Error: a missing key (naming it), a change the ring refuses.
 pub fn plan(call: &Call) -> Result<(), CommandError> {
-    let change = args::parse_plan(&call.rest(2, 2, usize::MAX)?)?;
+    let change = args::parse_plan(&call.rest(2, 1, usize::MAX)?)?;
     let limits = config::limits();
     call.read_existing_ring(|ring| {
         let moves = ring.plan(&change, limits)?;

@@ -21,6 +21,8 @@ pub enum ArgError {
     Syntax(String),
     /// A number that does not parse as a 64-bit integer (Redis' `string2ll` rules).
     NotInteger,
+    /// A number that does not parse as a finite float.
+    NotFloat,
     /// A number outside its option's range.
     OutOfRange {
         /// The option, as the user types it (`COUNT`, `SAMPLE`).
@@ -53,6 +55,7 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::Syntax(hint) => write!(f, "ERR syntax error, {hint}"),
             ArgError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
+            ArgError::NotFloat => f.write_str("ERR value is not a valid float"),
             ArgError::OutOfRange { option, min, max } if *max == i64::MAX => {
                 write!(f, "ERR {option} must be {min} or more")
             }
@@ -318,6 +321,8 @@ mod tests {
                 ArgError::NotInteger.into(),
                 "ERR value is not an integer or out of range",
             ),
+            (ArgError::NotFloat.into(), "ERR value is not a valid float"),
+            (EngineError::NoNodes.into(), "ERR the change names no node"),
             (
                 CommandError::NoSuchKey(b"cahce".to_vec()),
                 "ERR no such key 'cahce'",

@@ -81,6 +81,39 @@ impl Drop for Owned {
     }
 }
 
+/// Whether the key `name` of `ctx`'s database is live: it exists and has not expired. The key
+/// is opened to read without touching it and, where Redis knows the flags (7.2 and later,
+/// Valkey), without expiring it, so that a key past its expiry is seen and skipped; on 7.0,
+/// which ignores them, the read reclaims such a key, as any read of it would (`GET`,
+/// `MIGRATE`). A slot walk keeps live keys only, as `MIGRATE` moves only those.
+///
+/// # Safety
+/// `ctx` must be a live context, used with the server lock held.
+unsafe fn is_live(ctx: RawCtx, name: &[u8]) -> bool {
+    let (Some(open), Some(close), Some(key_type), Some(get_expire)) = (
+        raw::RedisModule_OpenKey,
+        raw::RedisModule_CloseKey,
+        raw::RedisModule_KeyType,
+        raw::RedisModule_GetExpire,
+    ) else {
+        return true;
+    };
+    let Some(keyname) = Owned::new(name) else {
+        return true;
+    };
+    let mode = raw::REDISMODULE_READ
+        | raw::REDISMODULE_OPEN_KEY_NOTOUCH
+        | raw::REDISMODULE_OPEN_KEY_NOEXPIRE
+        | raw::REDISMODULE_OPEN_KEY_NOEFFECTS;
+    let key = open(ctx, keyname.0, mode as c_int).cast::<raw::RedisModuleKey>();
+    if key.is_null() {
+        return false;
+    }
+    let live = key_type(key) != raw::REDISMODULE_KEYTYPE_EMPTY as c_int && get_expire(key) != 0;
+    close(key);
+    live
+}
+
 /// The last OS error number (Redis' module API reports through `errno`).
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -247,7 +280,7 @@ unsafe impl Send for KeyWalk {}
 enum Filter<'a> {
     /// Those whose names match the glob and that have not expired (as `KEYS`).
     Pattern(&'a [u8]),
-    /// Those of the (sorted) slots, but `skip`, expired or not (as `CLUSTER GETKEYSINSLOT`).
+    /// Those of the (sorted) slots, but `skip`, that have not expired (as `MIGRATE` moves).
     Slots { slots: &'a [u16], skip: &'a [u8] },
 }
 
@@ -278,23 +311,20 @@ unsafe extern "C" fn on_key(
             return;
         }
         let name = std::slice::from_raw_parts(p.cast::<u8>(), len);
-        match state.filter {
-            Filter::Pattern(pattern) => {
-                if !glob_match(pattern, name) {
-                    return;
-                }
-                // A key past its expiry that Redis has not deleted yet is gone for KEYS and
-                // SCAN.
-                if let (false, Some(get_expire)) = (key.is_null(), raw::RedisModule_GetExpire) {
-                    if get_expire(key) == 0 {
-                        return;
-                    }
-                }
-            }
+        let kept = match state.filter {
+            Filter::Pattern(pattern) => glob_match(pattern, name),
             Filter::Slots { slots, skip } => {
-                if name == skip || slots.binary_search(&key_slot(name)).is_err() {
-                    return;
-                }
+                name != skip && slots.binary_search(&key_slot(name)).is_ok()
+            }
+        };
+        if !kept {
+            return;
+        }
+        // A key past its expiry that Redis has not deleted yet is gone for KEYS, SCAN and
+        // MIGRATE (the scan opens keys without expiring them).
+        if let (false, Some(get_expire)) = (key.is_null(), raw::RedisModule_GetExpire) {
+            if get_expire(key) == 0 {
+                return;
             }
         }
         if !state.reader.allows(keyname) {
@@ -320,8 +350,9 @@ impl KeyWalk {
 
     /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but
     /// `skip`: the ring being evaluated, so that a copy placed on a master to evaluate its keys
-    /// does not count itself. Keys are taken as the node stores them (`CLUSTER
-    /// COUNTKEYSINSLOT` counts the same ones), expired or not: a slot of at most
+    /// does not count itself. Live keys only: a key past its expiry is skipped (`CLUSTER
+    /// COUNTKEYSINSLOT` counts it until Redis reclaims it, but `MIGRATE` never moves it;
+    /// see [`is_live`]). A slot of at most
     /// [`live::SLOT_READ_WHOLE`] keys in one read, the keys of bigger ones by a walk of the database
     /// in slices once the others are read. Every step first checks, under the same lock as its
     /// reads, that this node still serves the slots left and that none is migrating or
@@ -417,7 +448,7 @@ impl KeyWalk {
                                 _ => continue,
                             };
                             visited += 1;
-                            if name != *skip && reader.allows_bytes(&name) {
+                            if name != *skip && reader.allows_bytes(&name) && is_live(ctx, &name) {
                                 out.push(name);
                             }
                         }

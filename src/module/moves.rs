@@ -15,8 +15,9 @@ use super::reply::Reply;
 use crate::engine::cost;
 use crate::engine::{Scheme, WhatIf};
 
-/// `RING.MOVES key ADD|DEL node [WEIGHT w] [SAMPLE n | KEYS pattern | SLOTS start end]
-/// [SCHEMES name ...]` -> the what-if map ([`schemes_reply`]; without `SCHEMES`, of the ring,
+/// `RING.MOVES key ADD [WEIGHT w] node [node ...] | DEL node [node ...] | REBALANCE [THRESHOLD
+/// t] [WEIGHT node=w ...] [SAMPLE n | KEYS pattern | SLOTS start end] [SCHEMES name ...]` ->
+/// the what-if map ([`schemes_reply`]; without `SCHEMES`, of the ring,
 /// the slot table and modulo). Changes nothing. Errors: a missing key (naming it), a change
 /// the ring refuses.
 ///
@@ -25,7 +26,7 @@ use crate::engine::{Scheme, WhatIf};
 /// visits) runs inline; more runs in the background ([`background`]), except where the client
 /// cannot be blocked (`MULTI`, scripts), where it is refused.
 pub fn moves(call: &Call) -> Result<(), CommandError> {
-    let rest = call.rest(2, 2, usize::MAX)?;
+    let rest = call.rest(2, 1, usize::MAX)?;
     let parsed = args::parse_moves(&rest, config::get(&MAX_SAMPLE))?;
     let limits = config::limits();
     let ctx = call.context();

@@ -36,6 +36,43 @@ const FLAVOURS: [Arg; Flavour::ALL.len()] = {
     out
 };
 
+/// A change of a ring's nodes (RING.MOVES, RING.PLAN): several nodes joining (or
+/// re-weighted), leaving, or the rebalance pending on the slot table. A node list ends at the
+/// first option keyword; `NODES n` takes `n` names whatever they spell.
+const CHANGE: Arg = Arg::one_of(
+    "change",
+    &[
+        Arg::block(
+            "add",
+            &[
+                Arg::keyword("add", "ADD"),
+                Arg::integer("weight").token("WEIGHT").optional(),
+                Arg::integer("count").token("NODES").optional(),
+                Arg::string("node").multiple(),
+            ],
+        ),
+        Arg::block(
+            "del",
+            &[
+                Arg::keyword("del", "DEL"),
+                Arg::integer("count").token("NODES").optional(),
+                Arg::string("node").multiple(),
+            ],
+        ),
+        Arg::block(
+            "rebalance",
+            &[
+                Arg::keyword("rebalance", "REBALANCE"),
+                Arg::double("threshold").token("THRESHOLD").optional(),
+                Arg::string("node=weight")
+                    .token("WEIGHT")
+                    .optional()
+                    .multiple(),
+            ],
+        ),
+    ],
+);
+
 /// The options of a new ring (RING.CREATE, RING.MIRROR).
 const COMPAT: Arg = Arg::one_of("compat", &FLAVOURS).token("COMPAT").optional();
 const VNODES: Arg = Arg::integer("vnodes").token("VNODES").optional();
@@ -196,16 +233,14 @@ pub static COMMANDS: [Command; 16] = [
     Command {
         name: "ring.moves",
         flags: "readonly",
-        arity: -4,
+        arity: -3,
         key_flags: RO | ACCESS,
-        summary: "Evaluates what adding, removing or re-weighting a node would move under the ring, the slots and modulo",
+        summary: "Evaluates what adding, removing or re-weighting nodes, or the pending rebalance, would move under the ring, the slots and modulo",
         complexity: "O(M log P + K log K + S + N) for M members, K points that change, S slots, N nodes",
         since: "0.1.0",
         args: &[
             Arg::key(),
-            Arg::one_of("change", &[Arg::keyword("add", "ADD"), Arg::keyword("del", "DEL")]),
-            Arg::string("node"),
-            Arg::integer("weight").token("WEIGHT").optional(),
+            CHANGE,
             Arg::one_of(
                 "members",
                 &[
@@ -234,17 +269,12 @@ pub static COMMANDS: [Command; 16] = [
     Command {
         name: "ring.plan",
         flags: "readonly",
-        arity: -4,
+        arity: -3,
         key_flags: RO | ACCESS,
-        summary: "Returns the slot moves a node change would make, as redis-cli --cluster rebalance",
+        summary: "Returns the slot moves a change of nodes, or the pending rebalance, would make, as redis-cli --cluster rebalance",
         complexity: "O(S + N) for S slots and N nodes",
         since: "0.2.0",
-        args: &[
-            Arg::key(),
-            Arg::one_of("change", &[Arg::keyword("add", "ADD"), Arg::keyword("del", "DEL")]),
-            Arg::string("node"),
-            Arg::integer("weight").token("WEIGHT").optional(),
-        ],
+        args: &[Arg::key(), CHANGE],
         handler: commands::plan,
     },
     Command {

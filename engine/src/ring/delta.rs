@@ -4,8 +4,8 @@
 //! points that change (O(k log k) to build, O(log P + log k) per lookup), never with a copy of
 //! the ring: what-ifs (`RING.MOVES`) use it on rings of any size.
 //!
-//! Owners are named in one index space for both rings: the ring's node indices, and
-//! [`RingDelta::joined`] (= the node count) for a node that joins.
+//! Owners are named in one index space for both rings: the ring's node indices, and for the
+//! nodes that join, the node count and up, in order.
 
 use super::{node_name, point_before, Node, Ring};
 
@@ -23,72 +23,104 @@ pub struct RingDelta<'a> {
     survivor_after: Vec<usize>,
     /// The first surviving index of the ring; `None` when every point goes.
     first_survivor: Option<usize>,
-    /// The name of the node that joins, if any (for the name tie rule).
-    joining: Option<&'a [u8]>,
+    /// The names of the nodes that join, in order (for the name tie rule).
+    joining: Vec<&'a [u8]>,
 }
 
-/// A change to one node, as [`Ring::delta`] takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeChange<'a> {
+/// A change of a ring's nodes, as [`Ring::delta`] takes it: nodes of the ring that take a new
+/// weight (0: they leave) and nodes that join, at once (several masters added, or drained and
+/// removed, in one rebalance). In the common index space of the module docs, the nodes that
+/// join are numbered after the ring's, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeChange<'a> {
+    /// Nodes of the ring (their indices) that take a new weight; 0 for a node that leaves.
+    pub weights: Vec<(usize, u32)>,
+    /// Nodes that join, with their weights (>= 1).
+    pub joining: Vec<(&'a [u8], u32)>,
+}
+
+impl<'a> NodeChange<'a> {
     /// The node `name` (not in the ring) joins with `weight`.
-    Join {
-        /// Its name.
-        name: &'a [u8],
-        /// Its weight, >= 1.
-        weight: u32,
-    },
-    /// The node at `index` takes `weight` (>= 1).
-    Reweight {
-        /// Its index in the ring.
-        index: usize,
-        /// Its new weight.
-        weight: u32,
-    },
+    pub fn join(name: &'a [u8], weight: u32) -> NodeChange<'a> {
+        NodeChange {
+            weights: Vec::new(),
+            joining: vec![(name, weight)],
+        }
+    }
+
     /// The node at `index` leaves.
-    Leave {
-        /// Its index in the ring.
-        index: usize,
-    },
+    pub fn leave(index: usize) -> NodeChange<'a> {
+        NodeChange::reweight(index, 0)
+    }
+
+    /// The node at `index` takes `weight` (0: it leaves).
+    pub fn reweight(index: usize, weight: u32) -> NodeChange<'a> {
+        NodeChange {
+            weights: vec![(index, weight)],
+            joining: Vec::new(),
+        }
+    }
+
+    /// The nodes that leave, in the order given.
+    pub fn leaving(&self) -> impl Iterator<Item = usize> + '_ {
+        self.weights.iter().filter(|w| w.1 == 0).map(|w| w.0)
+    }
+
+    /// Whether the node at `index` (common index space) joins, leaves or changes weight.
+    pub fn touches(&self, index: usize, ring_nodes: usize) -> bool {
+        index >= ring_nodes || self.weights.iter().any(|w| w.0 == index)
+    }
 }
 
 impl Ring {
     /// What `change` does to the points, in the common index space (see the module docs).
-    /// Cost: the points of the changed node (and, for ketama, whose counts depend on every
+    /// Cost: the points of the changed nodes (and, for ketama, whose counts depend on every
     /// weight, the few points each other node gains or loses), hashed and sorted.
-    pub fn delta<'a>(&'a self, change: NodeChange<'a>) -> RingDelta<'a> {
-        let (changed_node, weight, joining) = match change {
-            NodeChange::Join { name, weight } => (self.nodes.len(), weight, Some(name)),
-            NodeChange::Reweight { index, weight } => (index, weight, None),
-            NodeChange::Leave { index } => (index, 0, None),
-        };
+    pub fn delta<'a>(&'a self, change: &NodeChange<'a>) -> RingDelta<'a> {
+        let count = self.nodes.len();
+        let joining: Vec<&[u8]> = change.joining.iter().map(|j| j.0).collect();
         // Only ketama's counts depend on every weight (and on the server count); the other
-        // flavours' counts change for the changed node alone, so only it is looked at.
+        // flavours' counts change for the changed nodes alone, so only they are looked at.
         if !self.flavour.fixes_vnodes() {
-            let count = u64::from(self.vnodes) * u64::from(weight);
-            return self.delta_of(&[(changed_node, count)], joining);
+            let counts: Vec<(usize, u64)> = change
+                .weights
+                .iter()
+                .map(|&(i, w)| (i, u64::from(self.vnodes) * u64::from(w)))
+                .chain(
+                    change
+                        .joining
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &(_, w))| (count + j, u64::from(self.vnodes) * u64::from(w))),
+                )
+                .collect();
+            return self.delta_of(&counts, joining);
         }
         let mut weights: Vec<u32> = self.nodes.iter().map(|n| n.weight).collect();
-        match weights.get_mut(changed_node) {
-            Some(w) => *w = weight,
-            None => weights.push(weight),
-        }
-        // A leaving node counts as weight 0 for its own points, but not in ketama's formula,
-        // whose server count drops by one.
-        let counts: Vec<u64> = match change {
-            NodeChange::Leave { index } => {
-                let present: Vec<u32> = weights
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i != index)
-                    .map(|(_, &w)| w)
-                    .collect();
-                let mut counts = Ring::planned_points(self.flavour, self.vnodes, &present);
-                counts.insert(index.min(counts.len()), 0);
-                counts
+        for &(i, w) in &change.weights {
+            if let Some(slot) = weights.get_mut(i) {
+                *slot = w;
             }
-            _ => Ring::planned_points(self.flavour, self.vnodes, &weights),
-        };
-        let counts: Vec<(usize, u64)> = counts.into_iter().enumerate().collect();
+        }
+        weights.extend(change.joining.iter().map(|j| j.1));
+        // A leaving node counts as weight 0 for its own points, but not in ketama's formula,
+        // whose server count drops by one for each.
+        let present: Vec<u32> = weights.iter().copied().filter(|&w| w > 0).collect();
+        let mut planned = Ring::planned_points(self.flavour, self.vnodes, &present).into_iter();
+        let counts: Vec<(usize, u64)> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                (
+                    i,
+                    if w == 0 {
+                        0
+                    } else {
+                        planned.next().unwrap_or(0)
+                    },
+                )
+            })
+            .collect();
         self.delta_of(&counts, joining)
     }
 
@@ -100,7 +132,7 @@ impl Ring {
     /// leaves or is re-weighted down), one pass over the ring's owners collects the shrinking
     /// nodes' points and a merge with the hashed losses picks those that go, and a node that
     /// leaves is not hashed at all (O(P + k log k)).
-    fn delta_of<'a>(&'a self, counts: &[(usize, u64)], joining: Option<&'a [u8]>) -> RingDelta<'a> {
+    fn delta_of<'a>(&'a self, counts: &[(usize, u64)], joining: Vec<&'a [u8]>) -> RingDelta<'a> {
         let points = self.hashes.len();
         let before_of = |i: usize| self.nodes.get(i).map_or(0, |n| n.points);
         let now_of = |count: u64| u32::try_from(count).unwrap_or(u32::MAX);
@@ -110,7 +142,7 @@ impl Ring {
             .sum();
         // A lookup costs a few cache misses; a pass over the owners, a few nanoseconds a point.
         let scan = losing.saturating_mul(32) >= points as u64;
-        let slots = self.nodes.len() + 1;
+        let slots = self.nodes.len() + joining.len();
         let (mut emptied, mut shrinking) = if scan {
             (vec![false; slots], vec![false; slots])
         } else {
@@ -122,10 +154,7 @@ impl Ring {
         for &(i, count) in counts {
             let now = now_of(count);
             let before = before_of(i);
-            let name = match self.nodes.get(i) {
-                Some(n) => n.name.as_slice(),
-                None => joining.unwrap_or_default(),
-            };
+            let name = name_of(&self.nodes, &joining, i as u32);
             if now == before {
                 continue;
             }
@@ -169,7 +198,7 @@ impl Ring {
         delta.added.sort_unstable();
         if by_name {
             let nodes = &self.nodes;
-            let joining = delta.joining;
+            let joining = &delta.joining;
             for run in delta.added.chunk_by_mut(|a, b| a.0 == b.0) {
                 if run.len() > 1 {
                     run.sort_by(|a, b| {
@@ -251,21 +280,15 @@ impl Ring {
     }
 }
 
-/// The name of `owner` in the common index space.
-fn name_of<'n>(nodes: &'n [Node], joining: Option<&'n [u8]>, owner: u32) -> &'n [u8] {
-    if owner as usize == nodes.len() {
-        joining.unwrap_or_default()
-    } else {
-        node_name(nodes, owner)
+/// The name of `owner` in the common index space (empty when out of range).
+fn name_of<'n>(nodes: &'n [Node], joining: &[&'n [u8]], owner: u32) -> &'n [u8] {
+    match (owner as usize).checked_sub(nodes.len()) {
+        Some(j) => joining.get(j).copied().unwrap_or_default(),
+        None => node_name(nodes, owner),
     }
 }
 
 impl RingDelta<'_> {
-    /// The index the joining node has in the common space (the ring's node count).
-    pub fn joined(&self) -> usize {
-        self.ring.nodes.len()
-    }
-
     /// The changed ring's points as sorted (hash, owner) pairs, owners in the common index
     /// space: the ring's surviving points merged with the added ones. O(P + k): a copy.
     pub fn after_points(&self) -> Vec<(u64, u32)> {
@@ -343,7 +366,7 @@ impl RingDelta<'_> {
         if a.0 != b.0 || !self.ring.flavour.ties_by_name() {
             return point_before(false, &[], a, b);
         }
-        let name = |o| name_of(&self.ring.nodes, self.joining, o);
+        let name = |o| name_of(&self.ring.nodes, &self.joining, o);
         name(a.1) < name(b.1)
     }
 
@@ -498,18 +521,12 @@ mod tests {
             let n = nodes.len() as u32;
             let cases: Vec<Case> = vec![
                 (
-                    NodeChange::Join {
-                        name: b"joiner",
-                        weight: 2,
-                    },
+                    NodeChange::join(b"joiner", 2),
                     [nodes.clone(), vec![(b"joiner".to_vec(), 2)]].concat(),
                     (0..=n).collect(),
                 ),
                 (
-                    NodeChange::Reweight {
-                        index: 4,
-                        weight: 3,
-                    },
+                    NodeChange::reweight(4, 3),
                     nodes
                         .iter()
                         .enumerate()
@@ -518,10 +535,7 @@ mod tests {
                     (0..n).collect(),
                 ),
                 (
-                    NodeChange::Reweight {
-                        index: 2,
-                        weight: 1,
-                    },
+                    NodeChange::reweight(2, 1),
                     nodes
                         .iter()
                         .enumerate()
@@ -530,7 +544,7 @@ mod tests {
                     (0..n).collect(),
                 ),
                 (
-                    NodeChange::Leave { index: 5 },
+                    NodeChange::leave(5),
                     nodes
                         .iter()
                         .enumerate()
@@ -538,6 +552,22 @@ mod tests {
                         .map(|(_, x)| x.clone())
                         .collect(),
                     (0..n).filter(|&i| i != 5).collect(),
+                ),
+                // Several at once: two join, two leave, one is re-weighted (3 -> 6 masters,
+                // 6 -> 4, and a weight change in one rebalance).
+                (
+                    NodeChange {
+                        weights: vec![(7, 0), (1, 3), (10, 0)],
+                        joining: vec![(b"joiner-a", 1), (b"joiner-b", 3)],
+                    },
+                    nodes
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != 7 && i != 10)
+                        .map(|(i, (m, w))| (m.clone(), if i == 1 { 3 } else { *w }))
+                        .chain([(b"joiner-a".to_vec(), 1), (b"joiner-b".to_vec(), 3)])
+                        .collect(),
+                    (0..n + 2).filter(|&i| i != 7 && i != 10).collect(),
                 ),
             ];
             for (change, after_nodes, map) in cases {
@@ -557,7 +587,7 @@ mod tests {
         map: &[u32],
     ) {
         let flavour = ring.flavour;
-        let delta = ring.delta(change);
+        let delta = ring.delta(&change);
         let mut after = Ring::new(flavour, vnodes, false);
         after.set_nodes(after_nodes);
         // Probe at every point of both rings and next to it.
@@ -621,34 +651,13 @@ mod tests {
             let mut ring = Ring::new(flavour, 1, false);
             ring.set_nodes(nodes.clone());
             let light = vec![(b"light".to_vec(), 1)];
-            check(
-                &ring,
-                1,
-                NodeChange::Leave { index: 0 },
-                light.clone(),
-                &[1],
-            );
+            check(&ring, 1, NodeChange::leave(0), light.clone(), &[1]);
             let thin = vec![(b"heavy".to_vec(), 1), (b"light".to_vec(), 1)];
-            check(
-                &ring,
-                1,
-                NodeChange::Reweight {
-                    index: 0,
-                    weight: 1,
-                },
-                thin,
-                &[0, 1],
-            );
-            check(
-                &ring,
-                1,
-                NodeChange::Leave { index: 1 },
-                vec![nodes[0].clone()],
-                &[0],
-            );
+            check(&ring, 1, NodeChange::reweight(0, 1), thin, &[0, 1]);
+            check(&ring, 1, NodeChange::leave(1), vec![nodes[0].clone()], &[0]);
             let mut alone = Ring::new(flavour, 1, false);
             alone.set_nodes(light);
-            check(&alone, 1, NodeChange::Leave { index: 0 }, Vec::new(), &[]);
+            check(&alone, 1, NodeChange::leave(0), Vec::new(), &[]);
         }
     }
 
