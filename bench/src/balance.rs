@@ -78,6 +78,8 @@ fn summarise(nodes: usize, scheme: &str, vnodes: Option<u32>, points: u64, draws
 /// `ringslot-bench balance`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(flatten)]
+    node_names: common::NodeNames,
     /// Node counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,100")]
     nodes: Vec<usize>,
@@ -122,7 +124,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         node_counts: &a.nodes,
         vnodes: &a.vnodes,
         flavours: &a.flavours,
-        template: &g.names,
+        template: &a.node_names.names,
         sets: a.name_sets,
         schemes: &schemes,
     };
@@ -133,7 +135,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     let title = format!(
         "Balance: peak-to-mean share, {} equal nodes named {}",
         counts.join(" and "),
-        g.names.replace("{}", "N")
+        a.node_names.names.replace("{}", "N")
     );
     let md = write_outputs(&g.out, &a.name, &rows, &title)?;
     println!("{md}");

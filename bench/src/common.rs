@@ -30,8 +30,13 @@ pub struct Global {
     /// Where to write the .md, .csv and .svg files.
     #[arg(long, global = true, default_value = "bench/out")]
     pub out: PathBuf,
+}
+
+/// The node names of the subcommands that make their own rings (migration, balance, spread).
+#[derive(Args, Debug, Clone)]
+pub struct NodeNames {
     /// Node names: `{}` is replaced by the node's number.
-    #[arg(long, global = true, default_value = "10.0.0.{}:6379")]
+    #[arg(long, default_value = "10.0.0.{}:6379")]
     pub names: String,
 }
 

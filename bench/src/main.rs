@@ -53,6 +53,9 @@ enum Command {
     /// throw-away cluster (--local N masters, --keys K) where the change is then made for
     /// real and compared.
     Cluster(cluster::Args),
+    /// Fits the rebalance duration model of `cluster` to the runs of local `cluster` runs
+    /// (their `<name>-run.csv` files) and prints each run's error.
+    ClusterFit(cluster::model::FitArgs),
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.
     Spread(spread::Args),
@@ -68,6 +71,7 @@ fn main() {
         Command::Limits(a) => limits::run(g, a),
         Command::Whatif(a) => whatif::run(g, a),
         Command::Cluster(a) => cluster::run(g, a),
+        Command::ClusterFit(a) => cluster::model::run_fit(a),
         Command::Spread(a) => spread::run(g, a),
     };
     if let Err(e) = done {

@@ -19,6 +19,8 @@ pub const RING_KEY_PREFIX: &str = "ringslot-bench:ring:";
 /// `ringslot-bench migration`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(flatten)]
+    node_names: common::NodeNames,
     /// Start with FROM nodes and add one at a time up to TO (default 4..8 when no other
     /// scenario flag is given).
     #[arg(long, value_name = "FROM..TO")]
@@ -89,7 +91,8 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("read {}", path.display()))?;
-            scenario::parse(&text, &g.names).with_context(|| path.display().to_string())?
+            scenario::parse(&text, &a.node_names.names)
+                .with_context(|| path.display().to_string())?
         }
         None => {
             let grow = a.grow.as_deref().map(scenario::parse_range).transpose()?;
@@ -102,7 +105,14 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
             let nothing =
                 grow.is_none() && shrink.is_none() && reweight.is_empty() && a.lose.is_empty();
             let grow = if nothing { Some((4, 8)) } else { grow };
-            scenario::from_flags(&g.names, a.start, grow, shrink, &reweight, &a.lose)?
+            scenario::from_flags(
+                &a.node_names.names,
+                a.start,
+                grow,
+                shrink,
+                &reweight,
+                &a.lose,
+            )?
         }
     };
     let mut rings: Vec<RingConf> = a

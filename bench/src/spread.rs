@@ -42,6 +42,8 @@ const KEY: &str = "ringslot-bench:spread";
 /// `ringslot-bench spread`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(flatten)]
+    node_names: common::NodeNames,
     /// C: the nodes all views hold together.
     #[arg(long, default_value_t = 20)]
     nodes: usize,
@@ -83,7 +85,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         members: a.members,
         flavours: a.flavours.clone(),
         seed: a.seed,
-        names: g.names.clone(),
+        names: a.node_names.names.clone(),
     };
     let mut target = Target::open(g, false)?;
     let outcome = run_spread(&mut target.con, &target.scratch, &opts)?;

@@ -234,6 +234,12 @@ impl Cluster {
             .cluster()
             .args(&["--cluster-node-timeout", "5000"])
             .start()?;
+        self.join_server(node, extra)
+    }
+
+    /// Joins the running `node` with `redis-cli --cluster add-node <it> <node 0> <extra...>`;
+    /// returns its index (convergence is the caller's).
+    fn join_server(&mut self, node: Server, extra: &[&str]) -> Result<usize, Error> {
         let mut args = strings(&[
             "--cluster",
             "add-node",
@@ -246,19 +252,31 @@ impl Cluster {
         Ok(self.nodes.len() - 1)
     }
 
-    /// Starts one more server made by `builder`, adds it as an empty master
-    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
-    pub fn add_node(&mut self, builder: impl Fn() -> ServerBuilder) -> Result<usize, Error> {
-        self.join(builder, &[])?;
-        // add-node returns before every node has met the new one.
+    /// Waits until every node knows node `index` and agrees (after an add-node, which returns
+    /// before every node has met the new one); returns `index`.
+    fn converged_with(&self, index: usize) -> Result<usize, Error> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             match self.converge() {
-                Ok(_) => return Ok(self.nodes.len() - 1),
+                Ok(_) => return Ok(index),
                 Err(e) if Instant::now() > deadline => return Err(e),
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
         }
+    }
+
+    /// Starts one more server made by `builder`, adds it as an empty master
+    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
+    pub fn add_node(&mut self, builder: impl Fn() -> ServerBuilder) -> Result<usize, Error> {
+        let index = self.join(builder, &[])?;
+        self.converged_with(index)
+    }
+
+    /// Adds the running `server` (started with `.cluster()`) as an empty master
+    /// (`redis-cli --cluster add-node`) and waits for convergence; returns its index.
+    pub fn add_server(&mut self, server: Server) -> Result<usize, Error> {
+        let index = self.join_server(server, &[])?;
+        self.converged_with(index)
     }
 
     /// Starts one more server made by `builder`, adds it as a replica of node `master`

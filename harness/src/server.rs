@@ -118,6 +118,7 @@ pub struct ServerBuilder {
     cpu: Option<usize>,
     cluster: bool,
     config: Option<PathBuf>,
+    port: Option<u16>,
 }
 
 impl ServerBuilder {
@@ -179,6 +180,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Listen on `port` rather than a free one (for names that stay the same from run to run);
+    /// a port in use is then an error, not a retry.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
     /// Start with `--cluster-enabled yes` (its bus on another free port: the default, port +
     /// 10000, may not exist for a high ephemeral port).
     pub fn cluster(mut self) -> Self {
@@ -200,7 +208,11 @@ impl ServerBuilder {
         loop {
             match self.start_in(dir) {
                 Ok(server) => return Ok(server),
-                Err((e, back)) if tries < 5 && e.0.contains("Address already in use") => {
+                Err((e, back))
+                    if tries < 5
+                        && self.port.is_none()
+                        && e.0.contains("Address already in use") =>
+                {
                     tries += 1;
                     dir = back;
                 }
@@ -212,7 +224,7 @@ impl ServerBuilder {
     /// One attempt of [`ServerBuilder::start`], on a free port; a failure gives the
     /// directory back.
     fn start_in(&self, dir: tempfile::TempDir) -> Result<Server, (Error, tempfile::TempDir)> {
-        let port = match free_port() {
+        let port = match self.port.map_or_else(free_port, Ok) {
             Ok(port) => port,
             Err(e) => return Err((e, dir)),
         };
@@ -372,6 +384,7 @@ impl Server {
             cpu: None,
             cluster: false,
             config: None,
+            port: None,
         }
     }
 

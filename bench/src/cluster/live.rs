@@ -1,6 +1,7 @@
 //! The live cluster, read from a seed address with plain connections (a cluster client would
 //! follow `MOVED` and count a node twice): its masters and slots (`CLUSTER NODES`), checked to
-//! be stable and to have the module loaded, and the key count of every slot.
+//! be stable; which masters have the module; the key count of every slot; and the longest
+//! any of the run's commands held each master.
 
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::cluster::{parse_cluster_nodes, ClusterNode};
@@ -8,7 +9,9 @@ use ringslot_engine::{key_slot, SLOT_COUNT};
 use ringslot_harness::client::error_text;
 use ringslot_harness::redis::{self, Connection, ConnectionAddr, ConnectionInfo, Value};
 use ringslot_harness::reply::{array as items, field};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// One master of the cluster.
 #[derive(Debug, Clone)]
@@ -26,6 +29,91 @@ pub(super) struct LiveCluster {
     pub(super) owner: Vec<Option<usize>>,
     /// The seed, when it is a master.
     pub(super) seed: Option<usize>,
+    /// The seed's `CLUSTER NODES` (its own line marked `myself`): what `redis-cli --cluster`
+    /// loads when run against it.
+    pub(super) nodes: Vec<ClusterNode>,
+}
+
+impl LiveCluster {
+    /// The masters without the module loaded.
+    pub(super) fn without_module(&self) -> Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for m in &self.masters {
+            if !has_module(m)? {
+                missing.push(m.address.clone());
+            }
+        }
+        Ok(missing)
+    }
+}
+
+/// The longest any command of the run held each master, as the client timed it (a round trip:
+/// an upper bound of the server's time), and the keys read from each.
+#[derive(Debug, Default)]
+pub(super) struct Holds(Mutex<BTreeMap<String, (Duration, u64)>>);
+
+impl Holds {
+    /// Runs `f` (one command or pipeline to `at`) and notes how long it took.
+    pub(super) fn time<T>(&self, at: &str, f: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = f();
+        let took = started.elapsed();
+        if let Ok(mut map) = self.0.lock() {
+            let e = map.entry(at.to_string()).or_default();
+            e.0 = e.0.max(took);
+        }
+        out
+    }
+
+    /// Notes `keys` keys read from `at`.
+    pub(super) fn read(&self, at: &str, keys: u64) {
+        if let Ok(mut map) = self.0.lock() {
+            map.entry(at.to_string()).or_default().1 += keys;
+        }
+    }
+
+    /// Per master: the longest hold in seconds, and the keys read.
+    pub(super) fn list(&self) -> Vec<(String, f64, u64)> {
+        self.0.lock().map_or_else(
+            |_| Vec::new(),
+            |map| {
+                map.iter()
+                    .map(|(a, (d, k))| (a.clone(), d.as_secs_f64(), *k))
+                    .collect()
+            },
+        )
+    }
+}
+
+/// Keeps a reader at most `rate` keys a second (0: no limit), from its first key.
+#[derive(Debug)]
+pub(super) struct Limiter {
+    rate: u64,
+    started: Instant,
+    taken: u64,
+}
+
+impl Limiter {
+    pub(super) fn new(rate: u64) -> Limiter {
+        Limiter {
+            rate,
+            started: Instant::now(),
+            taken: 0,
+        }
+    }
+
+    /// Counts `keys` more keys and sleeps until the rate allows them.
+    pub(super) fn take(&mut self, keys: u64) {
+        self.taken += keys;
+        if self.rate == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.taken as f64 / self.rate as f64);
+        let elapsed = self.started.elapsed();
+        if due > elapsed {
+            std::thread::sleep(due - elapsed);
+        }
+    }
 }
 
 /// `info` with its address replaced by `address` (`ip:port`): the seed's credentials and
@@ -99,27 +187,21 @@ pub(super) fn first_open(node: &ClusterNode) -> Option<u16> {
         .min()
 }
 
-/// Reads and checks the topology from the seed (see the module docs).
-pub(super) fn read_topology(seed: &ConnectionInfo, check_modules: bool) -> Result<LiveCluster> {
+/// Reads and checks the topology from the seed (see the module docs): refused while a node is
+/// failing or in handshake, a slot is migrating or importing, or the nodes disagree on the
+/// masters and the slot table.
+pub(super) fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
     let nodes = nodes_of(seed)?;
+    if let Some(why) = refusal(&nodes, &[]) {
+        bail!("{why}");
+    }
+    // Every node's own view.
+    let mut views = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        for bad in ["fail", "fail?", "handshake", "noaddr"] {
-            if n.has(bad) {
-                bail!(
-                    "node {} ({}) is flagged `{bad}`: predict when the cluster is healthy \
-                     (redis-cli --cluster check)",
-                    n.address,
-                    n.id
-                );
-            }
-        }
-        if let Some(open) = first_open(n) {
-            bail!(
-                "slot {open} of {} is migrating or importing: run when the migration ends \
-                 (redis-cli --cluster check, and --cluster fix if it is stuck)",
-                n.address
-            );
-        }
+        views.push((n.address.clone(), nodes_of(&info_at(seed, &n.address)?)?));
+    }
+    if let Some(why) = refusal(&nodes, &views) {
+        bail!("{why}");
     }
     let mut masters: Vec<Master> = nodes
         .iter()
@@ -144,49 +226,6 @@ pub(super) fn read_topology(seed: &ConnectionInfo, check_modules: bool) -> Resul
             }
         }
     }
-    // Every node must see the same masters and slot table.
-    let table = |nodes: &[ClusterNode]| -> Vec<(String, Vec<u16>)> {
-        let mut t: Vec<(String, Vec<u16>)> = nodes
-            .iter()
-            .filter(|n| n.has("master"))
-            .map(|n| (n.address.clone(), slots_of(n)))
-            .collect();
-        t.sort();
-        t
-    };
-    let mine = table(&nodes);
-    for n in &nodes {
-        let theirs = nodes_of(&info_at(seed, &n.address)?)?;
-        // A node lists its own open slots only (on its `myself` line).
-        if let Some(open) = theirs.iter().find(|t| t.has("myself")).and_then(first_open) {
-            bail!(
-                "slot {open} of {} is migrating or importing: run when the migration ends \
-                 (redis-cli --cluster check, and --cluster fix if it is stuck)",
-                n.address
-            );
-        }
-        if table(&theirs) != mine {
-            bail!(
-                "{} and the seed disagree on the masters or the slot table: run when the \
-                 cluster has converged (redis-cli --cluster check)",
-                n.address
-            );
-        }
-    }
-    if check_modules {
-        let missing: Vec<&str> = masters
-            .iter()
-            .filter(|m| !has_module(m).unwrap_or(false))
-            .map(|m| m.address.as_str())
-            .collect();
-        if !missing.is_empty() {
-            bail!(
-                "the ringslot module is not loaded on {}: load it on every master (a ring \
-                 key cannot migrate to a master without it, and MIGRATE leaves the slot open)",
-                missing.join(", ")
-            );
-        }
-    }
     let seed = nodes
         .iter()
         .find(|n| n.has("myself"))
@@ -195,7 +234,64 @@ pub(super) fn read_topology(seed: &ConnectionInfo, check_modules: bool) -> Resul
         masters,
         owner,
         seed,
+        nodes,
     })
+}
+
+/// The masters and their slots as one node's `CLUSTER NODES` lists them, sorted: what all
+/// nodes must agree on.
+fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
+    let mut t: Vec<(String, Vec<u16>)> = nodes
+        .iter()
+        .filter(|n| n.has("master"))
+        .map(|n| (n.address.clone(), slots_of(n)))
+        .collect();
+    t.sort();
+    t
+}
+
+/// Why a prediction must not run on the cluster the seed sees as `seed_view`, given every
+/// node's own view (`views`: address, its `CLUSTER NODES`): a node flagged failing, in
+/// handshake or without an address; a slot migrating or importing (a node lists its own open
+/// slots only, on its `myself` line); a node whose masters or slot table differ from the
+/// seed's. `None` when it may run.
+pub(super) fn refusal(
+    seed_view: &[ClusterNode],
+    views: &[(String, Vec<ClusterNode>)],
+) -> Option<String> {
+    let open = |slot: u16, at: &str| {
+        format!(
+            "slot {slot} of {at} is migrating or importing: run when the migration ends \
+             (redis-cli --cluster check, and --cluster fix if it is stuck)"
+        )
+    };
+    for n in seed_view {
+        for bad in ["fail", "fail?", "handshake", "noaddr"] {
+            if n.has(bad) {
+                return Some(format!(
+                    "node {} ({}) is flagged `{bad}`: predict when the cluster is healthy \
+                     (redis-cli --cluster check)",
+                    n.address, n.id
+                ));
+            }
+        }
+        if let Some(slot) = first_open(n) {
+            return Some(open(slot, &n.address));
+        }
+    }
+    let mine = table(seed_view);
+    for (address, theirs) in views {
+        if let Some(slot) = theirs.iter().find(|t| t.has("myself")).and_then(first_open) {
+            return Some(open(slot, address));
+        }
+        if table(theirs) != mine {
+            return Some(format!(
+                "{address} and the seed disagree on the masters or the slot table: run when \
+                 the cluster has converged (redis-cli --cluster check)"
+            ));
+        }
+    }
+    None
 }
 
 /// Whether `MODULE LIST` of the master names ringslot.
@@ -273,5 +369,62 @@ mod tests {
         .unwrap();
         assert_eq!(slots_of(&nodes[0]), vec![0, 1, 2, 7]);
         assert_eq!(first_open(&nodes[0]), Some(4));
+    }
+
+    /// Three masters as node A sees them (its own line `myself`); `extra` is appended to B's
+    /// line, `flags_c` replaces C's flags.
+    fn view(myself: char, extra_b: &str, flags_c: &str) -> Vec<ClusterNode> {
+        let line = |c: char, port: u16, flags: &str, slots: &str| {
+            let id = c.to_string().repeat(40);
+            let flags = if c == myself {
+                format!("myself,{flags}")
+            } else {
+                flags.to_string()
+            };
+            format!("{id} 127.0.0.1:{port}@1{port} {flags} - 0 0 1 connected {slots}\n")
+        };
+        let text = line('a', 30001, "master", "0-5460")
+            + &line('b', 30002, "master", &format!("5461-10922{extra_b}"))
+            + &line('c', 30003, flags_c, "10923-16383");
+        parse_cluster_nodes(&text).unwrap()
+    }
+
+    #[test]
+    fn unhealthy_or_disagreeing_clusters_are_refused() {
+        let seed = view('a', "", "master");
+        let same = vec![
+            ("127.0.0.1:30002".to_string(), view('b', "", "master")),
+            ("127.0.0.1:30003".to_string(), view('c', "", "master")),
+        ];
+        assert_eq!(refusal(&seed, &same), None);
+        // A failing node, as the seed sees it.
+        let failing = view('a', "", "master,fail?");
+        let why = refusal(&failing, &[]).unwrap();
+        assert!(
+            why.contains("127.0.0.1:30003") && why.contains("`fail?`"),
+            "{why}"
+        );
+        // A node that sees a slot of its own migrating (only it lists that).
+        let migrating = vec![(
+            "127.0.0.1:30002".to_string(),
+            view(
+                'b',
+                " [6000->-cccccccccccccccccccccccccccccccccccccccc]",
+                "master",
+            ),
+        )];
+        let why = refusal(&seed, &migrating).unwrap();
+        assert!(
+            why.starts_with("slot 6000 of 127.0.0.1:30002 is migrating"),
+            "{why}"
+        );
+        // A node whose view of the slots differs from the seed's.
+        let mut other = view('c', "", "master");
+        other[1].slots = vec![(5461, 10900)];
+        let why = refusal(&seed, &[("127.0.0.1:30003".to_string(), other)]).unwrap();
+        assert!(
+            why.starts_with("127.0.0.1:30003 and the seed disagree"),
+            "{why}"
+        );
     }
 }

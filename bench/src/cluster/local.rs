@@ -1,28 +1,147 @@
-//! `--local`: a throw-away cluster on free loopback ports, loaded with keys, the change
-//! predicted and then made for real (`redis-cli --cluster add-node` and `rebalance`, or a
-//! drain and `del-node`), and what really moved counted.
+//! `--local`: a throw-away cluster on a fixed block of loopback ports (so that its masters'
+//! names, which the rings hash, are the same from run to run), loaded with keys of varied
+//! sizes (and a hot hash tag if asked), the change predicted and then made for real with
+//! `redis-cli --cluster` (`add-node` each joining master and one `rebalance
+//! --cluster-use-empty-masters`; or a rebalance draining the leaving masters, weight 0 each,
+//! and a `del-node` each), and what really moved counted: keys from the per-slot counts and
+//! slot owners before and after, key by key with a `SCAN` of every master when the keyspace is
+//! small, with the `DUMP` bytes of each key that moved, and the bytes the receiving masters
+//! read from the network meanwhile.
 
-use super::live::{connect, read_topology, s, LiveCluster};
+use super::live::{connect, read_topology, s, slot_counts, LiveCluster};
 use super::predict::predict;
 use super::{MasterChange, Options, Outcome, CHILDREN};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::key_slot;
-use ringslot_harness::cluster::Cluster;
+use ringslot_harness::cluster::{redis_cli_ok, Cluster};
 use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
 use std::collections::HashMap;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
+
+/// A local run: the cluster and the change.
+#[derive(Debug, Clone)]
+pub(super) struct Local {
+    /// Masters at the start.
+    pub(super) masters: usize,
+    /// Masters that join (one rebalance), or that leave (the last ones).
+    pub(super) join: usize,
+    pub(super) leave: usize,
+    /// The joining masters are added before the prediction, which predicts the pending
+    /// rebalance.
+    pub(super) pending: bool,
+    /// `--cluster-threshold` of the pending rebalance.
+    pub(super) threshold: f64,
+    /// Keys `key:0` ... and keys of the hot tag `{hot}:0` ...
+    pub(super) keys: u64,
+    pub(super) hot_keys: u64,
+    /// The first port.
+    pub(super) base_port: u16,
+    /// Predict with the module and read-only.
+    pub(super) both_modes: bool,
+}
 
 /// What really happened, in a local run.
 #[derive(Debug, Clone)]
 pub(super) struct Real {
+    /// Keys in slots whose owner changed, and those between masters there before and after.
     pub(super) moved: u64,
     pub(super) between: u64,
+    /// Key by key (`SCAN` before and after, small keyspaces): keys whose master changed, and
+    /// the sum of their `DUMP` lengths on their new master.
     pub(super) scan_moved: Option<u64>,
+    pub(super) scan_bytes: Option<u64>,
+    /// Bytes the masters that gained slots read from clients meanwhile
+    /// (`total_net_input_bytes`: the `RESTORE-ASKING` commands `MIGRATE` sends, with their
+    /// protocol, and redis-cli's own commands).
+    pub(super) net_in: u64,
     pub(super) owner_after: Vec<Option<String>>,
+    /// Keys per master after.
+    pub(super) keys_after: HashMap<String, u64>,
+    /// Seconds of the `redis-cli --cluster rebalance` run, and of the whole change.
+    pub(super) rebalance_seconds: f64,
     pub(super) seconds: f64,
     pub(super) moves_printed: Vec<String>,
+}
+
+/// The value of `key:i`: 16 to 1024 bytes (the length varied by a multiplicative hash of
+/// `i`) of a xorshift stream seeded by `i`, which `DUMP`'s LZF compression cannot shrink, so
+/// that the bytes a move carries are those of the values.
+fn value_of(i: u64) -> Vec<u8> {
+    let len = 16 + (i.wrapping_mul(2_654_435_761) >> 7) % 1009;
+    noise(i, len as usize)
+}
+
+/// `len` bytes of a xorshift64 stream seeded by `seed`.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Writes `count` keys `key:0..` and `hot` keys `{hot}:0..` (4 KiB values) into their
+/// masters, masters in parallel.
+pub(super) fn load_keys(topo: &LiveCluster, count: u64, hot: u64) -> Result<()> {
+    let mut per_master: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); topo.masters.len()];
+    let mut place = |key: String, value: Vec<u8>| {
+        let slot = key_slot(key.as_bytes());
+        if let Some(Some(m)) = topo.owner.get(usize::from(slot)) {
+            per_master[*m].push((key, value));
+        }
+    };
+    for i in 0..count {
+        place(format!("key:{i}"), value_of(i));
+    }
+    for i in 0..hot {
+        place(format!("{{hot}}:{i}"), noise(u64::MAX - i, 4096));
+    }
+    let bar = ProgressBar::new(count + hot);
+    bar.set_style(
+        ProgressStyle::with_template("cluster: loading keys [{bar:30}] {pos}/{len}, ETA {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = topo
+            .masters
+            .iter()
+            .zip(&per_master)
+            .map(|(m, keys)| {
+                let bar = bar.clone();
+                scope.spawn(move || -> Result<()> {
+                    let mut con = connect(&m.info)?;
+                    for part in keys.chunks(5_000) {
+                        let mut pipe = redis::pipe();
+                        for (k, v) in part {
+                            pipe.cmd("SET").arg(k).arg(v).ignore();
+                        }
+                        pipe.query::<()>(&mut con)
+                            .map_err(|e| anyhow!("{}: SET: {e}", m.address))?;
+                        bar.inc(part.len() as u64);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a loader panicked")))
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    results.into_iter().collect()
 }
 
 /// Every key of every master (`SCAN`), with its master's address.
@@ -45,161 +164,213 @@ pub(super) fn scan_all(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, String>> {
     Ok(all)
 }
 
-/// Writes `count` keys `key:0..` into their masters, masters in parallel.
-pub(super) fn load_keys(topo: &LiveCluster, count: u64) -> Result<()> {
-    let per_master: Vec<Vec<u64>> = {
-        let mut v = vec![Vec::new(); topo.masters.len()];
-        for i in 0..count {
-            let slot = key_slot(format!("key:{i}").as_bytes());
-            if let Some(Some(m)) = topo.owner.get(usize::from(slot)) {
-                v[*m].push(i);
+/// The sum of the `DUMP` lengths of `keys` (name, master) on their masters.
+fn dump_total(topo: &LiveCluster, keys: &[(&Vec<u8>, &String)]) -> Result<u64> {
+    let mut by_master: HashMap<&String, Vec<&Vec<u8>>> = HashMap::new();
+    for (k, m) in keys {
+        by_master.entry(m).or_default().push(k);
+    }
+    let mut total = 0u64;
+    for m in &topo.masters {
+        let Some(names) = by_master.get(&m.address) else {
+            continue;
+        };
+        let mut con = connect(&m.info)?;
+        for part in names.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for k in part {
+                pipe.cmd("DUMP").arg(*k);
             }
+            let payloads: Vec<Option<Vec<u8>>> = pipe
+                .query(&mut con)
+                .map_err(|e| anyhow!("{}: DUMP: {e}", m.address))?;
+            total += payloads
+                .iter()
+                .flatten()
+                .map(|p| p.len() as u64)
+                .sum::<u64>();
         }
-        v
-    };
-    let bar = ProgressBar::new(count);
-    bar.set_style(
-        ProgressStyle::with_template("cluster: loading keys [{bar:30}] {pos}/{len}, ETA {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = topo
-            .masters
-            .iter()
-            .zip(&per_master)
-            .map(|(m, ids)| {
-                let bar = bar.clone();
-                scope.spawn(move || -> Result<()> {
-                    let mut con = connect(&m.info)?;
-                    for part in ids.chunks(10_000) {
-                        let mut pipe = redis::pipe();
-                        for i in part {
-                            pipe.cmd("SET").arg(format!("key:{i}")).arg("v").ignore();
-                        }
-                        pipe.query::<()>(&mut con)
-                            .map_err(|e| anyhow!("{}: SET: {e}", m.address))?;
-                        bar.inc(part.len() as u64);
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a loader panicked")))
-            })
-            .collect()
-    });
-    bar.finish_and_clear();
-    results.into_iter().collect()
+    }
+    Ok(total)
+}
+
+/// `total_net_input_bytes` of each master.
+fn net_input(topo: &LiveCluster) -> Result<HashMap<String, u64>> {
+    let mut out = HashMap::new();
+    for m in &topo.masters {
+        let mut con = connect(&m.info)?;
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut con)
+            .map_err(|e| anyhow!("{}: INFO stats: {e}", m.address))?;
+        let n = info
+            .lines()
+            .find_map(|l| l.strip_prefix("total_net_input_bytes:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        out.insert(m.address.clone(), n);
+    }
+    Ok(out)
 }
 
 /// A local run's cluster: servers started here, registered for the Ctrl-C handler.
-pub(super) fn register(cluster: &Cluster) {
+fn register(pids: impl IntoIterator<Item = u32>) {
     if let Ok(mut c) = CHILDREN.lock() {
-        c.extend(cluster.nodes.iter().map(Server::pid));
+        c.extend(pids);
     }
 }
 
-/// `--local`: starts `masters` masters made by `builder`, loads `keys` keys, predicts the
-/// change (a master joins, or with `remove` the last one leaves), performs it and counts what
-/// really moved.
-pub fn local(
-    masters: usize,
-    keys: u64,
-    remove: bool,
+/// Runs `plan` on masters made by `builder` (see the module docs).
+pub(super) fn local(
+    plan: &Local,
     builder: &(dyn Fn() -> ServerBuilder + Sync),
     opts: &Options,
 ) -> Result<Outcome> {
-    if masters < 1 || (remove && masters < 2) {
-        bail!("--local needs at least 1 master (2 to remove one)");
+    if plan.masters < 1 || plan.leave >= plan.masters {
+        bail!("--local needs at least 1 master, and more than --leave");
     }
-    eprintln!("cluster: starting {masters} masters ...");
-    let mut cluster = Cluster::start(masters, builder)?;
-    register(&cluster);
+    if plan.join == 0 && plan.leave == 0 {
+        bail!("--join needs at least 1 master");
+    }
+    let total = plan.masters + plan.join;
+    let last = u32::from(plan.base_port) + total as u32 - 1;
+    if last > 65535 {
+        bail!(
+            "--base-port {} leaves no room for {total} masters",
+            plan.base_port
+        );
+    }
+    for port in plan.base_port..=last as u16 {
+        if TcpListener::bind(("127.0.0.1", port)).is_err() {
+            bail!(
+                "port {port} is in use: the local masters take ports {}..{last} (their names \
+                 are hashed by the rings; give --base-port for another block)",
+                plan.base_port
+            );
+        }
+    }
+    let next = AtomicU16::new(plan.base_port);
+    let at_port = || builder().port(next.fetch_add(1, Ordering::SeqCst));
+    eprintln!("cluster: starting {} masters ...", plan.masters);
+    let mut cluster = Cluster::start(plan.masters, at_port)?;
+    register(cluster.nodes.iter().map(Server::pid));
     let seed = cluster.nodes[0].url().into_connection_info()?;
-    let topo = read_topology(&seed, true)?;
+    let topo = read_topology(&seed)?;
     let started = Instant::now();
-    load_keys(&topo, keys)?;
+    load_keys(&topo, plan.keys, plan.hot_keys)?;
     eprintln!(
-        "cluster: loaded {keys} keys in {:.1} s",
+        "cluster: loaded {} keys in {:.1} s",
+        plan.keys + plan.hot_keys,
         started.elapsed().as_secs_f64()
     );
-    // The joining master: started now, so that its address is known, and joined after the
-    // prediction.
-    let joining = if remove {
-        None
-    } else {
-        let server = builder()
+    // The joining masters: started now, so that their addresses are known.
+    let mut joining = Vec::new();
+    for _ in 0..plan.join {
+        let server = at_port()
             .cluster()
             .args(&["--cluster-node-timeout", "5000"])
             .start()?;
-        if let Ok(mut c) = CHILDREN.lock() {
-            c.push(server.pid());
+        register([server.pid()]);
+        joining.push(server);
+    }
+    let joining_names: Vec<String> = joining.iter().map(Server::address).collect();
+    if plan.pending {
+        for server in joining.drain(..) {
+            cluster.add_server(server)?;
         }
-        Some(server)
-    };
-    let change = match &joining {
-        Some(server) => MasterChange::Add {
-            node: server.address(),
+    }
+    let leaving: Vec<String> = topo
+        .masters
+        .iter()
+        .rev()
+        .take(plan.leave)
+        .map(|m| m.address.clone())
+        .collect();
+    let change = if plan.leave > 0 {
+        MasterChange::Del {
+            nodes: leaving.clone(),
+        }
+    } else if plan.pending {
+        MasterChange::Rebalance {
+            threshold: plan.threshold,
+        }
+    } else {
+        MasterChange::Add {
+            nodes: joining_names,
             weight: None,
-        },
-        None => MasterChange::Del {
-            node: topo
-                .masters
-                .last()
-                .map(|m| m.address.clone())
-                .unwrap_or_default(),
-        },
+        }
     };
+    let before_topo = read_topology(&seed)?;
+    let counts = slot_counts(&before_topo)?;
     let prediction = predict(&seed, &change, opts)?;
-    let before_scan = if keys <= opts.scan_limit {
-        Some(scan_all(&topo)?)
+    let read_only = if plan.both_modes {
+        let ro = Options {
+            no_module: true,
+            ..opts.clone()
+        };
+        Some(predict(&seed, &change, &ro)?)
+    } else {
+        None
+    };
+    let before_scan = if plan.keys + plan.hot_keys <= opts.scan_limit {
+        Some(scan_all(&before_topo)?)
     } else {
         None
     };
     eprintln!("cluster: performing the change for real ...");
-    let pipeline = s(&["--cluster-pipeline", &opts.pipeline.to_string()]);
+    let mut extra = s(&["--cluster-pipeline", &opts.pipeline.to_string()]);
+    if plan.pending {
+        extra.extend(s(&["--cluster-threshold", &plan.threshold.to_string()]));
+    }
     let started = Instant::now();
-    let run = match joining {
-        Some(server) => {
-            // add_node starts its own server: hand it ours instead.
-            let address = server.address();
-            cluster.nodes.push(server);
-            ringslot_harness::cluster::redis_cli_ok(
-                &s(&[
-                    "--cluster",
-                    "add-node",
-                    &address,
-                    &cluster.nodes[0].address(),
-                ]),
-                Duration::from_secs(60),
-            )?;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while cluster.converge().is_err() {
-                if Instant::now() > deadline {
-                    cluster.converge()?;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            cluster.rebalance(&pipeline)?
+    for server in joining {
+        cluster.add_server(server)?;
+    }
+    let all_before = read_topology(&seed)?;
+    let net_before = net_input(&all_before)?;
+    let mut leaving_ids = Vec::new();
+    for address in &leaving {
+        let index = cluster
+            .nodes
+            .iter()
+            .position(|n| n.address() == *address)
+            .ok_or_else(|| anyhow!("{address} is not one of ours"))?;
+        if index == 0 {
+            bail!("the master to remove is the entry node");
         }
-        None => {
-            let last = topo.masters.len() - 1;
-            let address = &topo.masters[last].address;
-            let index = cluster
-                .nodes
-                .iter()
-                .position(|n| n.address() == *address)
-                .ok_or_else(|| anyhow!("{address} is not one of ours"))?;
-            if index == 0 {
-                bail!("the master to remove is the entry node");
-            }
-            cluster.drain_and_remove(index, &pipeline)?
-        }
-    };
+        // Redis 7.0 makes a master that loses its last slot a replica of the node that took
+        // it (cluster-allow-replica-migration yes): mid-rebalance, redis-cli's next SETSLOT to
+        // it fails ("Please use SETSLOT only with masters"). Drained masters keep their role.
+        let mut con = cluster.nodes[index].client();
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-allow-replica-migration")
+            .arg("no")
+            .query::<()>(&mut con)?;
+        let id = cluster.node_id(index)?;
+        leaving_ids.push((index, id));
+    }
+    if !leaving_ids.is_empty() {
+        extra.push("--cluster-weight".to_string());
+        extra.extend(leaving_ids.iter().map(|(_, id)| format!("{id}=0")));
+    }
+    let rebalance_started = Instant::now();
+    let run = cluster.rebalance(&extra)?;
+    let rebalance_seconds = rebalance_started.elapsed().as_secs_f64();
+    cluster.converge()?;
+    let after_rebalance = read_topology(&seed)?;
+    let net_after = net_input(&after_rebalance)?;
+    for (_, id) in &leaving_ids {
+        redis_cli_ok(
+            &s(&["--cluster", "del-node", &cluster.nodes[0].address(), id]),
+            Duration::from_secs(60),
+        )?;
+    }
+    let mut gone: Vec<usize> = leaving_ids.iter().map(|(i, _)| *i).collect();
+    gone.sort_unstable();
+    for i in gone.into_iter().rev() {
+        drop(cluster.nodes.remove(i));
+    }
     cluster.converge()?;
     let seconds = started.elapsed().as_secs_f64();
     let moves_printed: Vec<String> = run
@@ -208,22 +379,34 @@ pub fn local(
         .filter(|l| l.contains("Moving") && l.contains("slots from"))
         .map(|l| strip_ansi(l).trim().trim_start_matches(">>> ").to_string())
         .collect();
-    let after = read_topology(&cluster.nodes[0].url().into_connection_info()?, false)?;
+    let after = read_topology(&cluster.nodes[0].url().into_connection_info()?)?;
     let owner_after: Vec<Option<String>> = after
         .owner
         .iter()
         .map(|o| o.map(|i| after.masters[i].address.clone()))
         .collect();
-    let survivors: Vec<&String> = after.masters.iter().map(|m| &m.address).collect();
+    let counts_after = slot_counts(&after)?;
+    let mut keys_after: HashMap<String, u64> = HashMap::new();
+    for (owner, n) in owner_after.iter().zip(&counts_after) {
+        if let Some(o) = owner {
+            *keys_after.entry(o.clone()).or_default() += n;
+        }
+    }
+    let serves =
+        |owners: &[Option<String>], a: &String| owners.iter().any(|o| o.as_ref() == Some(a));
     let (mut moved, mut between) = (0u64, 0u64);
     let old = |n: Option<&String>| {
-        n.is_some_and(|n| survivors.contains(&n) && topo.masters.iter().any(|m| m.address == *n))
+        n.is_some_and(|n| {
+            serves(&prediction.owner_before, n)
+                && serves(&owner_after, n)
+                && !change.named().contains(n)
+        })
     };
     for ((before, now), count) in prediction
         .owner_before
         .iter()
         .zip(&owner_after)
-        .zip(&prediction.counts)
+        .zip(&counts)
     {
         if before != now {
             moved += count;
@@ -232,7 +415,19 @@ pub fn local(
             }
         }
     }
-    let scan_moved = match before_scan {
+    // The receivers: masters that gained slots.
+    let net_in: u64 = net_after
+        .iter()
+        .filter(|(a, _)| {
+            prediction
+                .owner_before
+                .iter()
+                .zip(&owner_after)
+                .any(|(b, n)| n.as_ref() == Some(*a) && b.as_ref() != Some(*a))
+        })
+        .map(|(a, n)| n.saturating_sub(net_before.get(a).copied().unwrap_or(0)))
+        .sum();
+    let (scan_moved, scan_bytes) = match before_scan {
         Some(before) => {
             let now = scan_all(&after)?;
             if now.len() != before.len() {
@@ -242,22 +437,27 @@ pub fn local(
                     before.len()
                 );
             }
-            Some(
-                before
-                    .iter()
-                    .filter(|(k, m)| now.get(*k) != Some(*m))
-                    .count() as u64,
-            )
+            let moved_keys: Vec<(&Vec<u8>, &String)> = now
+                .iter()
+                .filter(|(k, m)| before.get(*k) != Some(*m))
+                .collect();
+            let bytes = dump_total(&after, &moved_keys)?;
+            (Some(moved_keys.len() as u64), Some(bytes))
         }
-        None => None,
+        None => (None, None),
     };
     Ok(Outcome {
         prediction,
+        read_only,
         real: Some(Real {
             moved,
             between,
             scan_moved,
+            scan_bytes,
+            net_in,
             owner_after,
+            keys_after,
+            rebalance_seconds,
             seconds,
             moves_printed,
         }),
@@ -295,5 +495,13 @@ mod tests {
             ">>> Rebalancing across 4 nodes."
         );
         assert_eq!(strip_ansi("Moving 1366 slots"), "Moving 1366 slots");
+    }
+
+    #[test]
+    fn values_are_16_to_1024_bytes() {
+        let lens: Vec<usize> = (0..10_000).map(|i| value_of(i).len()).collect();
+        assert_eq!(lens.iter().min(), Some(&16));
+        assert_eq!(lens.iter().max(), Some(&1024));
+        assert_eq!(value_of(7), value_of(7));
     }
 }

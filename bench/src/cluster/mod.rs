@@ -1,42 +1,42 @@
-//! `cluster`: what a change of masters costs on a real Redis Cluster, predicted exactly from
-//! the live cluster and, on a throw-away cluster, checked against the real rebalance.
+//! `cluster`: what a change of masters costs on a real Redis Cluster (masters joining, leaving,
+//! or the rebalance pending after `redis-cli --cluster add-node`), in slots, keys and bytes,
+//! per move and per master, predicted from the live cluster and, on a throw-away cluster,
+//! checked against the real `redis-cli --cluster` run.
 //!
-//! The prediction, from one seed address:
-//! 1. The topology: the seed's `CLUSTER NODES`, refused while a slot is migrating or
-//!    importing, a node is failing or the nodes disagree; every master must have loaded the
-//!    module (a ring key cannot migrate to a master without it).
-//! 2. Per-slot key counts (`CLUSTER COUNTKEYSINSLOT` on each slot's master, one plain
-//!    connection per master: a cluster client would follow `MOVED` and count a node twice).
-//! 3. The plan: `RING.MIRROR` of the live cluster, then `RING.PLAN` of the change (the slot
-//!    moves `redis-cli --cluster rebalance --cluster-use-empty-masters` makes). Keys the slot
-//!    scheme moves = the sum of the counts of the moved slots: exact, no key read.
-//! 4. The ring schemes (native, ketama, groupcache at their defaults) and modulo: each master
-//!    evaluates its own keys with `RING.MOVES <its mirror copy> <change> SLOTS a b` over its
-//!    slots in chunks, masters in parallel; one flavour at a time, so that the only extra key
-//!    in a master's slots is the copy being evaluated, which `SLOTS` leaves out. Copies carry
-//!    a TTL, so that a run that dies leaves nothing behind for long, and are deleted at the
-//!    end. The topology is read again at the end: a change meanwhile fails the run.
+//! Two ways to predict, from one seed address (the node `redis-cli --cluster rebalance` would
+//! be run against):
+//! - **read-only** ([`readonly`]; when a master lacks the module, or with `--no-module`):
+//!   nothing is loaded and nothing is written. The plan is the engine's, from the seed's
+//!   `CLUSTER NODES`; the keys are read with `SCAN` on each master (at most
+//!   `--max-keys-per-sec` a second per master) and hashed here for the rings and modulo.
+//! - **with the module** ([`predict`]): `RING.MIRROR` and `RING.PLAN` on the seed, and each
+//!   master evaluates its own keys with `RING.MOVES ... SLOTS` on a copy of the mirror (a key
+//!   with a TTL, deleted at the end): the key names stay on the servers.
 //!
-//! With `--local N`, the program starts N masters on free loopback ports, loads the keys,
-//! predicts, then performs the change for real (`redis-cli --cluster add-node` + `rebalance
-//! --cluster-use-empty-masters`, or a weight-0 rebalance + `del-node`) and counts the keys that
-//! really moved from per-slot counts (and a full `SCAN` of every master before and after when
-//! the keyspace is small).
-
-//! The files: [`live`] reads and checks the live cluster, [`predict`] predicts a change from
-//! it, [`local`] makes a throw-away cluster and the change for real, [`report`] writes the
-//! results.
+//! Both count live keys only (a key past its expiry is never migrated), and both measure the
+//! bytes of the keys the slot plan moves the same way ([`sizing`]): the length of each key's
+//! `DUMP` payload (what `MIGRATE` sends) and `MEMORY USAGE key SAMPLES 0` (what it takes on
+//! the target), every key, or `--bytes-sample N` keys a slot with a stated error. The
+//! rebalance's duration is estimated from slots, keys and bytes ([`model`]).
+//!
+//! With `--local N` (no `--url`), the program starts N masters on a fixed port block (stable
+//! names, so that the ring rows are the same from run to run), loads keys, predicts, performs
+//! the change for real ([`local`]) and compares ([`report`]).
 
 mod live;
 mod local;
+pub mod model;
 mod predict;
+mod readonly;
 mod report;
+mod sizing;
 
 use crate::common::Global;
 use anyhow::{bail, Context, Result};
-use local::Real;
+use local::{Local, Real};
 use predict::Prediction;
-use ringslot_engine::Flavour;
+use ringslot_engine::change::DEFAULT_THRESHOLD;
+use ringslot_engine::{Change, Flavour};
 use ringslot_harness::Server;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
@@ -44,24 +44,65 @@ use std::sync::Mutex;
 /// `ringslot-bench cluster`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Without --url: masters of the throw-away cluster.
-    #[arg(long, default_value_t = 3)]
-    local: usize,
-    /// Without --url: keys loaded (`key:0` ...).
-    #[arg(long, default_value_t = 1_000_000)]
-    keys: u64,
-    /// Without --url: the last master leaves (drained, then removed) instead of one joining.
-    #[arg(long)]
-    remove: bool,
-    /// With --url: the master that joins, as `ip:port`.
-    #[arg(long, value_name = "IP:PORT", conflicts_with = "del")]
-    add: Option<String>,
-    /// With --add: its weight (redis-cli --cluster-weight; default 1).
+    /// With --url: masters that join, as ip:port (comma-separated or repeated): each one
+    /// `add-node`d, then one rebalance.
+    #[arg(long, value_name = "IP:PORT", value_delimiter = ',')]
+    add: Vec<String>,
+    /// With --add: the joining masters' weight (redis-cli --cluster-weight; default 1).
     #[arg(long, requires = "add")]
     weight: Option<u32>,
-    /// With --url: the master that leaves, as `ip:port`.
-    #[arg(long, value_name = "IP:PORT")]
-    del: Option<String>,
+    /// With --url: masters that leave (comma-separated or repeated): drained in one rebalance
+    /// (weight 0 each), then `del-node`d.
+    #[arg(
+        long,
+        value_name = "IP:PORT",
+        value_delimiter = ',',
+        conflicts_with = "add"
+    )]
+    del: Vec<String>,
+    /// With --url: the rebalance pending now (after `add-node`: the masters without slots
+    /// join), as `redis-cli --cluster rebalance <seed> --cluster-use-empty-masters` makes it.
+    #[arg(long, conflicts_with_all = ["add", "del"])]
+    rebalance: bool,
+    /// redis-cli's --cluster-threshold for a pending rebalance, in percent.
+    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
+    threshold: f64,
+    /// Without --url: masters of the throw-away cluster [default: 3].
+    #[arg(long)]
+    local: Option<usize>,
+    /// Without --url: masters that join in one rebalance [default: 1].
+    #[arg(long, conflicts_with = "leave")]
+    join: Option<usize>,
+    /// Without --url: the last masters leave (drained in one rebalance, then removed).
+    #[arg(long)]
+    leave: Option<usize>,
+    /// Without --url: the joining masters are `add-node`d before the prediction, which then
+    /// predicts the pending rebalance.
+    #[arg(long, conflicts_with = "leave")]
+    pending: bool,
+    /// Without --url: keys loaded (`key:0` ..., values of 16 to 1024 bytes) [default: 1000000].
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Without --url: keys of one hot hash tag (`{hot}:0` ..., 4 KiB values) [default: 0].
+    #[arg(long)]
+    hot_keys: Option<u64>,
+    /// Without --url: the first port of the masters (the others follow; joining masters
+    /// last) [default: 30001].
+    #[arg(long)]
+    base_port: Option<u16>,
+    /// Predict read-only even when every master has the module.
+    #[arg(long, conflicts_with = "both_modes")]
+    no_module: bool,
+    /// Without --url: predict both ways, with the module and read-only, and compare.
+    #[arg(long)]
+    both_modes: bool,
+    /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
+    #[arg(long, default_value_t = 200_000)]
+    max_keys_per_sec: u64,
+    /// Measure the bytes of this many keys a slot (the rest estimated, with the error
+    /// stated) instead of every key the plan moves.
+    #[arg(long, value_name = "N")]
+    bytes_sample: Option<u64>,
     /// Ring flavours evaluated, comma-separated (modulo comes with them).
     #[arg(
         long,
@@ -70,13 +111,15 @@ pub struct Args {
         value_parser = crate::common::flavour
     )]
     flavours: Vec<Flavour>,
-    /// Slots per RING.MOVES ... SLOTS call (the work each call holds a master for).
+    /// With the module: slots per RING.MOVES ... SLOTS call (the work each call holds a
+    /// master for).
     #[arg(long, default_value_t = 256)]
     chunk: u16,
-    /// Seconds the ring copies live on the masters if the run dies.
+    /// With the module: seconds the ring copies live on the masters if the run dies.
     #[arg(long, default_value_t = 600)]
     ttl: u64,
-    /// Without --url: also SCAN every master before and after, up to this many keys.
+    /// Without --url: also SCAN every master before and after, up to this many keys, to
+    /// count the keys and bytes that really moved key by key.
     #[arg(long, default_value_t = 200_000)]
     scan_limit: u64,
     /// Without --url: redis-cli's --cluster-pipeline for the real rebalance.
@@ -93,12 +136,21 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     if a.chunk == 0 {
         bail!("--chunk needs at least 1 slot");
     }
+    if a.bytes_sample == Some(0) {
+        bail!("--bytes-sample needs at least 1 key a slot");
+    }
+    if a.flavours.is_empty() {
+        bail!("--flavours needs at least one flavour");
+    }
     let opts = Options {
         flavours: a.flavours.clone(),
         chunk: a.chunk,
         ttl_secs: a.ttl,
         scan_limit: a.scan_limit,
         pipeline: a.pipeline,
+        no_module: a.no_module,
+        max_keys_per_sec: a.max_keys_per_sec,
+        bytes_sample: a.bytes_sample,
     };
     // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted; the
     // servers of a local run are killed at once. A second Ctrl-C exits.
@@ -118,34 +170,76 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
                 .status();
             std::process::exit(130);
         }
-        eprintln!("ringslot-bench: interrupted; removing the ring copies");
+        eprintln!("ringslot-bench: interrupted; removing what the run made");
     })
     .context("install the Ctrl-C handler")?;
     let outcome = match &g.url {
         Some(url) => {
-            let change = match (&a.add, &a.del) {
-                (Some(node), None) => MasterChange::Add {
-                    node: node.clone(),
+            let local_only = [
+                ("--local", a.local.is_some()),
+                ("--join", a.join.is_some()),
+                ("--leave", a.leave.is_some()),
+                ("--pending", a.pending),
+                ("--keys", a.keys.is_some()),
+                ("--hot-keys", a.hot_keys.is_some()),
+                ("--base-port", a.base_port.is_some()),
+                ("--both-modes", a.both_modes),
+            ];
+            if let Some((flag, _)) = local_only.iter().find(|(_, given)| *given) {
+                bail!("{flag} is for a throw-away cluster (without --url)");
+            }
+            let change = if !a.add.is_empty() {
+                MasterChange::Add {
+                    nodes: a.add.clone(),
                     weight: a.weight,
-                },
-                (None, Some(node)) => MasterChange::Del { node: node.clone() },
-                _ => bail!(
-                    "with --url, name the change: --add ip:port [--weight w] or --del ip:port"
-                ),
+                }
+            } else if !a.del.is_empty() {
+                MasterChange::Del {
+                    nodes: a.del.clone(),
+                }
+            } else if a.rebalance {
+                MasterChange::Rebalance {
+                    threshold: a.threshold,
+                }
+            } else {
+                bail!(
+                    "with --url, name the change: --add ip:port[,ip:port...] [--weight w], \
+                     --del ip:port[,ip:port...] or --rebalance (the one pending after add-node)"
+                )
             };
             predict::predict_url(url, change, &opts)?
         }
         None => {
-            if a.add.is_some() || a.del.is_some() {
-                bail!("--add and --del name a change on a live cluster (--url); a local run adds a master, or removes one with --remove");
+            if !a.add.is_empty() || !a.del.is_empty() || a.rebalance {
+                bail!(
+                    "--add, --del and --rebalance name a change on a live cluster (--url); a \
+                     local run takes --join K, --leave K or --join K --pending"
+                );
             }
             let module = g.module_path()?;
             let binary = g.redis_server.clone();
             let builder = move || Server::builder().binary(&binary).module(&module);
-            local::local(a.local, a.keys, a.remove, &builder, &opts)?
+            let masters = a.local.unwrap_or(3);
+            let (join, leave) = match (a.join, a.leave) {
+                (_, Some(k)) => (0, k),
+                (Some(k), None) => (k, 0),
+                (None, None) => (1, 0),
+            };
+            let plan = Local {
+                masters,
+                join,
+                leave,
+                pending: a.pending,
+                threshold: a.threshold,
+                keys: a.keys.unwrap_or(1_000_000),
+                hot_keys: a.hot_keys.unwrap_or(0),
+                base_port: a.base_port.unwrap_or(30001),
+                both_modes: a.both_modes,
+            };
+            local::local(&plan, &builder, &opts)?
         }
     };
-    let md = report::write_outputs(&g.out, &a.name, &outcome)?;
+    let md = report::write_outputs(&g.out, &a.name, &outcome, &opts)?;
     println!("{md}");
     eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
     Ok(())
@@ -158,34 +252,105 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// The change of masters to predict.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum MasterChange {
-    /// A master `node` (`ip:port`) joins with `weight` (redis-cli's default 1).
-    Add { node: String, weight: Option<u32> },
-    /// The master `node` (`ip:port`) is drained and leaves.
-    Del { node: String },
+    /// Masters (`ip:port`) join with `weight` (redis-cli's default 1): each `add-node`d, then
+    /// one rebalance.
+    Add {
+        nodes: Vec<String>,
+        weight: Option<u32>,
+    },
+    /// Masters (`ip:port`) are drained in one rebalance and leave.
+    Del { nodes: Vec<String> },
+    /// The rebalance pending now, with redis-cli's `--cluster-threshold`.
+    Rebalance { threshold: f64 },
 }
 
 impl MasterChange {
-    /// The change as `RING.MOVES` / `RING.PLAN` arguments.
+    /// The change as `RING.MOVES` / `RING.PLAN` take it (node lists in the count form, which
+    /// no node name can end early).
     fn args(&self) -> Vec<String> {
+        let nodes = |list: &[String]| {
+            let mut a = vec!["NODES".to_string(), list.len().to_string()];
+            a.extend(list.iter().cloned());
+            a
+        };
         match self {
-            MasterChange::Add { node, weight } => {
-                let mut a = vec!["ADD".to_string(), node.clone()];
+            MasterChange::Add {
+                nodes: list,
+                weight,
+            } => {
+                let mut a = vec!["ADD".to_string()];
                 if let Some(w) = weight {
                     a.extend(["WEIGHT".to_string(), w.to_string()]);
                 }
+                a.extend(nodes(list));
                 a
             }
-            MasterChange::Del { node } => vec!["DEL".to_string(), node.clone()],
+            MasterChange::Del { nodes: list } => {
+                let mut a = vec!["DEL".to_string()];
+                a.extend(nodes(list));
+                a
+            }
+            MasterChange::Rebalance { threshold } => {
+                vec![
+                    "REBALANCE".to_string(),
+                    "THRESHOLD".to_string(),
+                    threshold.to_string(),
+                ]
+            }
         }
     }
 
-    /// The node the change names.
-    fn node(&self) -> &str {
+    /// The change for the engine.
+    fn change(&self) -> Change {
+        let bytes = |list: &[String]| list.iter().map(|n| n.as_bytes().to_vec()).collect();
         match self {
-            MasterChange::Add { node, .. } | MasterChange::Del { node } => node,
+            MasterChange::Add { nodes, weight } => Change::Add {
+                nodes: bytes(nodes),
+                weight: weight.map(i64::from),
+            },
+            MasterChange::Del { nodes } => Change::Del {
+                nodes: bytes(nodes),
+            },
+            MasterChange::Rebalance { threshold } => Change::Rebalance {
+                threshold: *threshold,
+                weights: Vec::new(),
+            },
         }
+    }
+
+    /// The masters the change names (none for a rebalance).
+    fn named(&self) -> &[String] {
+        match self {
+            MasterChange::Add { nodes, .. } | MasterChange::Del { nodes } => nodes,
+            MasterChange::Rebalance { .. } => &[],
+        }
+    }
+
+    /// The change as a title says it.
+    fn label(&self) -> String {
+        match self {
+            MasterChange::Add { nodes, weight } => {
+                let w = weight.map_or(String::new(), |w| format!(" (weight {w})"));
+                format!("{} joining{w}: {}", plural(nodes.len()), nodes.join(", "))
+            }
+            MasterChange::Del { nodes } => {
+                format!("{} leaving: {}", plural(nodes.len()), nodes.join(", "))
+            }
+            MasterChange::Rebalance { threshold } => {
+                format!("the pending rebalance (threshold {threshold}%)")
+            }
+        }
+    }
+}
+
+/// "1 master", "3 masters".
+fn plural(n: usize) -> String {
+    if n == 1 {
+        "1 master".to_string()
+    } else {
+        format!("{n} masters")
     }
 }
 
@@ -202,11 +367,19 @@ pub struct Options {
     pub scan_limit: u64,
     /// redis-cli's `--cluster-pipeline` for the real rebalance.
     pub pipeline: u32,
+    /// Predict read-only even when the module is everywhere.
+    pub no_module: bool,
+    /// Keys a second read from each master; 0: no limit.
+    pub max_keys_per_sec: u64,
+    /// Keys a slot whose bytes are measured (`None`: every key the plan moves).
+    pub bytes_sample: Option<u64>,
 }
 
 /// The result of a run, for the report.
 pub struct Outcome {
     prediction: Prediction,
+    /// The read-only prediction of the same change, when both ways ran.
+    read_only: Option<Prediction>,
     real: Option<Real>,
     change: MasterChange,
 }
@@ -218,14 +391,36 @@ mod tests {
     #[test]
     fn a_change_as_ring_plan_takes_it() {
         let add = MasterChange::Add {
-            node: "10.0.0.4:6379".into(),
+            nodes: vec!["10.0.0.4:6379".into(), "10.0.0.5:6379".into()],
             weight: Some(2),
         };
-        assert_eq!(add.args(), vec!["ADD", "10.0.0.4:6379", "WEIGHT", "2"]);
-        assert_eq!(add.node(), "10.0.0.4:6379");
+        assert_eq!(
+            add.args(),
+            vec![
+                "ADD",
+                "WEIGHT",
+                "2",
+                "NODES",
+                "2",
+                "10.0.0.4:6379",
+                "10.0.0.5:6379"
+            ]
+        );
+        assert_eq!(add.named().len(), 2);
+        assert_eq!(
+            add.change(),
+            Change::Add {
+                nodes: vec![b"10.0.0.4:6379".to_vec(), b"10.0.0.5:6379".to_vec()],
+                weight: Some(2)
+            }
+        );
         let del = MasterChange::Del {
-            node: "10.0.0.1:6379".into(),
+            nodes: vec!["10.0.0.1:6379".into()],
         };
-        assert_eq!(del.args(), vec!["DEL", "10.0.0.1:6379"]);
+        assert_eq!(del.args(), vec!["DEL", "NODES", "1", "10.0.0.1:6379"]);
+        assert_eq!(del.label(), "1 master leaving: 10.0.0.1:6379");
+        let pending = MasterChange::Rebalance { threshold: 2.0 };
+        assert_eq!(pending.args(), vec!["REBALANCE", "THRESHOLD", "2"]);
+        assert!(pending.named().is_empty());
     }
 }

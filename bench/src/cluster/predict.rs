@@ -1,14 +1,21 @@
-//! The prediction of a change of masters (see the module docs of `cluster`): the plan from a
-//! mirror, the slot scheme's keys from the per-slot counts, and the rings and modulo from
-//! every key, evaluated on its master.
+//! The prediction of a change of masters (see the module docs of `cluster`): what both ways
+//! share (the plan's moves with their keys and bytes, the masters before and after, the
+//! duration), and the way with the module: the plan from `RING.MIRROR` and `RING.PLAN` on the
+//! seed, the rings and modulo from every key, evaluated on its master by `RING.MOVES ...
+//! SLOTS`, the bytes of the moved slots read with `CLUSTER GETKEYSINSLOT`.
 
-use super::live::{connect, read_topology, run, s, slot_counts, tags, Master};
+use super::live::{
+    connect, read_topology, run, s, slot_counts, tags, Holds, Limiter, LiveCluster, Master,
+};
+use super::model::FITTED;
+use super::sizing::{dump_bytes, memory_bytes, Estimate, Sizer, Sizes};
 use super::{MasterChange, Options, Outcome, INTERRUPTED};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_harness::client::error_text;
 use ringslot_harness::redis::{self, Connection, ConnectionInfo, IntoConnectionInfo, Value};
 use ringslot_harness::reply::{array as items, field, float, int};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -62,7 +69,7 @@ pub(super) struct Sums {
 }
 
 impl Sums {
-    fn add(&mut self, o: &Sums) {
+    pub(super) fn add(&mut self, o: &Sums) {
         self.members += o.members;
         self.ring_moved += o.ring_moved;
         self.ring_between += o.ring_between;
@@ -136,18 +143,30 @@ impl Drop for Copies {
     }
 }
 
-/// Evaluates `change` over one master's keys: a mirror copy of `flavour` under a tag of its
-/// first slot, then `RING.MOVES ... SLOTS` over its chunks. A chunk whose slot is migrating is
-/// retried (three times, a second apart); a chunk whose slots left the master fails the run.
-pub(super) fn evaluate_master(
-    m: &Master,
-    flavour: &str,
-    change: &MasterChange,
-    opts: &Options,
-    counts: &[u64],
-    key: &str,
-    bar: &ProgressBar,
-) -> Result<Sums> {
+/// One flavour's pass over the masters: what each master's evaluation needs.
+pub(super) struct Pass<'a> {
+    pub(super) flavour: &'a str,
+    pub(super) change: &'a MasterChange,
+    pub(super) opts: &'a Options,
+    /// Keys per slot (`CLUSTER COUNTKEYSINSLOT`), to size the chunks.
+    pub(super) counts: &'a [u64],
+    pub(super) bar: &'a ProgressBar,
+    pub(super) holds: &'a Holds,
+}
+
+/// Evaluates the pass's change over one master's keys with the ring copy at `key` (a mirror
+/// of the pass's flavour, under a tag of the master's first slot): `RING.MOVES ... SLOTS`
+/// over its chunks. A chunk whose slot is migrating is retried (three times, a second
+/// apart); a chunk whose slots left the master fails the run.
+pub(super) fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
+    let Pass {
+        flavour,
+        change,
+        opts,
+        counts,
+        bar,
+        holds,
+    } = *p;
     let mut con = connect(&m.info)?;
     let mut sums = Sums::default();
     for (a, b) in chunks(&m.slots, opts.chunk.max(1), counts) {
@@ -160,7 +179,7 @@ pub(super) fn evaluate_master(
         let mut attempt = 0;
         let reply = loop {
             attempt += 1;
-            match run(&mut con, &m.address, &args) {
+            match holds.time(&m.address, || run(&mut con, &m.address, &args)) {
                 Ok(reply) => break reply,
                 Err(e) => {
                     let text = e.to_string();
@@ -232,59 +251,381 @@ pub(super) fn mirror_with_ttl(
     Ok(())
 }
 
+/// How the prediction ran.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Mode {
+    /// With the module on every master.
+    Module,
+    /// Read-only, and why (`--no-module`, or the masters without the module).
+    ReadOnly(String),
+}
+
+/// One move of the plan with what it carries.
+#[derive(Debug, Clone)]
+pub(super) struct MoveCost {
+    pub(super) from: Option<String>,
+    pub(super) to: Option<String>,
+    pub(super) slots: Vec<u16>,
+    /// Live keys in those slots.
+    pub(super) keys: u64,
+    /// Their `DUMP` bytes (what `MIGRATE` sends).
+    pub(super) bytes: Estimate,
+    /// Their `MEMORY USAGE`.
+    pub(super) memory: Estimate,
+}
+
+/// One master before and after the change, under the slot scheme.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MasterRow {
+    pub(super) address: String,
+    pub(super) slots_before: usize,
+    pub(super) keys_before: u64,
+    pub(super) slots_after: usize,
+    pub(super) keys_after: u64,
+    /// Bytes leaving it and arriving on it.
+    pub(super) bytes_out: Estimate,
+    pub(super) bytes_in: Estimate,
+}
+
 /// What a prediction found.
 #[derive(Debug, Clone)]
 pub struct Prediction {
-    pub(super) masters: Vec<(String, usize)>,
-    pub(super) counts: Vec<u64>,
-    pub(super) plan: Vec<PlanStep>,
-    /// The master the mirrors were made on: the plan is `redis-cli --cluster rebalance`'s
-    /// run against it.
+    pub(super) mode: Mode,
+    /// The node the plan is `redis-cli --cluster rebalance`'s run against.
     pub(super) entry: String,
+    pub(super) masters: Vec<MasterRow>,
+    pub(super) plan: Vec<MoveCost>,
     pub(super) owner_before: Vec<Option<String>>,
     pub(super) owner_after: Vec<Option<String>>,
     /// Per flavour, the sums over every master.
     pub(super) rings: Vec<(String, Sums)>,
+    /// Live keys.
+    pub(super) keys: u64,
+    /// Keys the slot plan moves, and those between masters that serve slots before and after
+    /// and that the change does not name.
     pub(super) slots_moved: u64,
     pub(super) slots_between: u64,
-    pub(super) keys: u64,
+    pub(super) bytes: Estimate,
+    pub(super) memory: Estimate,
+    /// Mean `DUMP` bytes of the keys measured (for the rings' rows, which move other keys).
+    pub(super) mean_bytes: f64,
     pub(super) ideal: f64,
+    /// The rebalance's duration, estimated ([`FITTED`]).
+    pub(super) duration: f64,
     pub(super) seconds: f64,
     /// The time of each step, in seconds.
     pub(super) steps: Vec<(String, f64)>,
+    /// Per master: the longest the run held it (seconds) and the keys it read there.
+    pub(super) holds: Vec<(String, f64, u64)>,
+    /// Keys a slot measured (`None`: every key).
+    pub(super) sample: Option<u64>,
 }
 
-/// Predicts `change` on the cluster behind `seed` (see the module docs).
-pub(super) fn predict(
+/// What either way gathers, for [`assemble`].
+pub(super) struct Gathered {
+    pub(super) mode: Mode,
+    pub(super) entry: String,
+    pub(super) plan: Vec<PlanStep>,
+    /// Sizes of the slots the plan moves.
+    pub(super) sizes: Sizes,
+    /// Live keys per master before the change.
+    pub(super) master_keys: HashMap<String, u64>,
+    pub(super) rings: Vec<(String, Sums)>,
+    pub(super) ideal: f64,
+    pub(super) steps: Vec<(String, f64)>,
+}
+
+/// The prediction from what a way gathered on `topo`.
+pub(super) fn assemble(
+    topo: &LiveCluster,
+    change: &MasterChange,
+    g: Gathered,
+    holds: &Holds,
+    opts: &Options,
+    started: Instant,
+) -> Prediction {
+    let owner_before: Vec<Option<String>> = topo
+        .owner
+        .iter()
+        .map(|o| o.map(|i| topo.masters[i].address.clone()))
+        .collect();
+    let mut owner_after = owner_before.clone();
+    for mv in &g.plan {
+        for &slot in &mv.slots {
+            if let Some(o) = owner_after.get_mut(usize::from(slot)) {
+                *o = mv.to.clone();
+            }
+        }
+    }
+    let serves =
+        |owners: &[Option<String>], a: &str| owners.iter().any(|o| o.as_deref() == Some(a));
+    // Old masters: serving before and after, not named by the change.
+    let old = |a: &Option<String>| {
+        a.as_deref().is_some_and(|a| {
+            serves(&owner_before, a)
+                && serves(&owner_after, a)
+                && !change.named().iter().any(|n| n == a)
+        })
+    };
+    let empty = super::sizing::SlotSize::default();
+    let size_of = |slot: &u16| g.sizes.get(slot).unwrap_or(&empty);
+    let plan: Vec<MoveCost> = g
+        .plan
+        .iter()
+        .map(|m| {
+            let sizes: Vec<_> = m.slots.iter().map(size_of).collect();
+            MoveCost {
+                from: m.from.clone(),
+                to: m.to.clone(),
+                slots: m.slots.clone(),
+                keys: sizes.iter().map(|s| s.keys).sum(),
+                bytes: dump_bytes(&sizes),
+                memory: memory_bytes(&sizes),
+            }
+        })
+        .collect();
+    let (mut slots_moved, mut slots_between) = (0, 0);
+    for m in &plan {
+        slots_moved += m.keys;
+        if old(&m.from) && old(&m.to) {
+            slots_between += m.keys;
+        }
+    }
+    let moved_slots: Vec<_> = g
+        .plan
+        .iter()
+        .flat_map(|m| m.slots.iter())
+        .map(size_of)
+        .collect();
+    let bytes = dump_bytes(&moved_slots);
+    let memory = memory_bytes(&moved_slots);
+    let (measured, measured_bytes) = g
+        .sizes
+        .values()
+        .fold((0u64, 0f64), |(n, b), s| (n + s.sampled, b + s.dump));
+    let mean_bytes = if measured == 0 {
+        0.0
+    } else {
+        measured_bytes / measured as f64
+    };
+    // The masters: those of the cluster, then the ones that join.
+    let mut addresses: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    for m in &plan {
+        for a in [&m.from, &m.to].into_iter().flatten() {
+            if !addresses.contains(a) {
+                addresses.push(a.clone());
+            }
+        }
+    }
+    if let MasterChange::Add { nodes, .. } = change {
+        for n in nodes {
+            if !addresses.contains(n) {
+                addresses.push(n.clone());
+            }
+        }
+    }
+    let masters: Vec<MasterRow> = addresses
+        .iter()
+        .map(|a| {
+            let count = |owners: &[Option<String>]| {
+                owners
+                    .iter()
+                    .filter(|o| o.as_deref() == Some(a.as_str()))
+                    .count()
+            };
+            let keys_before = g.master_keys.get(a).copied().unwrap_or(0);
+            let out: Vec<&MoveCost> = plan
+                .iter()
+                .filter(|m| m.from.as_deref() == Some(a))
+                .collect();
+            let inn: Vec<&MoveCost> = plan.iter().filter(|m| m.to.as_deref() == Some(a)).collect();
+            let keys_out: u64 = out.iter().map(|m| m.keys).sum();
+            let keys_in: u64 = inn.iter().map(|m| m.keys).sum();
+            let sizes_of = |moves: &[&MoveCost]| -> Vec<&super::sizing::SlotSize> {
+                moves
+                    .iter()
+                    .flat_map(|m| m.slots.iter())
+                    .map(size_of)
+                    .collect()
+            };
+            MasterRow {
+                address: a.clone(),
+                slots_before: count(&owner_before),
+                keys_before,
+                slots_after: count(&owner_after),
+                keys_after: (keys_before + keys_in).saturating_sub(keys_out),
+                bytes_out: dump_bytes(&sizes_of(&out)),
+                bytes_in: dump_bytes(&sizes_of(&inn)),
+            }
+        })
+        .collect();
+    let slots_planned: u64 = plan.iter().map(|m| m.slots.len() as u64).sum();
+    Prediction {
+        mode: g.mode,
+        entry: g.entry,
+        masters,
+        duration: FITTED.seconds(slots_planned, slots_moved, bytes.value),
+        plan,
+        owner_before,
+        owner_after,
+        rings: g.rings,
+        keys: g.master_keys.values().sum(),
+        slots_moved,
+        slots_between,
+        bytes,
+        memory,
+        mean_bytes,
+        ideal: g.ideal,
+        seconds: started.elapsed().as_secs_f64(),
+        steps: g.steps,
+        holds: holds.list(),
+        sample: opts.bytes_sample,
+    }
+}
+
+/// Measures the keys of the slots `plan` moves, on their masters (see [`super::sizing`]):
+/// names by `CLUSTER GETKEYSINSLOT` for a slot of at most [`GETKEYS_MAX`] keys (by `counts`),
+/// else by a `SCAN` of the master that keeps those slots' keys; masters in parallel.
+pub(super) fn size_moved_slots(
+    topo: &LiveCluster,
+    plan: &[PlanStep],
+    counts: &[u64],
+    opts: &Options,
+    holds: &Holds,
+) -> Result<Sizes> {
+    let mut by_master: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+    for m in plan {
+        for &slot in &m.slots {
+            if let Some(Some(i)) = topo.owner.get(usize::from(slot)) {
+                by_master.entry(*i).or_default().push(slot);
+            }
+        }
+    }
+    let results: Vec<Result<Sizes>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = by_master
+            .iter()
+            .map(|(&i, slots)| {
+                let m = &topo.masters[i];
+                scope.spawn(move || size_master(m, slots, counts, opts, holds))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a sizing thread panicked")))
+            })
+            .collect()
+    });
+    let mut all = Sizes::new();
+    for r in results {
+        all.extend(r?);
+    }
+    Ok(all)
+}
+
+/// The most keys `CLUSTER GETKEYSINSLOT` is asked for at once (it has no cursor, and holds the
+/// master for about 4 ms per 16384 keys); bigger slots are found by `SCAN`.
+pub(super) const GETKEYS_MAX: u64 = 16384;
+
+/// [`size_moved_slots`] on one master.
+fn size_master(
+    m: &Master,
+    slots: &[u16],
+    counts: &[u64],
+    opts: &Options,
+    holds: &Holds,
+) -> Result<Sizes> {
+    let mut con = connect(&m.info)?;
+    let mut sizer = Sizer {
+        master: m,
+        sample: opts.bytes_sample,
+        holds,
+        limiter: Limiter::new(opts.max_keys_per_sec),
+        sizes: Sizes::new(),
+    };
+    let mut big: Vec<u16> = Vec::new();
+    for &slot in slots {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let count = counts.get(usize::from(slot)).copied().unwrap_or(0);
+        if count == 0 {
+            continue;
+        }
+        if count > GETKEYS_MAX {
+            big.push(slot);
+            continue;
+        }
+        let names: Vec<Vec<u8>> = holds
+            .time(&m.address, || {
+                redis::cmd("CLUSTER")
+                    .arg("GETKEYSINSLOT")
+                    .arg(slot)
+                    .arg(count)
+                    .query(&mut con)
+            })
+            .map_err(|e| anyhow!("{}: CLUSTER GETKEYSINSLOT {slot}: {e}", m.address))?;
+        for part in names.chunks(1000) {
+            sizer.measure(&mut con, part, false)?;
+        }
+    }
+    if !big.is_empty() {
+        big.sort_unstable();
+        scan_master(m, &mut con, holds, |con, names| {
+            let kept: Vec<Vec<u8>> = names
+                .into_iter()
+                .filter(|n| big.binary_search(&ringslot_engine::key_slot(n)).is_ok())
+                .collect();
+            sizer.measure(con, &kept, true)
+        })?;
+    }
+    Ok(sizer.sizes)
+}
+
+/// Every live key name of master `m`, a `SCAN` batch at a time (about 1000 names), handed to
+/// `visit` with the connection.
+pub(super) fn scan_master(
+    m: &Master,
+    con: &mut Connection,
+    holds: &Holds,
+    mut visit: impl FnMut(&mut Connection, Vec<Vec<u8>>) -> Result<()>,
+) -> Result<()> {
+    let mut cursor: u64 = 0;
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let (next, names): (u64, Vec<Vec<u8>>) = holds
+            .time(&m.address, || {
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query(con)
+            })
+            .map_err(|e| anyhow!("{}: SCAN: {e}", m.address))?;
+        visit(con, names)?;
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Predicts `change` with the module on every master (see the module docs of `cluster`).
+pub(super) fn predict_module(
     seed: &ConnectionInfo,
+    topo: &LiveCluster,
     change: &MasterChange,
     opts: &Options,
-) -> Result<Prediction> {
-    let started = Instant::now();
-    eprintln!("cluster: reading the topology ...");
-    let topo = read_topology(seed, true)?;
-    let names: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
-    match change {
-        MasterChange::Add { node, .. } if names.contains(node) => {
-            bail!("{node} is already a master of this cluster")
-        }
-        MasterChange::Del { node } if !names.contains(node) => {
-            bail!(
-                "{node} is not a master of this cluster (masters: {})",
-                names.join(", ")
-            )
-        }
-        _ => {}
-    }
-    eprintln!(
-        "cluster: {} masters; counting the keys of 16384 slots ...",
-        names.len()
-    );
-    let counts = slot_counts(&topo)?;
-    let keys: u64 = counts.iter().sum();
+    holds: &Holds,
+) -> Result<Gathered> {
+    let mark = Instant::now();
+    let counts = slot_counts(topo)?;
     let mut steps = vec![(
-        "topology, module check and per-slot key counts".to_string(),
-        started.elapsed().as_secs_f64(),
+        "per-slot key counts (CLUSTER COUNTKEYSINSLOT)".to_string(),
+        mark.elapsed().as_secs_f64(),
     )];
     let mark = Instant::now();
     let tags = tags();
@@ -325,32 +666,11 @@ pub(super) fn predict(
         .push((first.info.clone(), first.address.clone(), plan_key.clone()));
     let mut plan_args = s(&["RING.PLAN", &plan_key]);
     plan_args.extend(change.args());
-    let plan = parse_plan(&run(&mut con, &first.address, &plan_args)?)?;
+    let plan =
+        parse_plan(&holds.time(&first.address, || run(&mut con, &first.address, &plan_args))?)?;
     copies.remove();
-    let owner_before: Vec<Option<String>> = topo
-        .owner
-        .iter()
-        .map(|o| o.map(|i| topo.masters[i].address.clone()))
-        .collect();
-    let mut owner_after = owner_before.clone();
-    let (mut slots_moved, mut slots_between) = (0u64, 0u64);
-    let survives = |n: &Option<String>| {
-        n.as_deref()
-            .is_some_and(|n| names.iter().any(|m| m == n) && n != change.node())
-    };
-    for mv in &plan {
-        let keys: u64 = mv.slots.iter().map(|&s| counts[usize::from(s)]).sum();
-        slots_moved += keys;
-        if survives(&mv.from) && survives(&mv.to) {
-            slots_between += keys;
-        }
-        for &slot in &mv.slots {
-            owner_after[usize::from(slot)] = mv.to.clone();
-        }
-    }
-
     steps.push((
-        "the plan (RING.MIRROR + RING.PLAN) and the slot scheme's sums".to_string(),
+        "the plan (RING.MIRROR + RING.PLAN)".to_string(),
         mark.elapsed().as_secs_f64(),
     ));
     // The rings and modulo, one flavour at a time, masters in parallel.
@@ -366,7 +686,8 @@ pub(super) fn predict(
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rings = Vec::new();
-    for flavour in opts.flavours.iter().map(|f| f.name()) {
+    let mut master_keys: HashMap<String, u64> = HashMap::new();
+    for (k, flavour) in opts.flavours.iter().map(|f| f.name()).enumerate() {
         let mark = Instant::now();
         bar.set_message(format!("cluster: {flavour}"));
         // One mirror, on the entry master, copied byte for byte to the others (DUMP and
@@ -396,16 +717,21 @@ pub(super) fn predict(
                 .keys
                 .push((m.info.clone(), m.address.clone(), key.clone()));
         }
+        let pass = Pass {
+            flavour,
+            change,
+            opts,
+            counts: &counts,
+            bar: &bar,
+            holds,
+        };
         let results: Vec<Result<Sums>> = std::thread::scope(|scope| {
             let handles: Vec<_> = serving
                 .iter()
                 .map(|m| {
                     let key = copy_key(m, flavour);
-                    let bar = bar.clone();
-                    let counts = &counts;
-                    scope.spawn(move || {
-                        evaluate_master(m, flavour, change, opts, counts, &key, &bar)
-                    })
+                    let pass = &pass;
+                    scope.spawn(move || evaluate_master(pass, m, &key))
                 })
                 .collect();
             handles
@@ -418,8 +744,12 @@ pub(super) fn predict(
         });
         copies.remove();
         let mut total = Sums::default();
-        for r in results {
-            total.add(&r?);
+        for (m, r) in serving.iter().zip(results) {
+            let sums = r?;
+            if k == 0 {
+                master_keys.insert(m.address.clone(), sums.members);
+            }
+            total.add(&sums);
         }
         rings.push((flavour.to_string(), total));
         steps.push((
@@ -428,8 +758,30 @@ pub(super) fn predict(
         ));
     }
     bar.finish_and_clear();
-    // The keys evaluated must be the keys counted, and nothing may have moved meanwhile.
-    let after = read_topology(seed, false)?;
+    let mark = Instant::now();
+    let sizes = size_moved_slots(topo, &plan, &counts, opts, holds)?;
+    steps.push((
+        "the bytes of the moved slots' keys (GETKEYSINSLOT, DUMP, MEMORY USAGE)".to_string(),
+        mark.elapsed().as_secs_f64(),
+    ));
+    check_unchanged(seed, topo)?;
+    let ideal = rings.first().map_or(0.0, |(_, s)| s.ideal);
+    Ok(Gathered {
+        mode: Mode::Module,
+        entry,
+        plan,
+        sizes,
+        master_keys,
+        rings,
+        ideal,
+        steps,
+    })
+}
+
+/// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
+/// must be the keys counted.
+pub(super) fn check_unchanged(seed: &ConnectionInfo, topo: &LiveCluster) -> Result<()> {
+    let after = read_topology(seed)?;
     let unchanged = after.masters.len() == topo.masters.len()
         && after
             .masters
@@ -439,26 +791,61 @@ pub(super) fn predict(
     if !unchanged {
         bail!("the cluster's slot table changed while the prediction ran: run again");
     }
-    let ideal = rings.first().map_or(0.0, |(_, s)| s.ideal);
-    Ok(Prediction {
-        masters: topo
-            .masters
-            .iter()
-            .map(|m| (m.address.clone(), m.slots.len()))
-            .collect(),
-        counts,
-        plan,
-        entry,
-        owner_before,
-        owner_after,
-        rings,
-        slots_moved,
-        slots_between,
-        keys,
-        ideal,
-        seconds: started.elapsed().as_secs_f64(),
-        steps,
-    })
+    Ok(())
+}
+
+/// Predicts `change` on the cluster behind `seed`: with the module when every master has it
+/// (and not `--no-module`), else read-only.
+pub(super) fn predict(
+    seed: &ConnectionInfo,
+    change: &MasterChange,
+    opts: &Options,
+) -> Result<Prediction> {
+    let started = Instant::now();
+    eprintln!("cluster: reading the topology ...");
+    let topo = read_topology(seed)?;
+    let names: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    match change {
+        MasterChange::Add { nodes, .. } => {
+            if let Some(n) = nodes.iter().find(|n| names.contains(n)) {
+                let empty = topo
+                    .masters
+                    .iter()
+                    .any(|m| &m.address == n && m.slots.is_empty());
+                let hint = if empty {
+                    ": it serves no slot yet (add-node done?); predict the pending rebalance \
+                     with --rebalance"
+                } else {
+                    ""
+                };
+                bail!("{n} is already a master of this cluster{hint}")
+            }
+        }
+        MasterChange::Del { nodes } => {
+            if let Some(n) = nodes.iter().find(|n| !names.contains(n)) {
+                bail!(
+                    "{n} is not a master of this cluster (masters: {})",
+                    names.join(", ")
+                )
+            }
+        }
+        MasterChange::Rebalance { .. } => {}
+    }
+    let holds = Holds::default();
+    let missing = topo.without_module()?;
+    let gathered = if opts.no_module || !missing.is_empty() {
+        let why = if opts.no_module {
+            "--no-module".to_string()
+        } else {
+            format!("the module is not loaded on {}", missing.join(", "))
+        };
+        eprintln!("cluster: predicting read-only ({why}) ...");
+        super::readonly::predict_readonly(seed, &topo, change, opts, &holds, why)?
+    } else {
+        eprintln!("cluster: predicting with the module ...");
+        predict_module(seed, &topo, change, opts, &holds)?
+    };
+    Ok(assemble(&topo, change, gathered, &holds, opts, started))
 }
 
 /// Predicts `change` on the cluster at `seed_url`.
@@ -469,6 +856,7 @@ pub fn predict_url(seed_url: &str, change: MasterChange, opts: &Options) -> Resu
     let prediction = predict(&seed, &change, opts)?;
     Ok(Outcome {
         prediction,
+        read_only: None,
         real: None,
         change,
     })

@@ -1,10 +1,13 @@
-//! The report of a cluster run: the table, the CSV and the chart.
+//! The report of a cluster run: the Markdown (the plan with the keys and bytes of each move,
+//! each scheme's moves, the masters before and after, the duration, and for a local run the
+//! real run beside the prediction), the CSVs (schemes; moves) and the chart.
 
-use super::{MasterChange, Outcome};
+use super::model::FITTED;
+use super::predict::{Mode, Prediction};
+use super::{Options, Outcome};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use anyhow::Result;
 use plotters::prelude::SeriesLabelPosition;
-use std::collections::HashMap;
 use std::path::Path;
 
 pub(super) fn fraction(moved: u64, keys: u64) -> f64 {
@@ -15,11 +18,71 @@ pub(super) fn fraction(moved: u64, keys: u64) -> f64 {
     }
 }
 
-/// Writes the Markdown, CSV and SVG of `outcome` under `dir/name.*`; returns the Markdown.
-pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String> {
+/// Bytes as a report shows them: `12.3 MiB`.
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
+}
+
+/// The sentence that says how the prediction ran.
+fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
+    let holds: Vec<String> = p
+        .holds
+        .iter()
+        .map(|(a, s, k)| format!("{a} {:.1} ms ({k} keys read)", s * 1000.0))
+        .collect();
+    let rate = match opts_rate {
+        Some(0) | None => "without a rate limit".to_string(),
+        Some(r) => format!("at most {r} keys a second per master"),
+    };
+    let how = match &p.mode {
+        Mode::ReadOnly(why) => format!(
+            "**Read-only** ({why}): nothing was loaded on the cluster and nothing written; the \
+             keys were read with SCAN {rate} and hashed here"
+        ),
+        Mode::Module => format!(
+            "**With the module**: each master evaluated its own keys (RING.MOVES ... SLOTS on a \
+             copy of the mirror, deleted after); the moved slots' keys were read {rate}"
+        ),
+    };
+    format!(
+        "{how}. The longest any command of the run held each master (round trip): {}.",
+        holds.join(", ")
+    )
+}
+
+/// Writes the Markdown, CSVs and SVG of `outcome` under `dir/name.*`; returns the Markdown.
+pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) -> Result<String> {
     let p = &outcome.prediction;
     let real = outcome.real.as_ref();
-    let change = outcome.change.args().join(" ");
+    let label = outcome.change.label();
+    let slots_planned: usize = p.plan.iter().map(|m| m.slots.len()).sum();
+    let sample_note = match p.sample {
+        Some(n) => format!(
+            " Bytes were measured for {n} keys a slot and estimated for the others: ± is two \
+             standard errors (a 95% interval)."
+        ),
+        None => " Bytes were measured key by key.".to_string(),
+    };
+    // The plan, move by move.
+    let mut moves = Table::new(&[
+        "from",
+        "to",
+        "slots",
+        "keys",
+        "bytes (DUMP, what MIGRATE sends)",
+        "memory on the target",
+    ]);
+    for m in &p.plan {
+        moves.push(vec![
+            m.from.clone().unwrap_or_else(|| "(unassigned)".into()),
+            m.to.clone().unwrap_or_else(|| "(unassigned)".into()),
+            m.slots.len().to_string(),
+            m.keys.to_string(),
+            m.bytes.shown(),
+            m.memory.shown(),
+        ]);
+    }
+    // The schemes.
     let mut t = Table::new(&[
         "scheme",
         "keys",
@@ -27,8 +90,10 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
         "moved between old masters",
         "fraction",
         "ideal",
+        "moved bytes",
         "real moved",
         "real fraction",
+        "real moved bytes",
     ]);
     let real_cell = |r: Option<u64>| r.map_or("-".to_string(), |n| n.to_string());
     let real_fraction =
@@ -40,9 +105,13 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
         p.slots_between.to_string(),
         fixed(fraction(p.slots_moved, p.keys), 4),
         fixed(p.ideal, 4),
+        p.bytes.shown(),
         real_cell(real.map(|r| r.moved)),
         real_fraction(real.map(|r| r.moved)),
+        real_cell(real.and_then(|r| r.scan_bytes)),
     ]);
+    // The rings move other keys than the slot plan: their bytes at the measured mean.
+    let approx = |moved: u64| format!("~{:.0}", moved as f64 * p.mean_bytes);
     for (flavour, sums) in &p.rings {
         t.push(vec![
             format!("ring ({flavour})"),
@@ -51,6 +120,8 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
             sums.ring_between.to_string(),
             fixed(fraction(sums.ring_moved, sums.members), 4),
             fixed(p.ideal, 4),
+            approx(sums.ring_moved),
+            "-".into(),
             "-".into(),
             "-".into(),
         ]);
@@ -63,65 +134,14 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
             sums.modulo_between.to_string(),
             fixed(fraction(sums.modulo_moved, sums.members), 4),
             fixed(p.ideal, 4),
+            approx(sums.modulo_moved),
+            "-".into(),
             "-".into(),
             "-".into(),
         ]);
     }
-    // Keys per master before and after, under the slot scheme.
-    let tally = |owners: &[Option<String>]| -> HashMap<String, (usize, u64)> {
-        let mut t: HashMap<String, (usize, u64)> = HashMap::new();
-        for (slot, owner) in owners.iter().enumerate() {
-            if let Some(o) = owner {
-                let e = t.entry(o.clone()).or_default();
-                e.0 += 1;
-                e.1 += p.counts[slot];
-            }
-        }
-        t
-    };
-    let before = tally(&p.owner_before);
-    let planned = tally(&p.owner_after);
-    let really = real.map(|r| tally(&r.owner_after));
-    let mut all: Vec<String> = p.masters.iter().map(|(a, _)| a.clone()).collect();
-    if let MasterChange::Add { node, .. } = &outcome.change {
-        all.push(node.clone());
-    }
-    let mut per = Table::new(&[
-        "master",
-        "slots before",
-        "keys before",
-        "slots after (plan)",
-        "keys after (plan)",
-        "keys after (real)",
-    ]);
-    let get = |t: &HashMap<String, (usize, u64)>, a: &str| t.get(a).copied().unwrap_or((0, 0));
-    for address in &all {
-        let (sb, kb) = get(&before, address);
-        let (sa, ka) = get(&planned, address);
-        per.push(vec![
-            address.clone(),
-            sb.to_string(),
-            kb.to_string(),
-            sa.to_string(),
-            ka.to_string(),
-            really
-                .as_ref()
-                .map_or("-".to_string(), |t| get(t, address).1.to_string()),
-        ]);
-    }
-    let entry = &p.entry;
-    let slots_planned: usize = p.plan.iter().map(|m| m.slots.len()).sum();
-    let mut plan_lines = String::new();
-    for m in &p.plan {
-        plan_lines.push_str(&format!(
-            "- {} slots from {} to {}\n",
-            m.slots.len(),
-            m.from.as_deref().unwrap_or("(unassigned)"),
-            m.to.as_deref().unwrap_or("(unassigned)")
-        ));
-    }
-    // The slot scheme key by key: each mirror copy's RING.MOVES evaluated the same plan.
-    let per_key: Vec<String> = p
+    // The slot scheme key by key: every pass's what-if counted the keys of the moved slots.
+    let per_pass: Vec<String> = p
         .rings
         .iter()
         .map(|(_, sums)| sums.slots_moved.to_string())
@@ -131,9 +151,9 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
         .iter()
         .all(|(_, sums)| sums.slots_moved == p.slots_moved);
     let mut check = format!(
-        "The slot scheme evaluated key by key on the masters (`RING.MOVES ... SLOTS` on each \
-         mirror copy): {} keys moved; {} the sum of the moved slots' counts.\n",
-        per_key.join(", "),
+        "The slot scheme evaluated key by key with each flavour's pass: {} keys moved; {} the \
+         keys counted in the moved slots.\n",
+        per_pass.join(", "),
         if agree {
             "equal to"
         } else {
@@ -143,60 +163,151 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
     for (flavour, sums) in &p.rings {
         if sums.members != p.keys {
             check.push_str(&format!(
-                "\n**The {flavour} pass evaluated {} keys where the masters counted {}**: keys \
-                 were written or deleted during the run, or the user may not read some.\n",
+                "\n**The {flavour} pass evaluated {} keys where {} were counted**: keys were \
+                 written or deleted during the run, or the user may not read some.\n",
                 sums.members, p.keys
             ));
         }
     }
+    // The masters.
+    let mut per = Table::new(&[
+        "master",
+        "slots before",
+        "keys before",
+        "slots after",
+        "keys after (plan)",
+        "bytes out",
+        "bytes in",
+        "keys after (real)",
+    ]);
+    for m in &p.masters {
+        per.push(vec![
+            m.address.clone(),
+            m.slots_before.to_string(),
+            m.keys_before.to_string(),
+            m.slots_after.to_string(),
+            m.keys_after.to_string(),
+            m.bytes_out.shown(),
+            m.bytes_in.shown(),
+            real.map_or("-".to_string(), |r| {
+                r.keys_after
+                    .get(&m.address)
+                    .copied()
+                    .unwrap_or(0)
+                    .to_string()
+            }),
+        ]);
+    }
+    let entry = &p.entry;
     let mut md = format!(
-        "# ringslot on a Redis Cluster: {change}\n\n\
-         {} masters, {} keys. The plan (`RING.PLAN` on a mirror of the live cluster, made on \
-         {entry}: what `redis-cli --cluster rebalance {entry}` does) moves {slots_planned} \
-         slots:\n\n{plan_lines}\n{}\n{check}\n## Keys per master (slot \
-         scheme)\n\n{}",
-        p.masters.len(),
+        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{} masters, {} live keys. The plan \
+         (what `redis-cli --cluster rebalance {entry} --cluster-use-empty-masters` does) moves \
+         {slots_planned} slots holding {} keys: {} bytes of DUMP payloads ({}), taking {} bytes \
+         of memory on their targets.{sample_note}\n\n{}\n## Moves per scheme\n\n{}\n{check}\n\
+         ## Masters (slot scheme)\n\n{}",
+        mode_line(p, Some(opts.max_keys_per_sec)),
+        p.masters.iter().filter(|m| m.slots_before > 0).count(),
         p.keys,
+        p.slots_moved,
+        p.bytes.shown(),
+        mib(p.bytes.value),
+        p.memory.shown(),
+        moves.markdown(),
         t.markdown(),
         per.markdown()
     );
+    if let Some(ro) = &outcome.read_only {
+        md.push_str(&both_ways(p, ro));
+    }
+    md.push_str(&format!(
+        "\nThe rings' moved bytes are their moved keys at the mean size of the keys measured \
+         ({:.0} bytes): they move other keys than the slot plan.\n",
+        p.mean_bytes
+    ));
+    // The duration.
+    md.push_str(&format!(
+        "\n## Duration\n\nEstimated `redis-cli --cluster rebalance` time: {:.1} s ({:.1} s + \
+         {:.2} ms a slot + {:.1} µs a key + {:.1} ms a MiB, fitted to local runs; see \
+         BENCHMARKS.md for its measured error).\n",
+        p.duration,
+        FITTED.fixed,
+        FITTED.per_slot * 1000.0,
+        FITTED.per_key * 1e6,
+        FITTED.per_mib * 1000.0
+    ));
     let mut times = Table::new(&["step", "seconds"]);
     for (step, secs) in &p.steps {
         times.push(vec![format!("- {step}"), fixed(*secs, 2)]);
     }
-    times.push(vec![
-        "prediction (topology, counts, plan, every key under every ring)".into(),
-        fixed(p.seconds, 2),
-    ]);
+    times.push(vec!["prediction".into(), fixed(p.seconds, 2)]);
     if let Some(r) = real {
         times.push(vec![
-            "real change (add-node or drain, rebalance, del-node, convergence)".into(),
+            "real change (add-node, rebalance, del-node, convergence)".into(),
             fixed(r.seconds, 2),
         ]);
         times.push(vec![
-            "prediction / real".into(),
-            fixed(p.seconds / r.seconds.max(1e-9), 3),
+            "- of which the redis-cli rebalance".into(),
+            fixed(r.rebalance_seconds, 2),
         ]);
         let same_owners = r.owner_after == p.owner_after;
+        // What each master gives, in slots: the same whichever order redis-cli loads the
+        // masters in (a donor gives its lowest slots, its surplus).
+        let given = |after: &[Option<String>]| -> Vec<(String, usize)> {
+            p.masters
+                .iter()
+                .map(|m| {
+                    let n = p
+                        .owner_before
+                        .iter()
+                        .zip(after)
+                        .filter(|(b, a)| {
+                            b.as_deref() == Some(m.address.as_str()) && b.as_deref() != a.as_deref()
+                        })
+                        .count();
+                    (m.address.clone(), n)
+                })
+                .collect()
+        };
+        let same_given = given(&r.owner_after) == given(&p.owner_after);
+        let owners_line = if same_owners {
+            "equal to the plan's".to_string()
+        } else if same_given {
+            "differ from the plan's in which joining master takes which slots, but each master \
+             gives exactly the slots the plan says (redis-cli pairs donors with receivers in \
+             the order it loads the masters in, which for masters not yet added is unknown: \
+             `add-node` first and predict `--rebalance` for the exact moves)"
+                .to_string()
+        } else {
+            "**differ from** the plan's".to_string()
+        };
+        let error = (p.duration - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
         md.push_str(&format!(
             "\n## Predicted against real\n\n\
              - keys the slot scheme moves: predicted {}, real {} (per-slot counts before, slot \
              owners after){}\n\
+             - bytes moved (DUMP): predicted {}, real {}; the receiving masters read {} bytes \
+             from the network meanwhile (the RESTORE-ASKING commands with their protocol, and \
+             redis-cli's own)\n\
              - keys moved between old masters: predicted {}, real {}\n\
-             - slot owners after the real rebalance {} the plan's\n\
+             - slot owners after the real rebalance: {}\n\
+             - rebalance duration: estimated {:.1} s, real {:.1} s (error {:+.0}%)\n\
              - redis-cli printed: {}\n",
             p.slots_moved,
             r.moved,
             r.scan_moved.map_or(String::new(), |n| format!(
                 "; a SCAN of every master before and after: {n}"
             )),
+            p.bytes.shown(),
+            r.scan_bytes
+                .map_or("- (keyspace above --scan-limit)".to_string(), |b| b
+                    .to_string()),
+            r.net_in,
             p.slots_between,
             r.between,
-            if same_owners {
-                "equal"
-            } else {
-                "**differ from**"
-            },
+            owners_line,
+            p.duration,
+            r.rebalance_seconds,
+            error * 100.0,
             if r.moves_printed.is_empty() {
                 "nothing moved".to_string()
             } else {
@@ -204,10 +315,80 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
             }
         ));
     }
+    if let Some(r) = real {
+        // The run for a fit of the duration model (`ringslot-bench cluster-fit`).
+        let mut run = Table::new(&["slots", "keys", "bytes", "seconds", "estimate"]);
+        run.push(vec![
+            slots_planned.to_string(),
+            p.slots_moved.to_string(),
+            format!("{:.0}", p.bytes.value),
+            fixed(r.rebalance_seconds, 3),
+            fixed(p.duration, 3),
+        ]);
+        report::write(dir, &format!("{name}-run.csv"), &run.csv())?;
+    }
     md.push_str(&format!("\n## Time\n\n{}", times.markdown()));
     report::write(dir, &format!("{name}.md"), &md)?;
     report::write(dir, &format!("{name}.csv"), &t.csv())?;
-    // The chart: moved fraction per scheme against the ideal, and keys per master.
+    report::write(dir, &format!("{name}-moves.csv"), &moves.csv())?;
+    chart(dir, name, outcome, &label)?;
+    Ok(md)
+}
+
+/// The section that sets the read-only prediction beside the one with the module.
+fn both_ways(p: &Prediction, ro: &Prediction) -> String {
+    let mut t = Table::new(&["", "with the module", "read-only", "same"]);
+    let mut row = |what: String, a: String, b: String| {
+        let same = if a == b { "yes" } else { "**no**" };
+        t.push(vec![what, a, b, same.to_string()]);
+    };
+    row("live keys".into(), p.keys.to_string(), ro.keys.to_string());
+    row(
+        "keys the slot plan moves".into(),
+        p.slots_moved.to_string(),
+        ro.slots_moved.to_string(),
+    );
+    row("their bytes".into(), p.bytes.shown(), ro.bytes.shown());
+    let moves = |x: &Prediction| -> String {
+        x.plan
+            .iter()
+            .map(|m| format!("{}/{}", m.slots.len(), m.keys))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    row("slots/keys per move".into(), moves(p), moves(ro));
+    for ((f, a), (_, b)) in p.rings.iter().zip(&ro.rings) {
+        row(
+            format!("ring ({f}): moved, between old"),
+            format!("{} {}", a.ring_moved, a.ring_between),
+            format!("{} {}", b.ring_moved, b.ring_between),
+        );
+    }
+    if let (Some((_, a)), Some((_, b))) = (p.rings.first(), ro.rings.first()) {
+        row(
+            "modulo: moved, between old".into(),
+            format!("{} {}", a.modulo_moved, a.modulo_between),
+            format!("{} {}", b.modulo_moved, b.modulo_between),
+        );
+    }
+    let longest = |x: &Prediction| x.holds.iter().map(|h| h.1).fold(0.0f64, f64::max);
+    format!(
+        "\n## With the module and read-only\n\nThe same change predicted both ways on the same \
+         cluster:\n\n{}\nThe longest hold of a master: {:.1} ms with the module, {:.1} ms \
+         read-only; the predictions took {:.2} s and {:.2} s.\n",
+        t.markdown(),
+        longest(p) * 1000.0,
+        longest(ro) * 1000.0,
+        p.seconds,
+        ro.seconds
+    )
+}
+
+/// The chart: moved fraction per scheme against the ideal, and keys per master before and
+/// after.
+fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
+    let p = &outcome.prediction;
+    let real = outcome.real.as_ref();
     let mut schemes = vec!["slots".to_string()];
     let mut predicted = vec![(0.0, fraction(p.slots_moved, p.keys))];
     for (k, (flavour, sums)) in p.rings.iter().enumerate() {
@@ -240,30 +421,40 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
             )
         });
     }
-    let point = |t: &HashMap<String, (usize, u64)>| -> Vec<(f64, f64)> {
-        all.iter()
-            .enumerate()
-            .map(|(i, a)| (i as f64, get(t, a).1 as f64))
-            .collect()
+    let all: Vec<String> = p.masters.iter().map(|m| m.address.clone()).collect();
+    let points = |f: &dyn Fn(usize) -> f64| -> Vec<(f64, f64)> {
+        (0..all.len()).map(|i| (i as f64, f(i))).collect()
     };
     let mut right = vec![
         Series {
             markers_only: true,
-            ..Series::line("before".into(), point(&before), 2)
+            ..Series::line(
+                "before".into(),
+                points(&|i| p.masters[i].keys_before as f64),
+                2,
+            )
         },
         Series {
             markers_only: true,
             dashed: true,
-            ..Series::line("after (plan)".into(), point(&planned), 3)
+            ..Series::line(
+                "after (plan)".into(),
+                points(&|i| p.masters[i].keys_after as f64),
+                3,
+            )
         },
     ];
-    if let Some(t) = &really {
+    if let Some(r) = real {
         right.push(Series {
             markers_only: true,
-            ..Series::line("after (real)".into(), point(t), 4)
+            ..Series::line(
+                "after (real)".into(),
+                points(&|i| r.keys_after.get(&all[i]).copied().unwrap_or(0) as f64),
+                4,
+            )
         });
     }
-    let title = format!("{} masters, {} keys: {change}", p.masters.len(), p.keys);
+    let title = format!("{} live keys: {label}", p.keys);
     report::svg_panels(
         &dir.join(format!("{name}.svg")),
         &title,
@@ -295,6 +486,5 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome) -> Result<String
                 width: 1,
             },
         ],
-    )?;
-    Ok(md)
+    )
 }

@@ -1,0 +1,234 @@
+//! The read-only prediction: nothing loaded on the cluster, nothing written to it. The plan is
+//! the engine's, from the seed's `CLUSTER NODES` (the masters in the order `redis-cli
+//! --cluster` loads them from the seed, so that ties break as its rebalance breaks them); the
+//! keys are read with `SCAN` on each master, masters in parallel, at most
+//! `--max-keys-per-sec` keys a second each, and hashed here under every scheme; the keys of
+//! the slots the plan moves are measured ([`super::sizing`]) on the way.
+//!
+//! What it does to the data: `SCAN`, `DUMP`, `MEMORY USAGE` and `CLUSTER NODES` are reads.
+//! Like every read, they make Redis reclaim a key whose TTL has passed when they meet it
+//! (which is also what `MIGRATE` would do to it). On Redis 7.0, `DUMP` also updates the key's
+//! access time (LRU or LFU) as a `GET` would; on 7.2 and later the connection is made with
+//! `CLIENT NO-TOUCH on`, so that it does not.
+
+use super::live::{connect, Holds, Limiter, LiveCluster, Master};
+use super::predict::{check_unchanged, scan_master, Gathered, Mode, PlanStep, Sums};
+use super::sizing::{Sizer, Sizes};
+use super::{MasterChange, Options};
+use anyhow::{anyhow, Result};
+use ringslot_engine::cluster::{mirror, MirrorOptions};
+use ringslot_engine::{key_slot, Limits, Scheme, SchemeParams, Topology, WhatIf, SLOT_COUNT};
+use ringslot_harness::redis::{self, ConnectionInfo};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Names hashed together (each flavour's what-if builds its change once per batch).
+const BATCH: usize = 65536;
+
+impl Sums {
+    /// The sums of one engine what-if over ring, slots and modulo.
+    pub(super) fn of_what_if(w: &WhatIf) -> Sums {
+        let part = |s: Scheme| w.scheme(s).map(|r| r.moves).unwrap_or_default();
+        Sums {
+            members: w.members,
+            ring_moved: part(Scheme::Ring).moved,
+            ring_between: part(Scheme::Ring).between_old,
+            slots_moved: part(Scheme::Slots).moved,
+            modulo_moved: part(Scheme::Modulo).moved,
+            modulo_between: part(Scheme::Modulo).between_old,
+            ideal: w.ideal,
+        }
+    }
+}
+
+/// What one master's pass found.
+struct MasterPass {
+    keys: u64,
+    sums: Vec<Sums>,
+    sizes: Sizes,
+}
+
+/// Predicts `change` read-only (see the module docs); `why` says why this way ran.
+pub(super) fn predict_readonly(
+    seed: &ConnectionInfo,
+    topo: &LiveCluster,
+    change: &MasterChange,
+    opts: &Options,
+    holds: &Holds,
+    why: String,
+) -> Result<Gathered> {
+    let mark = Instant::now();
+    let mirrors: Vec<(String, Topology)> = opts
+        .flavours
+        .iter()
+        .map(|&flavour| {
+            let options = MirrorOptions {
+                flavour,
+                vnodes: None,
+                hashtag: false,
+                given: true,
+            };
+            let made = mirror(None, &topo.nodes, &options, Limits::NONE)
+                .map_err(|e| anyhow!("the mirror of the cluster: {e}"))?;
+            Ok((flavour.name().to_string(), made.topology))
+        })
+        .collect::<Result<_>>()?;
+    let engine_change = change.change();
+    let first = &mirrors
+        .first()
+        .ok_or_else(|| anyhow!("no flavour to evaluate"))?
+        .1;
+    let text = |n: Option<Vec<u8>>| n.map(|n| String::from_utf8_lossy(&n).into_owned());
+    let plan: Vec<PlanStep> = first
+        .plan(&engine_change, Limits::NONE)
+        .map_err(|e| anyhow!("the plan: {e}"))?
+        .into_iter()
+        .map(|m| PlanStep {
+            from: text(m.from),
+            to: text(m.to),
+            slots: m.slots,
+        })
+        .collect();
+    let entry = topo
+        .nodes
+        .iter()
+        .find(|n| n.has("myself"))
+        .map_or_else(String::new, |n| n.address.clone());
+    let mut moved = vec![false; SLOT_COUNT];
+    for m in &plan {
+        for &slot in &m.slots {
+            if let Some(x) = moved.get_mut(usize::from(slot)) {
+                *x = true;
+            }
+        }
+    }
+    let mut steps = vec![(
+        "the plan (the engine, from CLUSTER NODES)".to_string(),
+        mark.elapsed().as_secs_f64(),
+    )];
+    let mark = Instant::now();
+    let serving: Vec<&Master> = topo
+        .masters
+        .iter()
+        .filter(|m| !m.slots.is_empty())
+        .collect();
+    let results: Vec<Result<MasterPass>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = serving
+            .iter()
+            .map(|&m| {
+                let (mirrors, engine_change, moved) = (&mirrors, &engine_change, &moved);
+                scope.spawn(move || pass(m, mirrors, engine_change, moved, opts, holds))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a reading thread panicked")))
+            })
+            .collect()
+    });
+    let mut rings: Vec<(String, Sums)> = mirrors
+        .iter()
+        .map(|(f, _)| (f.clone(), Sums::default()))
+        .collect();
+    let mut master_keys = HashMap::new();
+    let mut sizes = Sizes::new();
+    for (m, r) in serving.iter().zip(results) {
+        let p = r?;
+        master_keys.insert(m.address.clone(), p.keys);
+        for ((_, total), s) in rings.iter_mut().zip(&p.sums) {
+            total.add(s);
+        }
+        sizes.extend(p.sizes);
+    }
+    steps.push((
+        "every key read (SCAN) and hashed here; the moved slots' keys measured (DUMP, MEMORY \
+         USAGE)"
+            .to_string(),
+        mark.elapsed().as_secs_f64(),
+    ));
+    check_unchanged(seed, topo)?;
+    let ideal = first
+        .what_if(
+            &engine_change,
+            std::iter::empty::<&[u8]>(),
+            &[Scheme::Slots],
+            &SchemeParams::default(),
+            Limits::NONE,
+        )
+        .map(|w| w.ideal)
+        .unwrap_or(0.0);
+    Ok(Gathered {
+        mode: Mode::ReadOnly(why),
+        entry,
+        plan,
+        sizes,
+        master_keys,
+        rings,
+        ideal,
+        steps,
+    })
+}
+
+/// One master's keys: read, counted, measured where the plan moves them, and hashed under
+/// each flavour's mirror a batch at a time.
+fn pass(
+    m: &Master,
+    mirrors: &[(String, Topology)],
+    change: &ringslot_engine::Change,
+    moved: &[bool],
+    opts: &Options,
+    holds: &Holds,
+) -> Result<MasterPass> {
+    let mut con = connect(&m.info)?;
+    // Reads that do not update the keys' access time, where the server can (7.2 and later).
+    let _ = redis::cmd("CLIENT")
+        .arg("NO-TOUCH")
+        .arg("on")
+        .query::<()>(&mut con);
+    let mut sizer = Sizer {
+        master: m,
+        sample: opts.bytes_sample,
+        holds,
+        limiter: Limiter::new(opts.max_keys_per_sec),
+        sizes: Sizes::new(),
+    };
+    let mut sums = vec![Sums::default(); mirrors.len()];
+    let mut batch: Vec<Vec<u8>> = Vec::new();
+    let mut keys = 0u64;
+    let params = SchemeParams::default();
+    let schemes = [Scheme::Ring, Scheme::Slots, Scheme::Modulo];
+    let hash = |batch: &mut Vec<Vec<u8>>, sums: &mut [Sums]| -> Result<()> {
+        for ((_, topo), total) in mirrors.iter().zip(sums.iter_mut()) {
+            let w = topo
+                .what_if(change, batch.iter(), &schemes, &params, Limits::NONE)
+                .map_err(|e| anyhow!("the what-if: {e}"))?;
+            total.add(&Sums::of_what_if(&w));
+        }
+        batch.clear();
+        Ok(())
+    };
+    scan_master(m, &mut con, holds, |con, names| {
+        keys += names.len() as u64;
+        holds.read(&m.address, names.len() as u64);
+        sizer.limiter.take(names.len() as u64);
+        let moving: Vec<Vec<u8>> = names
+            .iter()
+            .filter(|n| moved.get(usize::from(key_slot(n))) == Some(&true))
+            .cloned()
+            .collect();
+        sizer.measure(con, &moving, true)?;
+        batch.extend(names);
+        if batch.len() >= BATCH {
+            hash(&mut batch, &mut sums)?;
+        }
+        Ok(())
+    })?;
+    hash(&mut batch, &mut sums)?;
+    Ok(MasterPass {
+        keys,
+        sums,
+        sizes: sizer.sizes,
+    })
+}
