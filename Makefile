@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-spread clean
+.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-spread clean
 
 all: release
 
@@ -108,15 +108,45 @@ bench-whatif: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  whatif $(BENCH_ARGS)
 
-## bench-cluster: a throw-away Redis Cluster of 3 masters with the module and 1M keys: what a
-## 4th master costs under the slot scheme (predicted exactly with RING.MIRROR and RING.PLAN),
-## three rings and modulo (every key evaluated on its master), then the real add-node and
-## rebalance, with predicted against real; on free loopback ports, every server stopped at
-## the end; report on stdout and in bench/out/cluster.{md,csv,svg}. On your own cluster:
+## bench-cluster: throw-away Redis Clusters on ports 30001 and up (1M keys of 16 B to 1 KiB,
+## and a hot hash tag of 20000 keys of 4 KiB), where each change is predicted both ways
+## (read-only and with the module), then made for real with redis-cli --cluster and compared,
+## key by key and byte by byte: 3 -> 4, 3 -> 6 in one rebalance, 6 -> 4 (two drained in
+## one), the rebalance pending after add-node; then 3 -> 4 at 100k and 300k keys; then the
+## duration model's error on every run (cluster-fit). Every server is stopped at the end;
+## reports in bench/out/cluster-*.{md,csv,svg}. On your own cluster, read-only:
 ## cargo run --release -p ringslot-bench -- --url redis://host:port cluster --add ip:port
+CLUSTER_KEYS ?= 1000000
+BENCH_RELEASE = $(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out
 bench-cluster: release
-	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
-	  cluster --local 3 --keys 1000000 $(BENCH_ARGS)
+	rm -f bench/out/cluster-*-run.csv
+	$(BENCH_RELEASE) cluster --local 3 --join 1 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --both-modes --name cluster-3-4 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster --local 3 --join 3 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --both-modes --name cluster-3-6 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster --local 6 --leave 2 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --both-modes --name cluster-6-4 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster --local 3 --join 1 --pending --keys $(CLUSTER_KEYS) \
+	  --hot-keys 20000 --both-modes --name cluster-pending $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster --local 3 --join 1 --keys 100000 --name cluster-3-4-100k $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster --local 3 --join 1 --keys 300000 --name cluster-3-4-300k $(BENCH_ARGS)
+	$(BENCH_RELEASE) cluster-fit bench/out/cluster-*-run.csv
+
+## bench-cluster-fit: the calibration of the rebalance duration model (cluster/model.rs):
+## local runs that vary the slots moved, the masters, the keys and the bytes, and the least
+## squares fit over them (its coefficients go into FITTED; bench-cluster measures its error
+## on other runs).
+bench-cluster-fit: release
+	rm -rf bench/out/fit && mkdir -p bench/out/fit
+	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 30000 --name a
+	$(BENCH_RELEASE)/fit cluster --local 3 --join 3 --keys 30000 --name b
+	$(BENCH_RELEASE)/fit cluster --local 6 --leave 2 --keys 30000 --name c
+	$(BENCH_RELEASE)/fit cluster --local 4 --join 4 --keys 30000 --name d
+	$(BENCH_RELEASE)/fit cluster --local 3 --join 2 --keys 300000 --name e
+	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 600000 --name f
+	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 100000 --hot-keys 40000 --name g
+	$(BENCH_RELEASE)/fit cluster --local 5 --join 1 --keys 200000 --name h
+	$(BENCH_RELEASE) cluster-fit bench/out/fit/*-run.csv
 
 ## bench-spread: spread and load (Karger et al. 1997) of the native, ketama, groupcache and
 ## native-fnv rings, the slot table and modulo, over 40 random subsets of 20 nodes and over

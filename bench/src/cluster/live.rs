@@ -85,6 +85,53 @@ impl Holds {
     }
 }
 
+/// What another client sees of each master while the run works: a `PING` every 10 ms on a
+/// connection of its own, and the longest it waited for the answer (the server busy with the
+/// run's commands, or with anything else).
+pub(super) struct Prober {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<(String, Duration)>>,
+}
+
+impl Prober {
+    /// Starts probing `masters`.
+    pub(super) fn start(masters: &[Master]) -> Prober {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handles = masters
+            .iter()
+            .map(|m| {
+                let (m, stop) = (m.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut longest = Duration::ZERO;
+                    let Ok(mut con) = connect(&m.info) else {
+                        return (m.address, longest);
+                    };
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let started = Instant::now();
+                        if redis::cmd("PING").query::<()>(&mut con).is_err() {
+                            break;
+                        }
+                        longest = longest.max(started.elapsed());
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    (m.address, longest)
+                })
+            })
+            .collect();
+        Prober { stop, handles }
+    }
+
+    /// Stops probing; per master, the longest wait in seconds.
+    pub(super) fn finish(self) -> BTreeMap<String, f64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handles
+            .into_iter()
+            .filter_map(|h| h.join().ok())
+            .map(|(a, d)| (a, d.as_secs_f64()))
+            .collect()
+    }
+}
+
 /// Keeps a reader at most `rate` keys a second (0: no limit), from its first key.
 #[derive(Debug)]
 pub(super) struct Limiter {

@@ -226,8 +226,11 @@ pub(super) fn local(
     builder: &(dyn Fn() -> ServerBuilder + Sync),
     opts: &Options,
 ) -> Result<Outcome> {
-    if plan.masters < 1 || plan.leave >= plan.masters {
-        bail!("--local needs at least 1 master, and more than --leave");
+    if plan.masters < 3 || plan.leave >= plan.masters {
+        bail!(
+            "--local needs at least 3 masters (redis-cli --cluster create refuses fewer), and \
+             more than --leave"
+        );
     }
     if plan.join == 0 && plan.leave == 0 {
         bail!("--join needs at least 1 master");

@@ -5,7 +5,7 @@
 //! SLOTS`, the bytes of the moved slots read with `CLUSTER GETKEYSINSLOT`.
 
 use super::live::{
-    connect, read_topology, run, s, slot_counts, tags, Holds, Limiter, LiveCluster, Master,
+    connect, read_topology, run, s, slot_counts, tags, Holds, Limiter, LiveCluster, Master, Prober,
 };
 use super::model::FITTED;
 use super::sizing::{dump_bytes, memory_bytes, Estimate, Sizer, Sizes};
@@ -315,8 +315,12 @@ pub struct Prediction {
     pub(super) seconds: f64,
     /// The time of each step, in seconds.
     pub(super) steps: Vec<(String, f64)>,
-    /// Per master: the longest the run held it (seconds) and the keys it read there.
+    /// Per master: the longest of the run's commands took (seconds, a round trip; a
+    /// `RING.MOVES` in the background waits without holding the server) and the keys it read
+    /// there.
     pub(super) holds: Vec<(String, f64, u64)>,
+    /// Per master: the longest another client's `PING` waited meanwhile (seconds).
+    pub(super) waits: BTreeMap<String, f64>,
     /// Keys a slot measured (`None`: every key).
     pub(super) sample: Option<u64>,
 }
@@ -341,6 +345,7 @@ pub(super) fn assemble(
     change: &MasterChange,
     g: Gathered,
     holds: &Holds,
+    waits: BTreeMap<String, f64>,
     opts: &Options,
     started: Instant,
 ) -> Prediction {
@@ -464,7 +469,7 @@ pub(super) fn assemble(
         mode: g.mode,
         entry: g.entry,
         masters,
-        duration: FITTED.seconds(slots_planned, slots_moved, bytes.value),
+        duration: FITTED.seconds(slots_planned, slots_moved),
         plan,
         owner_before,
         owner_after,
@@ -479,6 +484,7 @@ pub(super) fn assemble(
         seconds: started.elapsed().as_secs_f64(),
         steps: g.steps,
         holds: holds.list(),
+        waits,
         sample: opts.bytes_sample,
     }
 }
@@ -833,6 +839,7 @@ pub(super) fn predict(
     }
     let holds = Holds::default();
     let missing = topo.without_module()?;
+    let prober = Prober::start(&topo.masters);
     let gathered = if opts.no_module || !missing.is_empty() {
         let why = if opts.no_module {
             "--no-module".to_string()
@@ -845,7 +852,10 @@ pub(super) fn predict(
         eprintln!("cluster: predicting with the module ...");
         predict_module(seed, &topo, change, opts, &holds)?
     };
-    Ok(assemble(&topo, change, gathered, &holds, opts, started))
+    let waits = prober.finish();
+    Ok(assemble(
+        &topo, change, gathered, &holds, waits, opts, started,
+    ))
 }
 
 /// Predicts `change` on the cluster at `seed_url`.

@@ -2,7 +2,7 @@
 //! each scheme's moves, the masters before and after, the duration, and for a local run the
 //! real run beside the prediction), the CSVs (schemes; moves) and the chart.
 
-use super::model::FITTED;
+use super::model::{network_seconds, FITTED};
 use super::predict::{Mode, Prediction};
 use super::{Options, Outcome};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
@@ -23,13 +23,9 @@ fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
 }
 
-/// The sentence that says how the prediction ran.
+/// The sentence that says how the prediction ran, and the table of what it did to each
+/// master.
 fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
-    let holds: Vec<String> = p
-        .holds
-        .iter()
-        .map(|(a, s, k)| format!("{a} {:.1} ms ({k} keys read)", s * 1000.0))
-        .collect();
     let rate = match opts_rate {
         Some(0) | None => "without a rate limit".to_string(),
         Some(r) => format!("at most {r} keys a second per master"),
@@ -44,9 +40,27 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
              copy of the mirror, deleted after); the moved slots' keys were read {rate}"
         ),
     };
+    let mut t = Table::new(&[
+        "master",
+        "keys read",
+        "longest command of the run (round trip)",
+        "longest PING of another client",
+    ]);
+    for (a, secs, keys) in &p.holds {
+        t.push(vec![
+            a.clone(),
+            keys.to_string(),
+            format!("{:.1} ms", secs * 1000.0),
+            p.waits
+                .get(a)
+                .map_or("-".to_string(), |w| format!("{:.1} ms", w * 1000.0)),
+        ]);
+    }
     format!(
-        "{how}. The longest any command of the run held each master (round trip): {}.",
-        holds.join(", ")
+        "{how}. What the run did to each master (another client sent a PING every 10 ms \
+         meanwhile; a RING.MOVES past ringslot.inline-limit runs in the background, where its \
+         round trip waits without holding the server):\n\n{}",
+        t.markdown()
     )
 }
 
@@ -226,14 +240,15 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
     ));
     // The duration.
     md.push_str(&format!(
-        "\n## Duration\n\nEstimated `redis-cli --cluster rebalance` time: {:.1} s ({:.1} s + \
-         {:.2} ms a slot + {:.1} µs a key + {:.1} ms a MiB, fitted to local runs; see \
-         BENCHMARKS.md for its measured error).\n",
+        "\n## Duration\n\nEstimated `redis-cli --cluster rebalance` time: {:.1} s ({:.2} ms a \
+         slot and {:.1} µs a key, fitted to 14 local runs on loopback, where the bytes cost \
+         less than the runs' noise; its error on them was -20% to +44%, see BENCHMARKS.md). \
+         Over a network, add the bytes at its bandwidth: {} at 1 Gbit/s is {:.1} s more.\n",
         p.duration,
-        FITTED.fixed,
         FITTED.per_slot * 1000.0,
         FITTED.per_key * 1e6,
-        FITTED.per_mib * 1000.0
+        mib(p.bytes.value),
+        network_seconds(p.bytes.value, 1000.0)
     ));
     let mut times = Table::new(&["step", "seconds"]);
     for (step, secs) in &p.steps {
@@ -317,9 +332,10 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
     }
     if let Some(r) = real {
         // The run for a fit of the duration model (`ringslot-bench cluster-fit`).
-        let mut run = Table::new(&["slots", "keys", "bytes", "seconds", "estimate"]);
+        let mut run = Table::new(&["slots", "masters", "keys", "bytes", "seconds", "estimate"]);
         run.push(vec![
             slots_planned.to_string(),
+            p.masters.len().to_string(),
             p.slots_moved.to_string(),
             format!("{:.0}", p.bytes.value),
             fixed(r.rebalance_seconds, 3),
@@ -374,8 +390,8 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
     let longest = |x: &Prediction| x.holds.iter().map(|h| h.1).fold(0.0f64, f64::max);
     format!(
         "\n## With the module and read-only\n\nThe same change predicted both ways on the same \
-         cluster:\n\n{}\nThe longest hold of a master: {:.1} ms with the module, {:.1} ms \
-         read-only; the predictions took {:.2} s and {:.2} s.\n",
+         cluster:\n\n{}\nThe longest another client's PING waited on a master: {:.1} ms with \
+         the module, {:.1} ms read-only; the predictions took {:.2} s and {:.2} s.\n",
         t.markdown(),
         longest(p) * 1000.0,
         longest(ro) * 1000.0,
