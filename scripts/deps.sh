@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing ringslot needs from Debian, when it is missing:
-# redis-server, redis-cli and redis-benchmark (redis-tools) and libclang (libclang-dev, for the module's bindgen).
+# redis-server, redis-cli and redis-benchmark (redis-tools), libclang (libclang-dev, for the module's bindgen),
+# and the cache fleet the cache tests and benchmark start: twemproxy (nutcracker) and memcached.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-benchmark)
+command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
+command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
    ! compgen -G '/usr/lib/*/libclang*.so*' >/dev/null &&
    ! ldconfig -p 2>/dev/null | grep -q 'libclang\.so'; then
@@ -14,7 +17,7 @@ if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-packages="redis-server redis-tools libclang-dev"
+packages="redis-server redis-tools libclang-dev nutcracker memcached"
 echo "deps: missing ${missing[*]}; installing Debian's $packages" >&2
 if [ "$(id -u)" -eq 0 ]; then
   sudo=""
@@ -33,4 +36,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
 # shellcheck disable=SC2086
 $sudo apt-get install -y -q $packages
-# The Debian package starts a redis-server on port 6379; ringslot's tests use their own ports.
+# The Debian packages may start a redis-server on port 6379 and a memcached on 11211; ringslot's tests
+# and benchmarks start their own on free ports.

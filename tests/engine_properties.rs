@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use ringslot_engine::keyslot::SLOT_COUNT;
 use ringslot_engine::Limits;
-use ringslot_engine::{Change, Flavour, Ring, Scheme, SchemeParams, Topology};
-use std::collections::BTreeSet;
+use ringslot_engine::{Change, Flavour, MemberWeight, Ring, Scheme, SchemeParams, Topology};
+use std::collections::{BTreeSet, HashMap};
 
 fn names(max: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
     prop::collection::btree_set(prop::collection::vec(any::<u8>(), 1..12), 1..max)
@@ -246,6 +246,66 @@ proptest! {
             let changed: BTreeSet<Vec<u8>> = changed.into_iter().collect();
             let name = |topo: &Topology, i: Option<usize>| i.map(|i| topo.nodes()[i].name.clone());
             let (mut ring, mut slots, mut modulo) = ((0, 0), (0, 0), (0, 0));
+            // The weighted what-if over the same members: moved bytes and hits, and each
+            // node's load after, by name, against the changed copy.
+            let weight_of = |i: usize, m: &[u8]| MemberWeight { bytes: 50 + m.len() as u64 * 7, hits: (i as u64 * 31) % 17 };
+            let weighed = t
+                .what_if_weighed(
+                    &change,
+                    members.iter().enumerate().map(|(i, m)| (m, weight_of(i, m))),
+                    &Scheme::DEFAULT,
+                    &SchemeParams::default(),
+                    Limits::NONE,
+                )
+                .unwrap();
+            let mut moved_weight: HashMap<Scheme, (u64, u64)> = HashMap::new();
+            let mut load_after: HashMap<(Scheme, Vec<u8>), [u64; 3]> = HashMap::new();
+            for (i, m) in members.iter().enumerate() {
+                let wt = weight_of(i, m);
+                let h = t.ring().member_hash(m);
+                let modn = |topo: &Topology| {
+                    let n = topo.nodes().len() as u64;
+                    h.checked_rem(n).map(|i| topo.nodes()[i as usize].name.clone())
+                };
+                for (scheme, b, a) in [
+                    (Scheme::Ring, name(&t, t.ring().owner(m)), name(&after, after.ring().owner(m))),
+                    (Scheme::Slots, t.slot(m).1.map(<[u8]>::to_vec), after.slot(m).1.map(<[u8]>::to_vec)),
+                    (Scheme::Modulo, modn(&t), modn(&after)),
+                ] {
+                    if b != a {
+                        let e = moved_weight.entry(scheme).or_default();
+                        e.0 += wt.bytes;
+                        e.1 += wt.hits;
+                    }
+                    if let Some(a) = a {
+                        let l = load_after.entry((scheme, a)).or_default();
+                        l[0] += 1;
+                        l[1] += wt.bytes;
+                        l[2] += wt.hits;
+                    }
+                }
+            }
+            // The what-if's index space after the change: the ring's nodes, then the joiners.
+            let mut space_names: Vec<Vec<u8>> = t.nodes().iter().map(|n| n.name.clone()).collect();
+            for n in after.nodes() {
+                if !space_names.contains(&n.name) {
+                    space_names.push(n.name.clone());
+                }
+            }
+            for scheme in Scheme::DEFAULT {
+                let r = weighed.scheme(scheme).expect("asked for");
+                prop_assert_eq!(r.moves.moved, part(scheme).moves.moved);
+                let (bytes, hits) = moved_weight.get(&scheme).copied().unwrap_or_default();
+                prop_assert_eq!((r.moves.moved_bytes, r.moves.moved_hits), (bytes, hits), "{:?} {:?}", flavour, scheme);
+                let loads = r.loads.as_ref().expect("weighed");
+                for (k, node) in space_names.iter().enumerate() {
+                    let got = loads.nodes.get(k).copied().unwrap_or_default();
+                    let want = load_after.get(&(scheme, node.clone())).copied().unwrap_or_default();
+                    prop_assert_eq!(got, want, "{:?} {:?} node {}", flavour, scheme, k);
+                }
+                prop_assert!(loads.nodes.len() <= space_names.len());
+            }
+            prop_assert_eq!(weighed.bytes, members.iter().enumerate().map(|(i, m)| weight_of(i, m).bytes).sum::<u64>());
             let tally = |acc: &mut (u64, u64), b: Option<Vec<u8>>, a: Option<Vec<u8>>| {
                 if b != a {
                     acc.0 += 1;

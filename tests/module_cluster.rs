@@ -423,6 +423,24 @@ fn a_slot_too_big_to_read_at_once_is_walked_in_slices() {
         &format!("RING.MOVES {tag}ring ADD d SLOTS 16000 16000"),
     );
     assert_eq!(alone, by_keys);
+    // Weighed by bytes, both walks agree, and the bytes are MEMORY USAGE's.
+    let weighed = q(
+        &mut con,
+        &format!("RING.MOVES {tag}ring ADD d SLOTS 16000 16000 WEIGH BYTES"),
+    );
+    let mut usage = redis::pipe();
+    for i in 0..20000 {
+        usage.cmd("MEMORY").arg("USAGE").arg(format!("{tag}k:{i}"));
+    }
+    let sizes: Vec<i64> = usage.query(&mut con).unwrap();
+    assert_eq!(int(&map(&weighed)["bytes"]), sizes.iter().sum::<i64>());
+    assert_eq!(
+        weighed,
+        q(
+            &mut con,
+            &format!("RING.MOVES {tag}ring ADD d KEYS {tag}k:* WEIGH BYTES")
+        )
+    );
     let inline = q(
         &mut con,
         &format!("RING.MOVES {tag}ring ADD d SLOTS 15990 16010"),

@@ -9,6 +9,7 @@ mod balance;
 mod cluster;
 mod common;
 mod limits;
+mod members;
 mod migration;
 mod report;
 mod scenario;
@@ -56,6 +57,10 @@ enum Command {
     /// Fits the rebalance duration model of `cluster` to the runs of local `cluster` runs
     /// (their `<name>-run.csv` files) and prints each run's error.
     ClusterFit(cluster::model::FitArgs),
+    /// What a change of nodes costs keys that are not in Redis: memcached's, from a file
+    /// (one key per line, or `lru_crawler metadump` lines) or a live memcached, weighed by
+    /// their sizes.
+    Members(members::Args),
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.
     Spread(spread::Args),
@@ -73,6 +78,7 @@ fn main() {
         Command::Cluster(a) => cluster::run(g, a),
         Command::ClusterFit(a) => cluster::model::run_fit(a),
         Command::Spread(a) => spread::run(g, a),
+        Command::Members(a) => members::run(g, a),
     };
     if let Err(e) = done {
         eprintln!("ringslot-bench: error: {e:#}");

@@ -14,6 +14,7 @@ pub mod sample;
 pub mod schemes;
 pub mod slots;
 pub mod topology;
+pub mod weigh;
 pub mod whatif;
 
 pub use change::{Change, PlannedMove};
@@ -27,4 +28,5 @@ pub use sample::{sample_members, DEFAULT_SAMPLE};
 pub use schemes::{Placement, Scheme, SchemeParams};
 pub use slots::{slot_runs, SlotMove, SlotTable};
 pub use topology::{Limits, NodeStats, Topology};
-pub use whatif::{SchemeMoves, SchemeResult, WhatIf};
+pub use weigh::{lfu_accesses, MemberWeight};
+pub use whatif::{peak_to_mean, Loads, SchemeMoves, SchemeResult, WhatIf};

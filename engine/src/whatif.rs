@@ -15,6 +15,7 @@ use super::error::EngineError;
 use super::keyslot::{key_slot, SLOT_COUNT};
 use super::schemes::{bounded_loads, Placement, Scheme, SchemeParams};
 use super::topology::{Limits, Topology};
+use super::weigh::MemberWeight;
 use std::borrow::Cow;
 
 /// Members whose ring lookups a what-if sorts and makes together (512 KiB of hashes).
@@ -39,6 +40,46 @@ pub struct SchemeMoves {
     /// members on a weak hash are not independent (see the native-fnv flavour), which is
     /// when `fraction` and the exact `space` disagree by more than a few of these.
     pub standard_error: f64,
+    /// The bytes of the members whose owner changed (a weighted what-if; else 0).
+    pub moved_bytes: u64,
+    /// The hits of the members whose owner changed (a weighted what-if; else 0).
+    pub moved_hits: u64,
+}
+
+/// Each node's load after the change under one scheme, in a weighted what-if: what the members
+/// that node owns after the change add up to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loads {
+    /// Per node, in the scheme's index space after the change (the ring's nodes in order, then
+    /// the joining ones): members, bytes and hits owned.
+    pub nodes: Vec<[u64; 3]>,
+    /// The largest `load share / weight share` over the nodes that serve after the change, for
+    /// members, bytes and hits (1.0: as even as the weights; 0.0 when nothing weighs).
+    pub peak_to_mean: [f64; 3],
+}
+
+/// The largest `(load_i / total) / (w_i / W)` over the nodes `i` with `serving(i)`, where `W`
+/// is the weight of those nodes: 1.0 when each carries its fair share. 0.0 when nothing is
+/// carried or nobody serves.
+pub fn peak_to_mean(load: &[u64], weights: &[u32], serving: impl Fn(usize) -> bool) -> f64 {
+    let total: f64 = load.iter().map(|&l| l as f64).sum();
+    let weight: f64 = (0..weights.len())
+        .filter(|&i| serving(i))
+        .filter_map(|i| weights.get(i))
+        .map(|&w| f64::from(w))
+        .sum();
+    if total <= 0.0 || weight <= 0.0 {
+        return 0.0;
+    }
+    weights
+        .iter()
+        .enumerate()
+        .filter(|&(i, &w)| serving(i) && w > 0)
+        .map(|(i, &w)| {
+            let l = load.get(i).map_or(0.0, |&l| l as f64);
+            (l / total) / (f64::from(w) / weight)
+        })
+        .fold(0.0, f64::max)
 }
 
 /// Counts the moves of one scheme over members; owners are in the common index space of
@@ -47,16 +88,45 @@ pub struct SchemeMoves {
 struct Counter {
     moved: u64,
     between_old: u64,
+    moved_bytes: u64,
+    moved_hits: u64,
+    /// Per node after the change: members, bytes, hits (a weighted what-if only).
+    load: Option<Vec<[u64; 3]>>,
 }
 
 impl Counter {
-    /// Counts one member whose owner was `before` and is `after`; `changed` marks the nodes
-    /// that join, leave or are re-weighted.
-    fn count(&mut self, before: Option<usize>, after: Option<usize>, changed: &[bool]) {
+    fn new(weighed: bool) -> Counter {
+        Counter {
+            load: weighed.then(Vec::new),
+            ..Counter::default()
+        }
+    }
+
+    /// Counts one member of weight `w` whose owner was `before` and is `after`; `changed`
+    /// marks the nodes that join, leave or are re-weighted.
+    fn count(
+        &mut self,
+        before: Option<usize>,
+        after: Option<usize>,
+        changed: &[bool],
+        w: MemberWeight,
+    ) {
+        if let (Some(load), Some(a)) = (&mut self.load, after) {
+            if load.len() <= a {
+                load.resize(a + 1, [0; 3]);
+            }
+            if let Some(l) = load.get_mut(a) {
+                l[0] += 1;
+                l[1] += w.bytes;
+                l[2] += w.hits;
+            }
+        }
         if before == after {
             return;
         }
         self.moved += 1;
+        self.moved_bytes += w.bytes;
+        self.moved_hits += w.hits;
         let touched = |i: usize| changed.get(i).copied().unwrap_or(true);
         if let (Some(b), Some(a)) = (before, after) {
             if !touched(b) && !touched(a) {
@@ -77,6 +147,8 @@ impl Counter {
             between_old: self.between_old,
             fraction,
             standard_error,
+            moved_bytes: self.moved_bytes,
+            moved_hits: self.moved_hits,
         }
     }
 }
@@ -93,6 +165,8 @@ pub struct SchemeResult {
     pub space: Option<f64>,
     /// Slots whose owner changes (the slot table only).
     pub slots_moved: Option<u32>,
+    /// Each node's load after the change (a weighted what-if only).
+    pub loads: Option<Loads>,
 }
 
 /// A what-if: what `RING.MOVES` replies.
@@ -100,6 +174,10 @@ pub struct SchemeResult {
 pub struct WhatIf {
     /// Members evaluated.
     pub members: u64,
+    /// Their bytes, and their hits (a weighted what-if; else 0).
+    pub bytes: u64,
+    /// Their hits (a weighted what-if; else 0).
+    pub hits: u64,
     /// The fraction a perfect scheme moves: the share of the total weight the joining nodes
     /// gain or the leaving nodes had (in general, the total variation of the nodes' shares).
     pub ideal: f64,
@@ -134,6 +212,45 @@ impl Topology {
     ) -> Result<WhatIf, EngineError>
     where
         I: IntoIterator<Item = M>,
+        M: AsRef<[u8]>,
+    {
+        let members = members.into_iter().map(|m| (m, MemberWeight::default()));
+        self.evaluate(change, members, schemes, params, limits, false)
+    }
+
+    /// [`Topology::what_if`] over members that carry weights (bytes and hits,
+    /// [`MemberWeight`]): each scheme's moves count the moved bytes and hits as well, and its
+    /// [`Loads`] give each node's members, bytes and hits after the change, with their
+    /// peak-to-mean (the fair share of a node is its weight over the weight of the nodes that
+    /// serve after the change; for the slot table, the nodes that own slots after it). Cost
+    /// and errors: as [`Topology::what_if`], plus 24 bytes a node a scheme.
+    pub fn what_if_weighed<I, M>(
+        &self,
+        change: &Change,
+        members: I,
+        schemes: &[Scheme],
+        params: &SchemeParams,
+        limits: Limits,
+    ) -> Result<WhatIf, EngineError>
+    where
+        I: IntoIterator<Item = (M, MemberWeight)>,
+        M: AsRef<[u8]>,
+    {
+        self.evaluate(change, members, schemes, params, limits, true)
+    }
+
+    /// The what-if of both: `weighed` keeps the loads after the change.
+    fn evaluate<I, M>(
+        &self,
+        change: &Change,
+        members: I,
+        schemes: &[Scheme],
+        params: &SchemeParams,
+        limits: Limits,
+        weighed: bool,
+    ) -> Result<WhatIf, EngineError>
+    where
+        I: IntoIterator<Item = (M, MemberWeight)>,
         M: AsRef<[u8]>,
     {
         let p = self.prepare(change, limits)?;
@@ -177,7 +294,7 @@ impl Topology {
                 Vec::new()
             };
 
-        let mut counters: Vec<Counter> = schemes.iter().map(|_| Counter::default()).collect();
+        let mut counters: Vec<Counter> = schemes.iter().map(|_| Counter::new(weighed)).collect();
         let ring_at = schemes.iter().position(|&s| s == Scheme::Ring);
         let slots_at = schemes.iter().position(|&s| s == Scheme::Slots);
         let modulo_at = schemes.iter().position(|&s| s == Scheme::Modulo);
@@ -186,28 +303,32 @@ impl Topology {
         // caches, members spread evenly by a good hash would each cost several cache misses
         // in arrival order, and a sorted chunk walks the ring's arrays forward instead. The
         // counts do not depend on the order.
-        let mut chunk: Vec<u64> = Vec::new();
-        let flush = |chunk: &mut Vec<u64>, counters: &mut [Counter]| {
-            chunk.sort_unstable();
+        let mut chunk: Vec<(u64, MemberWeight)> = Vec::new();
+        let flush = |chunk: &mut Vec<(u64, MemberWeight)>, counters: &mut [Counter]| {
+            chunk.sort_unstable_by_key(|c| c.0);
             if let (Some(d), Some(counter)) = (&delta, ring_at.and_then(|i| counters.get_mut(i))) {
-                for &hash in chunk.iter() {
+                for &(hash, w) in chunk.iter() {
                     counter.count(
                         base.ring().owner_of_hash(hash),
                         d.owner_after(hash),
                         &p.changed,
+                        w,
                     );
                 }
             }
             chunk.clear();
         };
         let mut bounded_hashes: Vec<u64> = Vec::new();
-        let mut seen = 0u64;
-        for member in members {
+        let mut bounded_weights: Vec<MemberWeight> = Vec::new();
+        let (mut seen, mut bytes, mut hits) = (0u64, 0u64, 0u64);
+        for (member, w) in members {
             let member = member.as_ref();
             seen += 1;
+            bytes += w.bytes;
+            hits += w.hits;
             let ring_hash = base.ring().member_hash(member);
             if ring_at.is_some() {
-                chunk.push(ring_hash);
+                chunk.push((ring_hash, w));
                 if chunk.len() == RING_CHUNK {
                     flush(&mut chunk, &mut counters);
                 }
@@ -219,18 +340,19 @@ impl Topology {
                         self.slot_table().owner(slot),
                         after.owner(slot),
                         &p.slot_changed,
+                        w,
                     );
                 }
             }
             if let Some(c) = modulo_at.and_then(|i| counters.get_mut(i)) {
                 let before = ring_hash.checked_rem(count as u64).map(|i| i as usize);
-                c.count(before, after_of(ring_hash), &p.changed);
+                c.count(before, after_of(ring_hash), &p.changed, w);
             }
             if !placements.is_empty() {
                 let kh = base.scheme_key_hash(member);
                 for (i, before, after) in &placements {
                     if let Some(c) = counters.get_mut(*i) {
-                        c.count(before.owner(kh), after.owner(kh), &p.changed);
+                        c.count(before.owner(kh), after.owner(kh), &p.changed, w);
                     }
                 }
             }
@@ -241,6 +363,9 @@ impl Topology {
                     });
                 }
                 bounded_hashes.push(ring_hash);
+                if weighed {
+                    bounded_weights.push(w);
+                }
             }
         }
         flush(&mut chunk, &mut counters);
@@ -264,8 +389,14 @@ impl Topology {
                 params.balance_factor,
             );
             if let Some(counter) = counters.get_mut(i) {
-                for (w, n) in was.iter().zip(&now) {
-                    counter.count(w.map(|o| o as usize), n.map(|o| o as usize), &p.changed);
+                for (i, (w, n)) in was.iter().zip(&now).enumerate() {
+                    let weight = bounded_weights.get(i).copied().unwrap_or_default();
+                    counter.count(
+                        w.map(|o| o as usize),
+                        n.map(|o| o as usize),
+                        &p.changed,
+                        weight,
+                    );
                 }
             }
         }
@@ -292,18 +423,66 @@ impl Topology {
                         None,
                     ),
                 };
+                let loads = counter.load.as_ref().map(|load| {
+                    if scheme == Scheme::Slots {
+                        let owns = slots_after
+                            .as_ref()
+                            .map(|t| t.counts(p.slot_weights.len()))
+                            .unwrap_or_default();
+                        loads(load, &p.slot_weights, |i| {
+                            owns.get(i).is_some_and(|&c| c > 0)
+                        })
+                    } else {
+                        loads(load, &p.weights, |i| {
+                            p.weights.get(i).is_some_and(|&w| w > 0)
+                        })
+                    }
+                });
                 SchemeResult {
                     scheme,
                     moves: counter.finish(seen),
                     space,
                     slots_moved,
+                    loads,
                 }
             })
             .collect();
         Ok(WhatIf {
             members: seen,
+            bytes,
+            hits,
             ideal: p.ideal,
             schemes: results,
         })
+    }
+}
+
+/// [`Loads`] from per-node tallies, with the weights after the change and who serves.
+fn loads(load: &[[u64; 3]], weights: &[u32], serving: impl Fn(usize) -> bool) -> Loads {
+    let mut nodes = load.to_vec();
+    nodes.resize(nodes.len().max(weights.len()), [0; 3]);
+    let column = |k: usize| -> Vec<u64> { nodes.iter().map(|n| n[k]).collect() };
+    let peak = [0, 1, 2].map(|k| peak_to_mean(&column(k), weights, &serving));
+    Loads {
+        nodes,
+        peak_to_mean: peak,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_to_mean_is_the_heaviest_share_over_its_fair_share() {
+        // Loads that follow the weights are even.
+        assert_eq!(peak_to_mean(&[10, 10, 20], &[1, 1, 2], |_| true), 1.0);
+        // 30 of 40 on one of three equal nodes: 0.75 / (1/3).
+        assert!((peak_to_mean(&[30, 10, 0], &[1, 1, 1], |_| true) - 2.25).abs() < 1e-12);
+        // A node that does not serve is not part of the mean.
+        assert!((peak_to_mean(&[30, 10, 0], &[1, 1, 1], |i| i < 2) - 1.5).abs() < 1e-12);
+        // Nothing carried, or nobody serving.
+        assert_eq!(peak_to_mean(&[0, 0], &[1, 1], |_| true), 0.0);
+        assert_eq!(peak_to_mean(&[5, 5], &[0, 0], |_| true), 0.0);
     }
 }

@@ -5,6 +5,7 @@
 //! - [`reply`]: one decoder of RESP2/RESP3 replies (integers, doubles, strings, arrays, maps
 //!   that are flat arrays under RESP2), returning errors;
 //! - [`cluster`]: real Redis Clusters (`redis-cli --cluster`, `CLUSTER NODES`, convergence);
+//! - [`proxy`]: twemproxy (`nutcracker`) pools and `memcached` on free loopback ports;
 //! - [`dump`]: `DUMP` payloads of module values taken apart and made, for `RESTORE` tests;
 //! - [`client`]: sending commands with binary arguments and reading errors as their text;
 //! - [`prelude`]: the same for tests, panicking with the reply in the message, plus ring
@@ -14,6 +15,7 @@ pub mod client;
 pub mod cluster;
 pub mod dump;
 pub mod prelude;
+pub mod proxy;
 pub mod reply;
 pub mod server;
 

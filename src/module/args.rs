@@ -231,12 +231,30 @@ pub struct MovesArgs<'a> {
     /// The schemes of `SCHEMES name ...`, in the order named; `None` without the option (the
     /// reply of ring, slots and modulo).
     pub schemes: Option<Vec<Scheme>>,
+    /// `WEIGH BYTES | HITS` (one or both): what each key weighs beside its count.
+    pub weigh: WeighBy,
+}
+
+/// What a weighted what-if weighs each key by (`WEIGH BYTES HITS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WeighBy {
+    /// `BYTES`: the key's memory, as `MEMORY USAGE` counts it.
+    pub bytes: bool,
+    /// `HITS`: the key's accesses, estimated from its LFU counter.
+    pub hits: bool,
+}
+
+impl WeighBy {
+    /// Whether anything is weighed.
+    pub fn any(self) -> bool {
+        self.bytes || self.hits
+    }
 }
 
 /// The option keywords that end the node list of a change (in every command that takes a
 /// change, so that a list means the same in `RING.PLAN` and `RING.MOVES`); a node named like
 /// one is given with `NODES n`.
-const CHANGE_KEYWORDS: [&str; 7] = [
+const CHANGE_KEYWORDS: [&str; 8] = [
     "WEIGHT",
     "NODES",
     "THRESHOLD",
@@ -244,6 +262,7 @@ const CHANGE_KEYWORDS: [&str; 7] = [
     "KEYS",
     "SLOTS",
     "SCHEMES",
+    "WEIGH",
 ];
 
 /// Whether `arg` is one of [`CHANGE_KEYWORDS`].
@@ -446,12 +465,31 @@ fn slot(bytes: &[u8]) -> Result<u16, ArgError> {
 pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'a>, ArgError> {
     let mut members: Option<Members<'a>> = None;
     let mut schemes: Option<Vec<Scheme>> = None;
+    let mut weigh = WeighBy::default();
     let exclusive = || ArgError::Syntax("SAMPLE, KEYS and SLOTS exclude each other".into());
     let change = parse_change(
         rest,
         "RING.MOVES",
-        ", SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...",
+        ", SAMPLE n, KEYS pattern, SLOTS start end, SCHEMES name ... and WEIGH BYTES|HITS",
         |opt, opts| {
+            if is_keyword(opt, "WEIGH") {
+                let mut any = false;
+                while let Some(&what) = opts.as_slice().first() {
+                    if is_keyword(what, "BYTES") {
+                        weigh.bytes = true;
+                    } else if is_keyword(what, "HITS") {
+                        weigh.hits = true;
+                    } else {
+                        break;
+                    }
+                    any = true;
+                    opts.next();
+                }
+                if !any {
+                    return Err(ArgError::Syntax("WEIGH needs BYTES, HITS or both".into()));
+                }
+                return Ok(true);
+            }
             if is_keyword(opt, "SCHEMES") {
                 let mut list: Vec<Scheme> = Vec::new();
                 while let Some(&name) = opts.as_slice().first() {
@@ -527,10 +565,18 @@ pub fn parse_moves<'a>(rest: &[&'a [u8]], max_sample: u64) -> Result<MovesArgs<'
         }
         None => Members::Sample(DEFAULT_SAMPLE),
     };
+    if weigh.any() && matches!(members, Members::Sample(_)) {
+        return Err(ArgError::Syntax(
+            "WEIGH needs real keys (KEYS pattern or SLOTS start end): sample members have no \
+             bytes or hits"
+                .into(),
+        ));
+    }
     Ok(MovesArgs {
         change,
         members,
         schemes,
+        weigh,
     })
 }
 
@@ -758,7 +804,47 @@ mod tests {
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "SAMPLE", "5", "FOO", "1"]), 100)),
-            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)")
+            syntax("unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end, SCHEMES name ... and WEIGH BYTES|HITS)")
+        );
+        // WEIGH takes BYTES, HITS or both, in any case and order, with real keys only.
+        let m = parse_moves(
+            &v(&["ADD", "n", "KEYS", "*", "WEIGH", "hits", "BYTES"]),
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            m.weigh,
+            WeighBy {
+                bytes: true,
+                hits: true
+            }
+        );
+        assert_eq!(
+            m.change,
+            Change::Add {
+                nodes: nodes(&["n"]),
+                weight: None
+            }
+        );
+        let m = parse_moves(&v(&["DEL", "n", "WEIGH", "BYTES", "SLOTS", "0", "9"]), 100).unwrap();
+        assert_eq!(
+            (m.weigh, m.members),
+            (
+                WeighBy {
+                    bytes: true,
+                    hits: false
+                },
+                Members::Slots(0, 9)
+            )
+        );
+        assert_eq!(
+            text(parse_moves(&v(&["ADD", "n", "KEYS", "*", "WEIGH"]), 100)),
+            syntax("WEIGH needs BYTES, HITS or both")
+        );
+        assert!(
+            text(parse_moves(&v(&["ADD", "n", "WEIGH", "BYTES"]), 1_000_000))
+                .unwrap_err()
+                .contains("WEIGH needs real keys")
         );
         assert_eq!(
             text(parse_moves(&v(&["ADD", "n", "KEYS"]), 100)),

@@ -22,10 +22,10 @@
 use super::call::{reply_error, Call, RawCtx};
 use super::config::{self, DEBUG_PAUSE, INLINE_LIMIT, MAX_BACKGROUND};
 use super::errors::CommandError;
-use super::keys::KeyWalk;
+use super::keys::{KeyWalk, Member};
 use super::reply::Reply;
 use super::stats;
-use crate::engine::{sample_members, EngineError};
+use crate::engine::{sample_members, EngineError, MemberWeight};
 use redis_module::{raw, ContextFlags};
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -36,6 +36,15 @@ use std::time::{Duration, Instant};
 /// Keys read from the keyspace per hold of the server lock (what a hold costs: BENCHMARKS.md,
 /// "Figures behind the code").
 pub const SLICE: u64 = 1024;
+
+/// Keys read per hold of the server lock by a walk that weighs them (`WEIGH`): each costs a
+/// `MEMORY USAGE` call and an LFU read besides, about four times a plain key.
+pub const WEIGHED_SLICE: u64 = 256;
+
+/// The sample members of the ring `name`, weighing nothing.
+fn samples(name: &[u8], count: u64) -> impl Iterator<Item = Member> + '_ {
+    sample_members(name, count).map(|m| (m, MemberWeight::default()))
+}
 
 /// Where a job's members come from.
 pub enum Source {
@@ -59,7 +68,7 @@ pub enum Source {
 
 /// What a job does with its members: the whole reply, or the error to reply.
 pub type Work = Box<
-    dyn FnOnce(&mut dyn Iterator<Item = Vec<u8>>) -> Result<Reply<'static>, CommandError> + Send,
+    dyn FnOnce(&mut dyn Iterator<Item = Member>) -> Result<Reply<'static>, CommandError> + Send,
 >;
 
 /// One evaluation for a worker.
@@ -142,7 +151,7 @@ pub fn run(call: &Call, job: Job, units: u64, what: &str) -> Result<(), CommandE
     let Job { source, work, .. } = job;
     let reply = match source {
         Source::Nothing => work(&mut std::iter::empty())?,
-        Source::Sample { name, count } => work(&mut sample_members(&name, count))?,
+        Source::Sample { name, count } => work(&mut samples(&name, count))?,
         Source::Keys { walk, limit } => {
             // SAFETY: the live context of this call, on the main thread; the whole walk
             // happens within this call.
@@ -307,7 +316,7 @@ fn run_on_worker(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
         }
         Source::Sample { name, count } => {
             let mut members = Counted {
-                inner: sample_members(&name, count),
+                inner: samples(&name, count),
                 state,
                 since: 0,
             };
@@ -347,10 +356,10 @@ struct Counted<'a, I> {
     since: u64,
 }
 
-impl<I: Iterator<Item = Vec<u8>>> Iterator for Counted<'_, I> {
-    type Item = Vec<u8>;
+impl<I: Iterator<Item = Member>> Iterator for Counted<'_, I> {
+    type Item = Member;
 
-    fn next(&mut self) -> Option<Vec<u8>> {
+    fn next(&mut self) -> Option<Member> {
         if self.since == SLICE {
             self.state.progress(self.since);
             self.since = 0;
@@ -369,7 +378,7 @@ impl<I: Iterator<Item = Vec<u8>>> Iterator for Counted<'_, I> {
 struct KeyFeed<'a> {
     walk: KeyWalk,
     tsc: RawCtx,
-    slice: Vec<Vec<u8>>,
+    slice: Vec<Member>,
     /// Slices read so far.
     walked: u64,
     matched: u64,
@@ -379,9 +388,9 @@ struct KeyFeed<'a> {
 }
 
 impl Iterator for KeyFeed<'_> {
-    type Item = Vec<u8>;
+    type Item = Member;
 
-    fn next(&mut self) -> Option<Vec<u8>> {
+    fn next(&mut self) -> Option<Member> {
         loop {
             if let Some(key) = self.slice.pop() {
                 return Some(key);
@@ -400,7 +409,12 @@ impl Iterator for KeyFeed<'_> {
             // read between lock and unlock, as RedisModule_Scan requires from a thread.
             let step = unsafe {
                 let _lock = ServerLock::take(self.tsc);
-                self.walk.step(self.tsc, SLICE, &mut self.slice)
+                let slice = if self.walk.weighs() {
+                    WEIGHED_SLICE
+                } else {
+                    SLICE
+                };
+                self.walk.step(self.tsc, slice, &mut self.slice)
             };
             if let Err(e) = step {
                 self.error = Some(e);

@@ -336,7 +336,7 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
         topo.nodes().len()
     );
     let work: Work = Box::new(move |members| {
-        let balances = topo.balance(members, &params);
+        let balances = topo.balance(members.map(|(m, _)| m), &params);
         let fields = balances
             .iter()
             .map(|b| {

@@ -146,6 +146,11 @@ pub enum CommandError {
     NoScanPermission,
     /// The caller's ACL user was deleted meanwhile.
     UserGone,
+    /// `WEIGH HITS` on a server that keeps no LFU counters.
+    NoLfu {
+        /// Its `maxmemory-policy`.
+        policy: String,
+    },
     /// A command of the live cluster on a server that is not a cluster node.
     NotClusterNode {
         /// The command (`RING.MOVES ... SLOTS`).
@@ -239,6 +244,11 @@ impl fmt::Display for CommandError {
             CommandError::NoScanPermission => f.write_str(
                 "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES \
                  ... KEYS and SLOTS need",
+            ),
+            CommandError::NoLfu { policy } => write!(
+                f,
+                "ERR WEIGH HITS reads each key's LFU access counter, which the server keeps only \
+                 with maxmemory-policy allkeys-lfu or volatile-lfu (it is {policy})"
             ),
             CommandError::UserGone => {
                 f.write_str("NOPERM the user of this connection no longer exists")

@@ -11,7 +11,7 @@
 use super::call::RawCtx;
 use super::errors::CommandError;
 use super::live;
-use crate::engine::{glob_match, key_slot, EngineError};
+use crate::engine::{glob_match, key_slot, lfu_accesses, EngineError, MemberWeight};
 use redis_module::{raw, Context, RedisValue};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -264,11 +264,106 @@ enum Mode {
     },
 }
 
-/// A walk of the database: how it finds keys, and whose rights apply.
+/// A walk of the database: how it finds keys, whose rights apply, and what it weighs them by.
 pub struct KeyWalk {
     mode: Mode,
     reader: Reader,
+    weigh: Weigh,
     done: bool,
+}
+
+/// A key a walk keeps, with its weights (0 where the walk weighs nothing).
+pub type Member = (Vec<u8>, MemberWeight);
+
+/// What a walk weighs each key it keeps by, read under the same lock as the key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Weigh {
+    /// The key's memory: `MEMORY USAGE key` (its default sampling of 5 elements of an
+    /// aggregate), called by the module.
+    pub bytes: bool,
+    /// The key's accesses, from its LFU counter (`RedisModule_GetLFU`, decayed as the server
+    /// decays it) by [`lfu_accesses`] with this `lfu-log-factor`; `None`: not weighed.
+    pub hits: Option<u64>,
+}
+
+impl Weigh {
+    /// Whether anything is weighed.
+    pub fn any(self) -> bool {
+        self.bytes || self.hits.is_some()
+    }
+
+    /// The weights of the live key `name`, read without touching it (its LRU/LFU and
+    /// statistics stay as they were: the key is opened `NOTOUCH` and `MEMORY USAGE` looks it up
+    /// without touching).
+    ///
+    /// # Safety
+    /// `ctx` must be a live context, used with the server lock held.
+    unsafe fn of(self, ctx: RawCtx, name: &[u8]) -> MemberWeight {
+        let mut w = MemberWeight::default();
+        if let Some(factor) = self.hits {
+            w.hits = lfu_counter(ctx, name).map_or(0, |c| lfu_accesses(c, factor));
+        }
+        if self.bytes {
+            w.bytes = memory_usage(ctx, name);
+        }
+        w
+    }
+}
+
+/// The LFU counter of the key `name` (decayed), or `None` when the key is gone or the server
+/// keeps no LFU counters (its `maxmemory-policy` is not an LFU one).
+///
+/// # Safety
+/// As [`Weigh::of`].
+unsafe fn lfu_counter(ctx: RawCtx, name: &[u8]) -> Option<u8> {
+    let (Some(open), Some(close), Some(get_lfu)) = (
+        raw::RedisModule_OpenKey,
+        raw::RedisModule_CloseKey,
+        raw::RedisModule_GetLFU,
+    ) else {
+        return None;
+    };
+    let keyname = Owned::new(name)?;
+    let mode = raw::REDISMODULE_READ
+        | raw::REDISMODULE_OPEN_KEY_NOTOUCH
+        | raw::REDISMODULE_OPEN_KEY_NOEXPIRE
+        | raw::REDISMODULE_OPEN_KEY_NOEFFECTS;
+    let key = open(ctx, keyname.0, mode as c_int).cast::<raw::RedisModuleKey>();
+    if key.is_null() {
+        return None;
+    }
+    let mut freq: std::os::raw::c_longlong = -1;
+    let ok = get_lfu(key, &mut freq) == raw::Status::Ok as c_int;
+    close(key);
+    (ok && freq >= 0).then(|| u8::try_from(freq).unwrap_or(u8::MAX))
+}
+
+/// `MEMORY USAGE name` called by the module (0 when the call fails or the key is gone).
+///
+/// # Safety
+/// As [`Weigh::of`].
+unsafe fn memory_usage(ctx: RawCtx, name: &[u8]) -> u64 {
+    let (Some(call), Some(integer), Some(free)) = (
+        raw::RedisModule_Call,
+        raw::RedisModule_CallReplyInteger,
+        raw::RedisModule_FreeCallReply,
+    ) else {
+        return 0;
+    };
+    let reply = call(
+        ctx,
+        c"MEMORY".as_ptr(),
+        c"cb".as_ptr(),
+        c"USAGE".as_ptr(),
+        name.as_ptr().cast::<c_char>(),
+        name.len(),
+    );
+    if reply.is_null() {
+        return 0;
+    }
+    let bytes = integer(reply);
+    free(reply);
+    u64::try_from(bytes).unwrap_or(0)
 }
 
 // SAFETY: the scan cursor is plain memory (a position and a flag) that Redis reads and writes
@@ -344,8 +439,20 @@ impl KeyWalk {
                 pattern: pattern.to_vec(),
             },
             reader,
+            weigh: Weigh::default(),
             done: false,
         })
+    }
+
+    /// The walk, weighing each key it keeps by `weigh`.
+    pub fn weighing(mut self, weigh: Weigh) -> KeyWalk {
+        self.weigh = weigh;
+        self
+    }
+
+    /// Whether the walk weighs its keys (and so costs more per key).
+    pub fn weighs(&self) -> bool {
+        self.weigh.any()
     }
 
     /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but
@@ -368,6 +475,7 @@ impl KeyWalk {
                 cursor: None,
             },
             reader,
+            weigh: Weigh::default(),
             done: start > end,
         }
     }
@@ -387,6 +495,30 @@ impl KeyWalk {
     /// `ctx` must be a live context of the database to walk, used with the server lock held
     /// (the main thread, or a thread-safe context locked for the call).
     pub unsafe fn step(
+        &mut self,
+        ctx: RawCtx,
+        budget: u64,
+        out: &mut Vec<Member>,
+    ) -> Result<u64, CommandError> {
+        let mut names = Vec::new();
+        let visited = self.find(ctx, budget, &mut names)?;
+        let weigh = self.weigh;
+        out.extend(names.into_iter().map(|name| {
+            let w = if weigh.any() {
+                weigh.of(ctx, &name)
+            } else {
+                MemberWeight::default()
+            };
+            (name, w)
+        }));
+        Ok(visited)
+    }
+
+    /// [`KeyWalk::step`] without the weights: the names kept.
+    ///
+    /// # Safety
+    /// As [`KeyWalk::step`].
+    unsafe fn find(
         &mut self,
         ctx: RawCtx,
         budget: u64,
@@ -488,7 +620,7 @@ impl KeyWalk {
         mut self,
         ctx: RawCtx,
         limit: u64,
-    ) -> Result<Vec<Vec<u8>>, CommandError> {
+    ) -> Result<Vec<Member>, CommandError> {
         let mut found = Vec::new();
         while !self.is_done() {
             self.step(ctx, 1000, &mut found)?;

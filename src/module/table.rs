@@ -252,6 +252,13 @@ pub static COMMANDS: [Command; 16] = [
             )
             .optional(),
             Arg::string("scheme").token("SCHEMES").optional().multiple(),
+            Arg::one_of(
+                "weigh",
+                &[Arg::keyword("bytes", "BYTES"), Arg::keyword("hits", "HITS")],
+            )
+            .token("WEIGH")
+            .optional()
+            .multiple(),
         ],
         handler: moves::moves,
     },

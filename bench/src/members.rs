@@ -1,0 +1,265 @@
+//! `members`: what a change of nodes costs keys that are not in Redis: memcached's keys, read
+//! from a file (one key per line, or `lru_crawler metadump` lines) or dumped from a live
+//! memcached, each weighing its item size in bytes. Evaluated in-process by the engine
+//! (`Topology::what_if_weighed`, the code `RING.MOVES ... WEIGH BYTES` runs), on nodes named
+//! as the client names them (`host:port` for ketama clients and twemproxy).
+
+use crate::common::{self, Global};
+use crate::report::{self, fixed, Table};
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams, Topology};
+use ringslot_harness::proxy::text_command;
+use std::path::PathBuf;
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Members from this file: one key per line, or memcached `lru_crawler metadump` lines
+    /// (`key=<URI-encoded key> ... size=<bytes>`), told apart line by line; `END` is skipped.
+    #[arg(long, conflicts_with = "memcached")]
+    pub file: Option<PathBuf>,
+    /// Members dumped from this memcached (`host:port`) with `lru_crawler metadump hash`,
+    /// which lists every item (a walk of the LRUs, `metadump all`, can miss items that move
+    /// between LRUs meanwhile).
+    #[arg(long)]
+    pub memcached: Option<String>,
+    /// The nodes now, `name[=weight]`, comma-separated, in order.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// Nodes that join (or, already there, are re-weighted to --weight).
+    #[arg(long, value_delimiter = ',')]
+    pub add: Vec<String>,
+    /// The weight of the nodes of --add.
+    #[arg(long)]
+    pub weight: Option<i64>,
+    /// Nodes that leave.
+    #[arg(long, value_delimiter = ',', conflicts_with = "add")]
+    pub del: Vec<String>,
+    /// The ring flavour (ketama: libmemcached's and twemproxy's ring).
+    #[arg(long, default_value = "ketama", value_parser = common::flavour)]
+    pub flavour: Flavour,
+    /// Points per unit of weight (not for ketama, which fixes them).
+    #[arg(long)]
+    pub vnodes: Option<i64>,
+    /// Members hash on the ring by their `{hash tag}`.
+    #[arg(long)]
+    pub hashtag: bool,
+    /// Schemes beyond the ring, the slot table and modulo: a name, `all` or `none`.
+    #[arg(long, value_delimiter = ',', value_parser = common::other_schemes, default_value = "none")]
+    pub schemes: Vec<Vec<Scheme>>,
+    /// Base name of the output files.
+    #[arg(long, default_value = "members")]
+    pub name: String,
+}
+
+/// One member of a dump: its key (decoded) and its item size (0 when the line gave none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub key: Vec<u8>,
+    pub bytes: u64,
+}
+
+/// The member of one line: a `metadump` line (`key=... size=...`, the key URI-decoded) or a
+/// plain key; `None` for an empty line and for `END`. Error: a `metadump` line whose size or
+/// key encoding is broken.
+pub fn parse_line(line: &str) -> Result<Option<Item>> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    if line.is_empty() || line == "END" {
+        return Ok(None);
+    }
+    let Some(rest) = line.strip_prefix("key=") else {
+        return Ok(Some(Item {
+            key: line.as_bytes().to_vec(),
+            bytes: 0,
+        }));
+    };
+    let mut fields = rest.split(' ');
+    let encoded = fields.next().unwrap_or_default();
+    let key: Vec<u8> = percent_encoding::percent_decode_str(encoded).collect();
+    let mut bytes = None;
+    for f in fields {
+        if let Some(v) = f.strip_prefix("size=") {
+            bytes = Some(
+                v.parse::<u64>()
+                    .with_context(|| format!("size `{v}` in `{line}`"))?,
+            );
+        }
+    }
+    let Some(bytes) = bytes else {
+        bail!("a metadump line without size=: `{line}`");
+    };
+    Ok(Some(Item { key, bytes }))
+}
+
+/// Every item of a memcached at `address`, by `lru_crawler metadump hash`. Errors: the
+/// connection, or an error answer (a memcached older than 1.6, where `hash` is unknown,
+/// answers `CLIENT_ERROR`; a crawler already running answers `BUSY`).
+pub fn dump_memcached(address: &str) -> Result<Vec<Item>> {
+    let lines = text_command(address, "lru_crawler metadump hash", |l| {
+        l == "END" || l.starts_with("ERROR") || l.contains("_ERROR") || l.starts_with("BUSY")
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(last) = lines.last().filter(|l| *l != "END") {
+        bail!("memcached {address} answered `{last}` to lru_crawler metadump hash");
+    }
+    let mut items = Vec::new();
+    for l in &lines {
+        if let Some(item) = parse_line(l)? {
+            items.push(item);
+        }
+    }
+    Ok(items)
+}
+
+/// `name[=weight]`.
+fn node(spec: &str) -> Result<(String, i64)> {
+    match spec.rsplit_once('=') {
+        Some((name, w)) => Ok((
+            name.to_string(),
+            w.parse().with_context(|| format!("weight in `{spec}`"))?,
+        )),
+        None => Ok((spec.to_string(), 1)),
+    }
+}
+
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    let items = match (&a.file, &a.memcached) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("read {}", path.display()))?;
+            let mut items = Vec::new();
+            for line in text.lines() {
+                if let Some(item) = parse_line(line)? {
+                    items.push(item);
+                }
+            }
+            items
+        }
+        (None, Some(address)) => dump_memcached(address)?,
+        (None, None) => bail!("members needs --file PATH or --memcached host:port"),
+    };
+    let mut topo = Topology::new(a.flavour, a.vnodes, a.hashtag)?;
+    for spec in &a.nodes {
+        let (name, weight) = node(spec)?;
+        topo.add(&[name.as_bytes()], Some(weight), Limits::NONE)?;
+    }
+    let change = match (a.add.is_empty(), a.del.is_empty()) {
+        (false, true) => Change::Add {
+            nodes: a.add.iter().map(|n| n.as_bytes().to_vec()).collect(),
+            weight: a.weight,
+        },
+        (true, false) => Change::Del {
+            nodes: a.del.iter().map(|n| n.as_bytes().to_vec()).collect(),
+        },
+        _ => bail!("say what changes: --add node[,node...] or --del node[,node...]"),
+    };
+    let mut schemes = Scheme::DEFAULT.to_vec();
+    schemes.extend(common::schemes_of(&a.schemes));
+    let w = topo.what_if_weighed(
+        &change,
+        items.iter().map(|i| {
+            (
+                i.key.as_slice(),
+                MemberWeight {
+                    bytes: i.bytes,
+                    hits: 0,
+                },
+            )
+        }),
+        &schemes,
+        &SchemeParams::default(),
+        Limits::NONE,
+    )?;
+    let what = match &change {
+        Change::Add { nodes, .. } => format!("{} joining", nodes.len()),
+        _ => format!("{} leaving", a.del.len()),
+    };
+    let mut t = Table::new(&[
+        "scheme",
+        "moved keys",
+        "keys fraction",
+        "moved bytes",
+        "bytes fraction",
+        "keys peak-to-mean after",
+        "bytes peak-to-mean after",
+        "exact space",
+    ]);
+    let share = |part: u64, of: u64| {
+        if of == 0 {
+            "-".to_string()
+        } else {
+            fixed(part as f64 / of as f64, 4)
+        }
+    };
+    for r in &w.schemes {
+        let peaks = r.loads.as_ref().map_or([0.0; 3], |l| l.peak_to_mean);
+        t.push(vec![
+            r.scheme.name().to_string(),
+            r.moves.moved.to_string(),
+            share(r.moves.moved, w.members),
+            r.moves.moved_bytes.to_string(),
+            share(r.moves.moved_bytes, w.bytes),
+            fixed(peaks[0], 3),
+            if w.bytes == 0 {
+                "-".into()
+            } else {
+                fixed(peaks[1], 3)
+            },
+            r.space.map_or("-".into(), |s| fixed(s, 4)),
+        ]);
+    }
+    let source = match (&a.file, &a.memcached) {
+        (Some(p), _) => p.display().to_string(),
+        (_, Some(m)) => format!("memcached {m}"),
+        _ => String::new(),
+    };
+    let md = format!(
+        "## {} members of {source}, {} bytes: {} nodes ({}), {what}\n\nIdeal (the weight that changes hands): {}.\n\n{}",
+        w.members,
+        w.bytes,
+        a.nodes.len(),
+        a.flavour.name(),
+        fixed(w.ideal, 4),
+        t.markdown()
+    );
+    report::write(&g.out, &format!("{}.csv", a.name), &t.csv())?;
+    g.publish(&a.name, &md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadump_lines_and_plain_keys() {
+        // The line shape memcached 1.6.18 prints (shared/notes/caches.md).
+        let item =
+            parse_line("key=user%3A1 exp=-1 la=1796126638 cas=2 fetch=yes cls=1 size=70").unwrap();
+        assert_eq!(
+            item,
+            Some(Item {
+                key: b"user:1".to_vec(),
+                bytes: 70
+            })
+        );
+        // A key holding `%20` is dumped as `%2520`.
+        let item = parse_line("key=k%2520x exp=-1 la=1 cas=3 fetch=no cls=1 size=66").unwrap();
+        assert_eq!(item.map(|i| i.key), Some(b"k%20x".to_vec()));
+        assert_eq!(
+            parse_line("plain:key").unwrap(),
+            Some(Item {
+                key: b"plain:key".to_vec(),
+                bytes: 0
+            })
+        );
+        assert_eq!(parse_line("END").unwrap(), None);
+        assert_eq!(parse_line("").unwrap(), None);
+        assert!(parse_line("key=a exp=-1 size=x").is_err());
+        assert!(parse_line("key=a exp=-1").is_err());
+        assert_eq!(node("a:1=3").unwrap(), ("a:1".to_string(), 3));
+        assert_eq!(
+            node("10.0.0.1:11211").unwrap(),
+            ("10.0.0.1:11211".to_string(), 1)
+        );
+    }
+}

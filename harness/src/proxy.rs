@@ -1,0 +1,250 @@
+//! Real cache components on free loopback ports, stopped when dropped: twemproxy (Debian's
+//! `nutcracker`) in front of redis-servers or memcached, and `memcached` itself.
+//!
+//! twemproxy has no live reconfiguration: a changed pool is a new configuration and a new
+//! proxy process, which is what its users do and what [`Proxy::start`] makes.
+
+use crate::server::{free_port, Error};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a twemproxy pool places keys on its servers (`distribution:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// `ketama`: the libmemcached-compatible ring (160 points per server of weight 1).
+    Ketama,
+    /// `modula`: the key's hash modulo the servers, in listed order (each repeated by its
+    /// weight).
+    Modula,
+}
+
+impl Distribution {
+    /// The name twemproxy's configuration uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Ketama => "ketama",
+            Distribution::Modula => "modula",
+        }
+    }
+}
+
+/// A twemproxy pool's configuration.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// The placement.
+    pub distribution: Distribution,
+    /// The key hash (`md5` places keys as libmemcached does; twemproxy's default is
+    /// `fnv1a_64`).
+    pub hash: String,
+    /// `hash_tag` (for example `{}`), if any.
+    pub hash_tag: Option<String>,
+    /// Whether the servers speak Redis (`redis: true`) or memcached's protocol.
+    pub redis: bool,
+    /// The servers, `host:port` and weight, in order; twemproxy names each `host:port`.
+    pub servers: Vec<(String, u32)>,
+}
+
+impl Pool {
+    /// The YAML configuration of this pool listening on `port` (no automatic ejection: a
+    /// server's keys never move because it was slow once).
+    pub fn yaml(&self, port: u16) -> String {
+        let mut y = format!(
+            "pool:\n  listen: 127.0.0.1:{port}\n  hash: {}\n  distribution: {}\n  redis: {}\n  auto_eject_hosts: false\n  timeout: 10000\n  preconnect: true\n",
+            self.hash,
+            self.distribution.name(),
+            self.redis
+        );
+        if let Some(tag) = &self.hash_tag {
+            y.push_str(&format!("  hash_tag: \"{tag}\"\n"));
+        }
+        y.push_str("  servers:\n");
+        for (address, weight) in &self.servers {
+            y.push_str(&format!("   - {address}:{weight}\n"));
+        }
+        y
+    }
+}
+
+/// A running twemproxy, stopped when dropped.
+pub struct Proxy {
+    child: Child,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+    /// Its directory: `nutcracker.yml` and `nutcracker.log`.
+    pub dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    /// Starts `nutcracker` with `pool` on a free port (its statistics on another) and waits
+    /// until it accepts connections (at most 10 s). Errors: no `nutcracker` (install
+    /// Debian's package, `make deps`), a configuration it refuses (its log is quoted).
+    pub fn start(pool: &Pool) -> Result<Proxy, Error> {
+        let dir = tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?;
+        let port = free_port()?;
+        let stats = free_port()?;
+        let conf = dir.path().join("nutcracker.yml");
+        std::fs::write(&conf, pool.yaml(port)).map_err(|e| Error(format!("{e}")))?;
+        let log = dir.path().join("nutcracker.log");
+        let child = Command::new("nutcracker")
+            .arg("-c")
+            .arg(&conf)
+            .arg("-s")
+            .arg(stats.to_string())
+            .arg("-a")
+            .arg("127.0.0.1")
+            .arg("-o")
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                Error(format!(
+                    "cannot run `nutcracker` ({e}): install twemproxy (Debian's nutcracker, `make deps`)"
+                ))
+            })?;
+        let mut proxy = Proxy { child, port, dir };
+        proxy.wait_ready(&log)?;
+        Ok(proxy)
+    }
+
+    fn wait_ready(&mut self, log: &Path) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                return Err(Error(format!("nutcracker exited ({status}): {text}")));
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(Error("nutcracker did not listen within 10 s".into()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Its address, `127.0.0.1:port`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `memcached` on 127.0.0.1, stopped when dropped.
+pub struct Memcached {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+}
+
+impl Memcached {
+    /// Starts `memcached` with `megabytes` of item memory on a free port (UDP off) and waits
+    /// until it answers `version` (at most 10 s). Errors: no `memcached` (Debian's package,
+    /// `make deps`).
+    pub fn start(megabytes: u32) -> Result<Memcached, Error> {
+        let port = free_port()?;
+        let mut command = Command::new("memcached");
+        // memcached refuses to run as root unless told which user to be.
+        if running_as_root() {
+            command.args(["-u", "root"]);
+        }
+        let child = command
+            .args(["-l", "127.0.0.1", "-U", "0", "-p"])
+            .arg(port.to_string())
+            .arg("-m")
+            .arg(megabytes.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                Error(format!(
+                    "cannot run `memcached` ({e}): install it (Debian's memcached, `make deps`)"
+                ))
+            })?;
+        let mut m = Memcached { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = m.child.try_wait() {
+                return Err(Error(format!("memcached exited ({status})")));
+            }
+            if m.command("version").is_ok_and(|l| l.starts_with("VERSION")) {
+                return Ok(m);
+            }
+            if Instant::now() > deadline {
+                return Err(Error("memcached did not answer within 10 s".into()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Its address, `127.0.0.1:port`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Sends one text-protocol line and returns the first line of the answer.
+    pub fn command(&self, line: &str) -> Result<String, Error> {
+        let mut lines = text_command(&self.address(), line, |l| !l.is_empty())?;
+        Ok(lines.pop().unwrap_or_default())
+    }
+}
+
+/// Whether this process runs as root (effective uid 0, from `/proc/self/status`; `false`
+/// where that file does not exist).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
+/// Sends `line` over memcached's text protocol to `address` and reads answer lines until
+/// `last` says a line ends the answer (that line included). Error: a connection that fails
+/// or closes first.
+pub fn text_command(
+    address: &str,
+    line: &str,
+    last: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, Error> {
+    let io = |e: std::io::Error| Error(format!("memcached {address}: {e}"));
+    let mut stream = TcpStream::connect(address).map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(io)?;
+    stream
+        .write_all(format!("{line}\r\n").as_bytes())
+        .map_err(io)?;
+    let mut reader = BufReader::new(stream);
+    let mut out = Vec::new();
+    loop {
+        let mut l = String::new();
+        if reader.read_line(&mut l).map_err(io)? == 0 {
+            return Err(Error(format!("memcached {address} closed the connection")));
+        }
+        let l = l.trim_end_matches(['\r', '\n']).to_string();
+        let done = last(&l);
+        out.push(l);
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,368 @@
+//! ringslot against a real proxy fleet, key for key: twemproxy (Debian's `nutcracker` 0.5.0)
+//! in front of redis-servers. Each key's backend is read off the backends themselves (`SCAN`),
+//! after writing through the proxy; a change of the pool is a new proxy, as twemproxy users
+//! make it, and the keys whose `GET` through the new proxy misses are the keys that moved.
+//!
+//! - `distribution: ketama` with `hash: md5` places keys as ringslot's `ketama` flavour with the
+//!   servers named `127.0.0.1:port` and their weights (libmemcached's ring: twemproxy hashes
+//!   `host:port-i` for its points).
+//! - `distribution: modula` with `hash: md5` is `md5(key)` (its first four bytes, little
+//!   endian, as the ketama flavour hashes members) modulo the servers: ringslot's `modulo`
+//!   scheme on a `ketama` ring whose nodes are in twemproxy's order, when every weight is 1
+//!   (twemproxy repeats a server `weight` times in its modula table; ringslot's modulo ignores
+//!   weights). twemproxy's order is not the listed one: it sorts a pool's servers by name
+//!   (shorter names first, then byte order: `conf_validate_server`, `string_compare`), found
+//!   here when listed order failed for every key. With twemproxy's default `hash: fnv1a_64`
+//!   the member hash differs and only a statistical comparison holds.
+//! - A weighted ketama pool is not monotone: a server leaving changes every other server's
+//!   point count (each gets `floor(weight share x 160 x servers / 4) x 4` points), so keys
+//!   move between servers that stay; ringslot's `ketama` flavour does the same and predicts
+//!   those moves too.
+
+use ringslot_engine::{Flavour, Ring};
+use ringslot_harness::prelude::*;
+use ringslot_harness::proxy::{Distribution, Pool, Proxy};
+use ringslot_harness::redis::{self, Connection};
+use std::collections::{BTreeMap, BTreeSet};
+
+const KEYS: usize = 20_000;
+
+fn key(i: usize) -> Vec<u8> {
+    // Varied shapes, all starting with `k` (the rings do not): plain, with separators, with
+    // a hash tag (hashed whole: the pools have no hash_tag).
+    match i % 3 {
+        0 => format!("kuser:{i}").into_bytes(),
+        1 => format!("ks{i}:{{t{}}}:x", i % 97).into_bytes(),
+        _ => format!("k{}-{i}", i * 7919).into_bytes(),
+    }
+}
+
+fn backends(n: usize) -> Vec<Server> {
+    (0..n)
+        .map(|_| {
+            Server::builder()
+                .no_module()
+                .start()
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}
+
+fn pool(distribution: Distribution, servers: &[(&Server, u32)]) -> Pool {
+    Pool {
+        distribution,
+        hash: "md5".into(),
+        hash_tag: None,
+        redis: true,
+        servers: servers.iter().map(|(s, w)| (s.address(), *w)).collect(),
+    }
+}
+
+fn proxy_client(proxy: &Proxy) -> Connection {
+    redis::Client::open(format!("redis://{}/", proxy.address()))
+        .and_then(|c| c.get_connection())
+        .unwrap_or_else(|e| panic!("proxy: {e}"))
+}
+
+/// Writes every key through the proxy (pipelined), each with a TTL.
+fn write_all(proxy: &Proxy, keys: &[Vec<u8>]) {
+    let mut con = proxy_client(proxy);
+    for chunk in keys.chunks(500) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("SET").arg(k).arg("v").arg("EX").arg(3600).ignore();
+        }
+        p.query::<()>(&mut con)
+            .unwrap_or_else(|e| panic!("SET through the proxy: {e}"));
+    }
+}
+
+/// The keys a GET through the proxy does not find.
+fn misses(proxy: &Proxy, keys: &[Vec<u8>]) -> BTreeSet<Vec<u8>> {
+    let mut con = proxy_client(proxy);
+    let mut missed = BTreeSet::new();
+    for chunk in keys.chunks(500) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("EXISTS").arg(k);
+        }
+        let found: Vec<i64> = p.query(&mut con).unwrap_or_else(|e| panic!("EXISTS: {e}"));
+        for (k, f) in chunk.iter().zip(found) {
+            if f == 0 {
+                missed.insert(k.clone());
+            }
+        }
+    }
+    missed
+}
+
+/// Which backend holds each key, read off the backends (`SCAN`), by address.
+fn holders(servers: &[&Server]) -> BTreeMap<Vec<u8>, String> {
+    let mut out = BTreeMap::new();
+    for s in servers {
+        let mut con = s.client();
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut con)
+                .unwrap();
+            for k in batch {
+                assert!(
+                    out.insert(k, s.address()).is_none(),
+                    "a key on two backends"
+                );
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Fails with the number of keys whose backend differs, and the first few, when `got` (read
+/// off the backends) differs from `want` (ringslot's owners).
+fn same_owners(got: &BTreeMap<Vec<u8>, String>, want: &BTreeMap<Vec<u8>, String>, what: &str) {
+    let differ: Vec<_> = want
+        .iter()
+        .filter(|(k, o)| got.get(*k) != Some(*o))
+        .map(|(k, o)| {
+            (
+                String::from_utf8_lossy(k).into_owned(),
+                o.clone(),
+                got.get(k).cloned(),
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty() && got.len() == want.len(),
+        "{what}: {} of {} keys on another backend than ringslot says ({} held), first: {:?}",
+        differ.len(),
+        want.len(),
+        got.len(),
+        &differ[..differ.len().min(3)]
+    );
+}
+
+/// Fails with the sizes and a few keys of the difference when two key sets differ.
+fn same_keys(got: &BTreeSet<Vec<u8>>, want: &BTreeSet<Vec<u8>>, what: &str) {
+    let only_got: Vec<String> = got
+        .difference(want)
+        .take(3)
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    let only_want: Vec<String> = want
+        .difference(got)
+        .take(3)
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(
+        got == want,
+        "{what}: {} keys against {} predicted; only measured: {only_got:?}, only predicted: {only_want:?}",
+        got.len(),
+        want.len()
+    );
+}
+
+/// The servers' names in twemproxy's order: by length, then bytes (`conf_validate_server`
+/// sorts a pool's servers by name with `string_compare`).
+fn twemproxy_order(servers: &[(&Server, u32)]) -> Vec<String> {
+    let mut names: Vec<String> = servers.iter().map(|(s, _)| s.address()).collect();
+    names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    names
+}
+
+fn flush(servers: &[&Server]) {
+    for s in servers {
+        q(&mut s.client(), "FLUSHALL");
+    }
+}
+
+/// Owners on ringslot's ring `ring` (RING.MGET), by key.
+fn ring_owners(con: &mut Connection, ring: &str, keys: &[Vec<u8>]) -> BTreeMap<Vec<u8>, String> {
+    let mut out = BTreeMap::new();
+    for chunk in keys.chunks(1000) {
+        let mut args: Vec<&[u8]> = vec![b"RING.MGET", ring.as_bytes()];
+        args.extend(chunk.iter().map(Vec::as_slice));
+        let owners = array(&call(con, &args).unwrap());
+        for (k, o) in chunk.iter().zip(owners) {
+            out.insert(k.clone(), text(&o));
+        }
+    }
+    out
+}
+
+#[test]
+fn ketama_through_twemproxy_is_ringslots_ketama_key_for_key() {
+    let fleet = backends(5);
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
+    // ringslot's side: a server with the module, the same keys (for RING.MOVES ... KEYS), and
+    // the rings of each pool.
+    let ringslot = Server::start();
+    let mut rs = ringslot.client();
+    for chunk in keys.chunks(1000) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("SET").arg(k).arg("v").arg("EX").arg(3600).ignore();
+        }
+        p.query::<()>(&mut rs).unwrap();
+    }
+    let weights = [1u32, 2, 1, 3];
+    let ring_of = |rs: &mut Connection, name: &str, members: &[(&Server, u32)]| {
+        q(rs, &format!("RING.CREATE {name} COMPAT ketama"));
+        for (s, w) in members {
+            q(rs, &format!("RING.ADD {name} WEIGHT {w} {}", s.address()));
+        }
+    };
+    let four: Vec<(&Server, u32)> = fleet.iter().take(4).zip(weights).collect();
+    ring_of(&mut rs, "ring:4", &four);
+
+    // 1. Four weighted servers: each key is on the backend the ring names.
+    let proxy = Proxy::start(&pool(Distribution::Ketama, &four)).unwrap_or_else(|e| panic!("{e}"));
+    write_all(&proxy, &keys);
+    let all: Vec<&Server> = fleet.iter().collect();
+    let held = holders(&all);
+    assert_eq!(held.len(), KEYS);
+    same_owners(
+        &held,
+        &ring_owners(&mut rs, "ring:4", &keys),
+        "ketama, 4 servers",
+    );
+
+    // 2. A fifth server joins (weight 2): a new proxy. The keys it misses are exactly those
+    //    whose owner changes on the ring, and RING.MOVES counts them.
+    let mut five = four.clone();
+    five.push((&fleet[4], 2));
+    let joined = Proxy::start(&pool(Distribution::Ketama, &five)).unwrap_or_else(|e| panic!("{e}"));
+    let missed = misses(&joined, &keys);
+    ring_of(&mut rs, "ring:5", &five);
+    let before = ring_owners(&mut rs, "ring:4", &keys);
+    let after = ring_owners(&mut rs, "ring:5", &keys);
+    let moved: BTreeSet<Vec<u8>> = keys
+        .iter()
+        .filter(|k| before[*k] != after[*k])
+        .cloned()
+        .collect();
+    assert!(!moved.is_empty());
+    same_keys(&missed, &moved, "the keys that miss after the join");
+    let what_if = q(
+        &mut rs,
+        &format!(
+            "RING.MOVES ring:4 ADD WEIGHT 2 {} KEYS k* SCHEMES ring",
+            fleet[4].address()
+        ),
+    );
+    assert_eq!(
+        int(&map(&map(&what_if)["ring"])["moved"]),
+        missed.len() as i64
+    );
+    // The new proxy places every key where the new ring says.
+    flush(&all);
+    write_all(&joined, &keys);
+    same_owners(&holders(&all), &after, "ketama, 5 servers");
+
+    // 3. The weight-3 server leaves.
+    flush(&all);
+    write_all(&proxy, &keys);
+    let three: Vec<(&Server, u32)> = four.iter().copied().filter(|(_, w)| *w != 3).collect();
+    let left = Proxy::start(&pool(Distribution::Ketama, &three)).unwrap_or_else(|e| panic!("{e}"));
+    let missed = misses(&left, &keys);
+    ring_of(&mut rs, "ring:3", &three);
+    let after = ring_owners(&mut rs, "ring:3", &keys);
+    let moved: BTreeSet<Vec<u8>> = keys
+        .iter()
+        .filter(|k| before[*k] != after[*k])
+        .cloned()
+        .collect();
+    let gone = fleet[3].address();
+    let on_gone = before.values().filter(|o| **o == gone).count();
+    // More than the leaving server's keys: weighted ketama is not monotone.
+    assert!(
+        moved.len() > on_gone,
+        "{} moved, {on_gone} on the leaving server",
+        moved.len()
+    );
+    same_keys(
+        &missed,
+        &moved,
+        "the keys that miss after the weight-3 server leaves",
+    );
+    let what_if = q(
+        &mut rs,
+        &format!("RING.MOVES ring:4 DEL {gone} KEYS k* SCHEMES ring"),
+    );
+    assert_eq!(
+        int(&map(&map(&what_if)["ring"])["moved"]),
+        moved.len() as i64
+    );
+}
+
+#[test]
+fn modula_through_twemproxy_is_ringslots_modulo_with_md5() {
+    let mut fleet = backends(4);
+    // In twemproxy's order, so that the joining server is last in its table, as it is in
+    // the what-if's (a joiner whose name sorts earlier shifts the others: more moves, as
+    // ringslot's modulo with the nodes re-listed in that order would count).
+    fleet.sort_by(|a, b| {
+        let (a, b) = (a.address(), b.address());
+        a.len().cmp(&b.len()).then_with(|| a.cmp(&b))
+    });
+    let all: Vec<&Server> = fleet.iter().collect();
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
+    let three: Vec<(&Server, u32)> = fleet.iter().take(3).map(|s| (s, 1)).collect();
+    let four: Vec<(&Server, u32)> = fleet.iter().map(|s| (s, 1)).collect();
+    // ringslot's modulo on a ketama ring: the ketama member hash modulo the nodes, in
+    // twemproxy's order.
+    let modulo = |servers: &[(&Server, u32)]| -> BTreeMap<Vec<u8>, String> {
+        let names = twemproxy_order(servers);
+        let mut ring = Ring::new(Flavour::Ketama, 160, false);
+        ring.set_nodes(names.iter().map(|n| (n.clone().into_bytes(), 1)).collect());
+        keys.iter()
+            .map(|k| {
+                let i = ring.member_hash(k) % names.len() as u64;
+                (k.clone(), names[i as usize].clone())
+            })
+            .collect()
+    };
+    let proxy = Proxy::start(&pool(Distribution::Modula, &three)).unwrap_or_else(|e| panic!("{e}"));
+    write_all(&proxy, &keys);
+    same_owners(&holders(&all), &modulo(&three), "modula, 3 servers");
+    // A fourth joins: the misses are the keys whose modulo owner changes (about 3/4 of them),
+    // as RING.MOVES ... SCHEMES modulo counts them.
+    let joined = Proxy::start(&pool(Distribution::Modula, &four)).unwrap_or_else(|e| panic!("{e}"));
+    let missed = misses(&joined, &keys);
+    let (b, a) = (modulo(&three), modulo(&four));
+    let moved: BTreeSet<Vec<u8>> = keys.iter().filter(|k| b[*k] != a[*k]).cloned().collect();
+    same_keys(&missed, &moved, "the keys that miss after the modula join");
+    let ringslot = Server::start();
+    let mut rs = ringslot.client();
+    q(&mut rs, "RING.CREATE m COMPAT ketama");
+    for name in twemproxy_order(&three) {
+        q(&mut rs, &format!("RING.ADD m {name}"));
+    }
+    for chunk in keys.chunks(1000) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("SET").arg(k).arg("v").arg("EX").arg(3600).ignore();
+        }
+        p.query::<()>(&mut rs).unwrap();
+    }
+    let what_if = q(
+        &mut rs,
+        &format!(
+            "RING.MOVES m ADD {} KEYS k* SCHEMES modulo",
+            fleet[3].address()
+        ),
+    );
+    assert_eq!(
+        int(&map(&map(&what_if)["modulo"])["moved"]),
+        missed.len() as i64
+    );
+    flush(&all);
+    write_all(&joined, &keys);
+    same_owners(&holders(&all), &a, "modula, 4 servers");
+}
