@@ -3,11 +3,11 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-spread clean
+.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
-## deps: install redis-server, redis-tools and libclang-dev from Debian when missing
+## deps: install redis-server, redis-tools, libclang-dev, nutcracker and memcached from Debian when missing
 deps:
 	@./scripts/deps.sh
 
@@ -147,6 +147,17 @@ bench-cluster-fit: release
 	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 100000 --hot-keys 40000 --name g
 	$(BENCH_RELEASE)/fit cluster --local 5 --join 1 --keys 200000 --name h
 	$(BENCH_RELEASE) cluster-fit bench/out/fit/*-run.csv
+
+## bench-cache: a cache fleet on loopback (4 redis-server backends with 8 MiB each, LFU
+## eviction and the module, behind twemproxy with ketama and with modula, hash md5), a Zipf
+## workload (100000 keys, s = 0.99, 100-1000 B values) read through the proxy: one backend
+## joins, then one leaves; ringslot's predicted extra miss share against the measured one,
+## the recovery, and the same keys' migration on a 4-master Redis Cluster; then two more
+## seeds (without the cluster side). Reports in bench/out/cache*.{md,csv,svg}.
+bench-cache: release
+	$(BENCH_RELEASE) cache --local $(BENCH_ARGS)
+	$(BENCH_RELEASE) cache --local --no-cluster --seed 2 --name cache-seed2 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cache --local --no-cluster --seed 3 --name cache-seed3 $(BENCH_ARGS)
 
 ## bench-spread: spread and load (Karger et al. 1997) of the native, ketama, groupcache and
 ## native-fnv rings, the slot table and modulo, over 40 random subsets of 20 nodes and over

@@ -114,11 +114,11 @@ fn syntax_errors_say_what_is_wrong() {
         ("RING.MOVES err:syntax ADD c SAMPLE", "SAMPLE needs a value"),
         (
             "RING.MOVES err:syntax ADD c SAMPLE 1 FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
+            "unknown option 'FOO' (RING.MOVES takes WEIGHT w, SAMPLE n, KEYS pattern, SLOTS start end, SCHEMES name ... and WEIGH BYTES|HITS)",
         ),
         (
             "RING.MOVES err:syntax DEL a SAMPLE 1 FOO 1",
-            "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern, SLOTS start end and SCHEMES name ...)",
+            "unknown option 'FOO' (RING.MOVES takes SAMPLE n, KEYS pattern, SLOTS start end, SCHEMES name ... and WEIGH BYTES|HITS)",
         ),
         (
             "RING.MOVES err:syntax ADD",

@@ -6,6 +6,7 @@
 //! dispatches.
 
 mod balance;
+mod cache;
 mod cluster;
 mod common;
 mod limits;
@@ -57,6 +58,10 @@ enum Command {
     /// Fits the rebalance duration model of `cluster` to the runs of local `cluster` runs
     /// (their `<name>-run.csv` files) and prints each run's error.
     ClusterFit(cluster::model::FitArgs),
+    /// What a join or a leave costs a cache fleet behind twemproxy (ketama, modula): the
+    /// requests that miss, predicted by ringslot and measured on loopback (--local), and the
+    /// same keys' migration on a Redis Cluster.
+    Cache(cache::Args),
     /// What a change of nodes costs keys that are not in Redis: memcached's, from a file
     /// (one key per line, or `lru_crawler metadump` lines) or a live memcached, weighed by
     /// their sizes.
@@ -79,6 +84,7 @@ fn main() {
         Command::ClusterFit(a) => cluster::model::run_fit(a),
         Command::Spread(a) => spread::run(g, a),
         Command::Members(a) => members::run(g, a),
+        Command::Cache(a) => cache::run(g, a),
     };
     if let Err(e) = done {
         eprintln!("ringslot-bench: error: {e:#}");

@@ -132,3 +132,62 @@ fn members_of_a_real_memcached_weigh_their_item_sizes() {
     assert!(!out2.status.success());
     assert!(String::from_utf8_lossy(&out2.stderr).contains("127.0.0.1:1"));
 }
+
+#[test]
+fn a_small_cache_fleet_behind_twemproxy_and_its_cluster_side() {
+    // Four backends behind twemproxy (ketama, then modula), one joining; then the same keys on
+    // a 3-master Redis Cluster and a fourth master. What must hold whatever the timing: the
+    // keys ringslot's engine says move are those RING.MOVES counts on the backends, and on the
+    // cluster the keys and bytes the real rebalance moved are those predicted.
+    let out = tempfile::tempdir().unwrap();
+    let stdout = ok(&[
+        "--out",
+        out.path().to_str().unwrap(),
+        "cache",
+        "--local",
+        "--backends",
+        "3",
+        "--keys",
+        "5000",
+        "--maxmemory-mb",
+        "1",
+        "--interval",
+        "2000",
+        "--warmup-min",
+        "20000",
+        "--warmup-max",
+        "60000",
+        "--probe",
+        "4000",
+        "--after-max",
+        "20000",
+        "--cases",
+        "join",
+    ]);
+    assert!(stdout.contains("| join | twemproxy ketama |"), "{stdout}");
+    assert!(stdout.contains("| join | twemproxy modula |"), "{stdout}");
+    for row in csv_table(&out.path().join("cache.csv")) {
+        let moved = &row["moved cached keys"];
+        let (engine, rest) = moved.split_once(" (").expect("n (m by RING.MOVES)");
+        assert_eq!(rest, format!("{engine} by RING.MOVES)"), "{row:?}");
+        assert!(engine.parse::<u64>().unwrap() > 0);
+        let predicted: f64 = row["instantaneous extra miss share: predicted (exact)"]
+            .parse()
+            .unwrap();
+        assert!(predicted > 0.0 && predicted < 1.0, "{row:?}");
+    }
+    let cluster = csv_table(&out.path().join("cache-cluster.csv"));
+    assert_eq!(cluster.len(), 1);
+    let c = &cluster[0];
+    assert_eq!(
+        c["keys migrated: predicted"], c["keys migrated: real"],
+        "{c:?}"
+    );
+    assert_eq!(
+        c["bytes migrated: predicted"], c["bytes migrated: real"],
+        "{c:?}"
+    );
+    assert!(c["keys migrated: predicted"].parse::<u64>().unwrap() > 0);
+    let svg = std::fs::read_to_string(out.path().join("cache.svg")).unwrap();
+    assert!(svg.contains("measured at the switch (probe)"));
+}

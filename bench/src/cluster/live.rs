@@ -15,18 +15,18 @@ use std::time::{Duration, Instant};
 
 /// One master of the cluster.
 #[derive(Debug, Clone)]
-pub(super) struct Master {
-    pub(super) address: String,
+pub(crate) struct Master {
+    pub(crate) address: String,
     pub(super) slots: Vec<u16>,
-    pub(super) info: ConnectionInfo,
+    pub(crate) info: ConnectionInfo,
 }
 
 /// The checked topology: its masters in the order of their first slot, and the owner of
 /// every slot.
 #[derive(Debug, Clone)]
-pub(super) struct LiveCluster {
-    pub(super) masters: Vec<Master>,
-    pub(super) owner: Vec<Option<usize>>,
+pub(crate) struct LiveCluster {
+    pub(crate) masters: Vec<Master>,
+    pub(crate) owner: Vec<Option<usize>>,
     /// The seed, when it is a master.
     pub(super) seed: Option<usize>,
     /// The seed's `CLUSTER NODES` (its own line marked `myself`): what `redis-cli --cluster`
@@ -88,14 +88,14 @@ impl Holds {
 /// What another client sees of each master while the run works: a `PING` every 10 ms on a
 /// connection of its own, and the longest it waited for the answer (the server busy with the
 /// run's commands, or with anything else).
-pub(super) struct Prober {
+pub(crate) struct Prober {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handles: Vec<std::thread::JoinHandle<(String, Duration)>>,
 }
 
 impl Prober {
     /// Starts probing `masters`.
-    pub(super) fn start(masters: &[Master]) -> Prober {
+    pub(crate) fn start(masters: &[Master]) -> Prober {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handles = masters
             .iter()
@@ -122,7 +122,7 @@ impl Prober {
     }
 
     /// Stops probing; per master, the longest wait in seconds.
-    pub(super) fn finish(self) -> BTreeMap<String, f64> {
+    pub(crate) fn finish(self) -> BTreeMap<String, f64> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handles
             .into_iter()
@@ -188,7 +188,7 @@ pub(super) fn info_at(info: &ConnectionInfo, address: &str) -> Result<Connection
 }
 
 /// A plain connection (no cluster redirection) to one node.
-pub(super) fn connect(info: &ConnectionInfo) -> Result<Connection> {
+pub(crate) fn connect(info: &ConnectionInfo) -> Result<Connection> {
     let client = redis::Client::open(info.clone())
         .map_err(|e| anyhow!("bad address {:?}: {e}", info.addr))?;
     client
@@ -237,7 +237,7 @@ pub(super) fn first_open(node: &ClusterNode) -> Option<u16> {
 /// Reads and checks the topology from the seed (see the module docs): refused while a node is
 /// failing or in handshake, a slot is migrating or importing, or the nodes disagree on the
 /// masters and the slot table.
-pub(super) fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
+pub(crate) fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
     let nodes = nodes_of(seed)?;
     if let Some(why) = refusal(&nodes, &[]) {
         bail!("{why}");

@@ -23,7 +23,7 @@
 //! names, so that the ring rows are the same from run to run), loads keys, predicts, performs
 //! the change for real ([`local`]) and compares ([`report`]).
 
-mod live;
+pub(crate) mod live;
 mod local;
 pub mod model;
 mod predict;

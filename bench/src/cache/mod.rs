@@ -1,0 +1,638 @@
+//! `cache --local`: what a join (or a leave) costs a cache fleet, predicted by ringslot and
+//! measured on a real one on loopback: backends (redis-servers with `maxmemory`,
+//! `allkeys-lfu` and the module) behind twemproxy (`distribution: ketama` or `modula`, `hash:
+//! md5`), a Zipf workload read through the proxy (a miss sets the key). The change is made as
+//! twemproxy users make it: a new pool, a new proxy.
+//!
+//! Definitions (what the report prints):
+//! - **steady miss share** `m`: the misses over the requests of the last 10 intervals before
+//!   the change, once the hit rate stopped moving (two successive 5-interval means within
+//!   0.2 percentage points);
+//! - **instantaneous extra miss share**: the share of requests that miss at the switch beyond
+//!   `m`, measured over a probe of `--probe` requests sent right after the switch that does
+//!   not refill what misses (so every probe request sees the cache the switch left), minus
+//!   `m`; predicted as the share of requests that go to cached keys that change owner:
+//!   **exact**, the workload's own counts of those keys over all its requests so far, and
+//!   **LFU**, `RING.MOVES ... WEIGH HITS` on each backend (its keys' LFU counters turned into
+//!   accesses) as the moved share of the cached keys' hits, times the steady hit rate;
+//! - **first interval**: the extra miss share of the first `--interval` read-through requests
+//!   (predicted from the exact counts as the moved keys requested at least once in it:
+//!   `sum (1 - (1 - p)^I) / I`);
+//! - **cumulative extra misses**: the misses beyond `m` per request summed over the
+//!   read-through intervals until the hit rate is back within one percentage point of its
+//!   steady level (or `--after-max` requests); predicted as the moved keys requested again
+//!   within that many requests, `sum (1 - (1 - p)^T)`.
+
+mod fleet;
+mod slots;
+mod workload;
+
+use crate::common::Global;
+use crate::report::{self, fixed, Chart, Panel, Series, Table};
+use anyhow::{bail, Result};
+use clap::Args as ClapArgs;
+use fleet::{ask_backends, moved_ranks, Change, Fleet};
+use plotters::prelude::SeriesLabelPosition;
+use ringslot_harness::proxy::{Distribution, Proxy};
+use ringslot_harness::redis;
+use ringslot_harness::Server;
+use slots::{slot_cost, SlotCost};
+use workload::{Client, Rng, Shape, Tally, Zipf};
+
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Args {
+    /// Run the fleet on loopback (the only mode: a benchmark of a proxy fleet of one's own
+    /// would write to it).
+    #[arg(long)]
+    pub local: bool,
+    /// Backends before a join (a leave removes one of them).
+    #[arg(long, default_value_t = 4)]
+    pub backends: usize,
+    /// Distinct keys of the workload.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: usize,
+    /// Zipf exponent s (rank k requested with probability proportional to 1/k^s).
+    #[arg(long, default_value_t = 0.99)]
+    pub zipf: f64,
+    /// Smallest value, bytes (each key's size is fixed, uniform in min..=max).
+    #[arg(long, default_value_t = 100)]
+    pub value_min: usize,
+    /// Largest value, bytes.
+    #[arg(long, default_value_t = 1000)]
+    pub value_max: usize,
+    /// Data each backend may hold above what it uses empty, MiB (`maxmemory`).
+    #[arg(long, default_value_t = 8)]
+    pub maxmemory_mb: u64,
+    /// Requests per interval of the hit-rate series.
+    #[arg(long, default_value_t = 10_000)]
+    pub interval: u64,
+    /// Fewest warm-up requests.
+    #[arg(long, default_value_t = 300_000)]
+    pub warmup_min: u64,
+    /// Most warm-up requests (the hit rate may still move then: the report says so).
+    #[arg(long, default_value_t = 3_000_000)]
+    pub warmup_max: u64,
+    /// Requests of the probe after the switch (which refills nothing).
+    #[arg(long, default_value_t = 20_000)]
+    pub probe: u64,
+    /// Most read-through requests after the switch.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub after_max: u64,
+    /// Requests pipelined per round trip.
+    #[arg(long, default_value_t = 200)]
+    pub batch: usize,
+    /// twemproxy distributions: ketama, modula.
+    #[arg(long, value_delimiter = ',', default_value = "ketama,modula")]
+    pub distributions: Vec<String>,
+    /// Changes: join, leave.
+    #[arg(long, value_delimiter = ',', default_value = "join,leave")]
+    pub cases: Vec<String>,
+    /// Skip the Redis Cluster side.
+    #[arg(long)]
+    pub no_cluster: bool,
+    /// Seed of the workload.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// TTL of every key the run sets, seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl: u64,
+    /// Base name of the output files.
+    #[arg(long, default_value = "cache")]
+    pub name: String,
+}
+
+/// One distribution under one change: predicted and measured.
+#[derive(Debug, Clone)]
+struct Outcome {
+    case: &'static str,
+    distribution: Distribution,
+    warmup: u64,
+    settled: bool,
+    steady: Tally,
+    cached: usize,
+    /// The cached keys at the switch.
+    cached_ranks: Vec<usize>,
+    /// Exact: the workload's probabilities of the cached keys that move.
+    predicted_exact: f64,
+    /// The same from the warm-up's counts of those keys over all its requests.
+    predicted_counts: f64,
+    predicted_lfu: f64,
+    /// `RING.MOVES` on the backends, summed.
+    lfu: fleet::Weighed,
+    /// The engine's moved keys, counted over the same cached keys.
+    moved_keys: u64,
+    probe: Tally,
+    first_predicted: f64,
+    /// Hit rate per interval after the switch (read-through).
+    series: Vec<Tally>,
+    /// Hit rate per interval of the warm-up's last 30 intervals.
+    before: Vec<Tally>,
+    recovered_after: Option<u64>,
+    cumulative: f64,
+    cumulative_predicted: f64,
+}
+
+impl Outcome {
+    fn steady_share(&self) -> f64 {
+        self.steady.miss_share()
+    }
+
+    /// The measured instantaneous extra miss share and its standard error (the probe's and
+    /// the steady share's binomial errors combined).
+    fn measured(&self) -> (f64, f64) {
+        let p = self.probe.miss_share();
+        let m = self.steady_share();
+        let se_p = (p * (1.0 - p) / self.probe.requests().max(1) as f64).sqrt();
+        let se_m = (m * (1.0 - m) / self.steady.requests().max(1) as f64).sqrt();
+        (p - m, (se_p * se_p + se_m * se_m).sqrt())
+    }
+}
+
+fn distribution(name: &str) -> Result<Distribution> {
+    match name {
+        "ketama" => Ok(Distribution::Ketama),
+        "modula" => Ok(Distribution::Modula),
+        _ => bail!("unknown distribution `{name}` (ketama, modula)"),
+    }
+}
+
+/// The scheme of `RING.MOVES` that models a twemproxy distribution.
+fn scheme_of(d: Distribution) -> &'static str {
+    match d {
+        Distribution::Ketama => "ring",
+        Distribution::Modula => "modulo",
+    }
+}
+
+pub fn run(g: &Global, a: &Args) -> Result<()> {
+    if !a.local || g.url.is_some() {
+        bail!(
+            "cache runs on a fleet of its own: give --local (and no --url; it writes to its \
+             backends)"
+        );
+    }
+    if a.backends < 3 || a.keys == 0 || a.interval == 0 || a.batch == 0 {
+        bail!("cache needs --backends >= 3 (a Redis Cluster's minimum), --keys, --interval and --batch above 0");
+    }
+    let distributions: Vec<Distribution> = a
+        .distributions
+        .iter()
+        .map(|d| distribution(d))
+        .collect::<Result<_>>()?;
+    let module = g.module_path()?;
+    let builder = || Server::builder().binary(&g.redis_server).module(&module);
+    eprintln!("cache: starting {} backends ...", a.backends + 1);
+    let fleet = Fleet::start(a.backends + 1, a.maxmemory_mb, builder)?;
+    let zipf = Zipf::new(a.keys, a.zipf);
+    let shape = Shape {
+        batch: a.batch,
+        value_min: a.value_min,
+        value_max: a.value_max.max(a.value_min),
+        ttl: a.ttl,
+    };
+    let mut outcomes = Vec::new();
+    let mut slot_side: Vec<(&'static str, SlotCost)> = Vec::new();
+    for case in &a.cases {
+        let change = match case.as_str() {
+            "join" => Change::join(a.backends),
+            "leave" => Change::leave(a.backends),
+            other => bail!("unknown case `{other}` (join, leave)"),
+        };
+        let mut cached_for_cluster = Vec::new();
+        for &d in &distributions {
+            let o = run_one(&fleet, &change, d, &zipf, &shape, a)?;
+            eprintln!(
+                "cache: {} {}: predicted {:.4} (exact) {:.4} (LFU), measured {:.4}",
+                change.name,
+                d.name(),
+                o.predicted_exact,
+                o.predicted_lfu,
+                o.measured().0
+            );
+            if cached_for_cluster.is_empty() {
+                cached_for_cluster = o.cached_ranks.clone();
+            }
+            outcomes.push(o);
+        }
+        if !a.no_cluster {
+            eprintln!(
+                "cache: the same keys on a Redis Cluster of {} masters ({}) ...",
+                a.backends, change.name
+            );
+            let cluster_builder = || Server::builder().binary(&g.redis_server).no_module();
+            let cost = slot_cost(
+                a.backends,
+                change.name == "join",
+                &cached_for_cluster,
+                &shape,
+                &cluster_builder,
+            )?;
+            slot_side.push((change.name, cost));
+        }
+    }
+    publish(g, a, &outcomes, &slot_side)
+}
+
+/// One distribution under one change (see the module docs).
+fn run_one(
+    fleet: &Fleet,
+    change: &Change,
+    d: Distribution,
+    zipf: &Zipf,
+    shape: &Shape,
+    a: &Args,
+) -> Result<Outcome> {
+    fleet.flush()?;
+    let proxy = Proxy::start(&fleet.pool(d, &change.before))?;
+    let connect = |p: &Proxy| -> Result<redis::Connection> {
+        Ok(redis::Client::open(format!("redis://{}/", p.address()))?.get_connection()?)
+    };
+    let mut client = Client {
+        con: connect(&proxy)?,
+        zipf,
+        rng: Rng::new(a.seed),
+        shape: shape.clone(),
+        counts: Some(vec![0; a.keys]),
+    };
+    // Warm up until the hit rate stops moving.
+    eprintln!("cache: {} {}: warming up ...", change.name, d.name());
+    let mut warm: Vec<Tally> = Vec::new();
+    let mut sent = 0u64;
+    let settled = loop {
+        warm.push(client.send(a.interval, true)?);
+        sent += a.interval;
+        let n = warm.len();
+        if sent >= a.warmup_min && n >= 10 {
+            let mean = |s: &[Tally]| s.iter().map(Tally::miss_share).sum::<f64>() / s.len() as f64;
+            let (prev, last) = (mean(&warm[n - 10..n - 5]), mean(&warm[n - 5..]));
+            if (prev - last).abs() < 0.002 {
+                break true;
+            }
+        }
+        if sent >= a.warmup_max {
+            break false;
+        }
+    };
+    let steady = warm
+        .iter()
+        .rev()
+        .take(10)
+        .fold(Tally::default(), |t, i| Tally {
+            hits: t.hits + i.hits,
+            misses: t.misses + i.misses,
+        });
+    let counts = client.counts.take().unwrap_or_default();
+    // Predict, with room for the what-if's ring (nothing is evicted meanwhile).
+    let held = fleet.hold(&change.before)?;
+    let cached = fleet.cached(&change.before)?;
+    let before_names = fleet.names(&change.before);
+    let after_names = fleet.names(&change.after);
+    let moved = moved_ranks(d, &before_names, &after_names, &cached)?;
+    let p_hat = |r: usize| counts.get(r).copied().unwrap_or(0) as f64 / sent as f64;
+    let moved_p: Vec<f64> = cached
+        .iter()
+        .zip(&moved)
+        .filter(|(_, &m)| m)
+        .map(|(&r, _)| p_hat(r))
+        .collect();
+    let predicted_counts: f64 = moved_p.iter().sum();
+    let moved_law: Vec<f64> = cached
+        .iter()
+        .zip(&moved)
+        .filter(|(_, &m)| m)
+        .map(|(&r, _)| zipf.p(r))
+        .collect();
+    let predicted_exact: f64 = moved_law.iter().sum();
+    let within = |t: u64| -> f64 {
+        moved_law
+            .iter()
+            .map(|&p| 1.0 - (1.0 - p).powf(t as f64))
+            .sum()
+    };
+    let first_predicted = within(a.interval) / a.interval as f64;
+    let lfu = ask_backends(fleet, change, scheme_of(d))?;
+    fleet.release(&held)?;
+    let predicted_lfu = lfu.hits_fraction() * (1.0 - steady.miss_share());
+    // The switch: a new pool, a new proxy; the old one stops.
+    let new_proxy = Proxy::start(&fleet.pool(d, &change.after))?;
+    drop(proxy);
+    client.con = connect(&new_proxy)?;
+    let probe = client.send(a.probe, false)?;
+    let m = steady.miss_share();
+    let target = 1.0 - m - 0.01;
+    let mut series = Vec::new();
+    let mut cumulative = 0.0;
+    let mut recovered_after = None;
+    let mut after = 0u64;
+    while after < a.after_max {
+        let t = client.send(a.interval, true)?;
+        after += a.interval;
+        series.push(t);
+        if recovered_after.is_none() {
+            cumulative += t.misses as f64 - m * t.requests() as f64;
+            if 1.0 - t.miss_share() >= target {
+                recovered_after = Some(after);
+            }
+        }
+        // Past recovery, a few more intervals for the chart.
+        if recovered_after.is_some_and(|r| after >= r + 10 * a.interval) {
+            break;
+        }
+    }
+    let cumulative_predicted = within(recovered_after.unwrap_or(after));
+    drop(new_proxy);
+    Ok(Outcome {
+        case: change.name,
+        distribution: d,
+        warmup: sent,
+        settled,
+        steady,
+        cached: cached.len(),
+        cached_ranks: cached.clone(),
+        predicted_exact,
+        predicted_counts,
+        predicted_lfu,
+        lfu,
+        moved_keys: moved.iter().filter(|&&x| x).count() as u64,
+        probe,
+        first_predicted,
+        series,
+        before: warm.iter().rev().take(30).rev().copied().collect(),
+        recovered_after,
+        cumulative,
+        cumulative_predicted,
+    })
+}
+
+/// The relative error of `predicted` against `measured` (0 when both are 0).
+fn relative(predicted: f64, measured: f64) -> f64 {
+    if measured == 0.0 {
+        if predicted == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        (predicted - measured) / measured
+    }
+}
+
+fn publish(
+    g: &Global,
+    a: &Args,
+    outcomes: &[Outcome],
+    slot_side: &[(&str, SlotCost)],
+) -> Result<()> {
+    let mut t = Table::new(&[
+        "change",
+        "placement",
+        "warm-up requests",
+        "steady hit rate",
+        "cached keys",
+        "moved cached keys",
+        "instantaneous extra miss share: predicted (exact)",
+        "predicted (counts)",
+        "predicted (LFU)",
+        "measured",
+        "standard error",
+        "exact error",
+        "within 2 SE",
+        "counts error",
+        "LFU error",
+        "first interval: predicted",
+        "first interval: measured",
+        "cumulative extra misses: predicted",
+        "cumulative extra misses: measured",
+        "requests to recover",
+        "moved bytes (RING.MOVES)",
+    ]);
+    for o in outcomes {
+        let (measured, se) = o.measured();
+        let first = o
+            .series
+            .first()
+            .map_or(0.0, |f| f.miss_share() - o.steady_share());
+        t.push(vec![
+            o.case.to_string(),
+            format!("twemproxy {}", o.distribution.name()),
+            o.warmup.to_string(),
+            fixed(1.0 - o.steady_share(), 4),
+            o.cached.to_string(),
+            format!("{} ({} by RING.MOVES)", o.moved_keys, o.lfu.moved),
+            fixed(o.predicted_exact, 4),
+            fixed(o.predicted_counts, 4),
+            fixed(o.predicted_lfu, 4),
+            fixed(measured, 4),
+            fixed(se, 4),
+            format!("{:+.1}%", 100.0 * relative(o.predicted_exact, measured)),
+            if (o.predicted_exact - measured).abs() <= 2.0 * se {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+            format!("{:+.1}%", 100.0 * relative(o.predicted_counts, measured)),
+            format!("{:+.1}%", 100.0 * relative(o.predicted_lfu, measured)),
+            fixed(o.first_predicted, 4),
+            fixed(first, 4),
+            fixed(o.cumulative_predicted, 0),
+            fixed(o.cumulative, 0),
+            o.recovered_after.map_or_else(
+                || format!("not within 1 pp in {}", a.after_max),
+                |r| r.to_string(),
+            ),
+            o.lfu.moved_bytes.to_string(),
+        ]);
+    }
+    let mut c = Table::new(&[
+        "change",
+        "placement",
+        "keys",
+        "misses",
+        "keys migrated: predicted",
+        "keys migrated: real",
+        "bytes migrated: predicted",
+        "bytes migrated: real",
+        "slots moved",
+        "rebalance seconds",
+        "longest PING wait, ms",
+    ]);
+    for (case, s) in slot_side {
+        c.push(vec![
+            case.to_string(),
+            "Redis Cluster slot table".into(),
+            s.keys.to_string(),
+            "0".into(),
+            s.predicted_keys.to_string(),
+            s.moved_keys.to_string(),
+            s.predicted_bytes.to_string(),
+            s.moved_bytes.to_string(),
+            s.slots_moved.to_string(),
+            fixed(s.seconds, 2),
+            fixed(1000.0 * s.longest_ping, 1),
+        ]);
+    }
+    // Side by side: what each placement costs for the same change.
+    let mut side = Table::new(&[
+        "change",
+        "placement",
+        "requests that miss at once (beyond steady)",
+        "extra misses until recovered",
+        "keys moved",
+        "bytes moved",
+        "migration seconds",
+        "longest PING wait, ms",
+    ]);
+    let mut cases: Vec<&str> = outcomes.iter().map(|o| o.case).collect();
+    cases.dedup();
+    for case in cases {
+        for o in outcomes.iter().filter(|o| o.case == case) {
+            side.push(vec![
+                case.to_string(),
+                format!("twemproxy {}", o.distribution.name()),
+                format!("{:.1}%", 100.0 * o.measured().0),
+                match o.recovered_after {
+                    Some(r) => format!("{:.0} (in {r} requests)", o.cumulative),
+                    None => format!(
+                        "{:.0} (not recovered in {after})",
+                        o.cumulative,
+                        after = a.after_max
+                    ),
+                },
+                o.moved_keys.to_string(),
+                o.lfu.moved_bytes.to_string(),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+        for (_, s) in slot_side.iter().filter(|(c, _)| *c == case) {
+            side.push(vec![
+                case.to_string(),
+                "Redis Cluster slot table".into(),
+                "0%".into(),
+                "0".into(),
+                s.moved_keys.to_string(),
+                s.moved_bytes.to_string(),
+                fixed(s.seconds, 2),
+                fixed(1000.0 * s.longest_ping, 1),
+            ]);
+        }
+    }
+    let unsettled: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.settled)
+        .map(|o| format!("{} {}", o.case, o.distribution.name()))
+        .collect();
+    let mut md = format!(
+        "## What a change costs a cache: {} backends, {} keys, Zipf s = {}, values {}-{} B, {} MiB a backend, LFU eviction\n\n\
+         Instantaneous extra miss share: the share of requests that miss right after the switch beyond the steady miss share \
+         (a probe of {} requests that refills nothing), predicted from the workload's exact counts and from the backends' LFU \
+         counters (`RING.MOVES ... WEIGH HITS`). Intervals of {} requests.\n\n{}\n### Predicted against measured\n\n{}",
+        a.backends,
+        a.keys,
+        a.zipf,
+        a.value_min,
+        a.value_max,
+        a.maxmemory_mb,
+        a.probe,
+        a.interval,
+        side.markdown(),
+        t.markdown()
+    );
+    if !unsettled.is_empty() {
+        md.push_str(&format!(
+            "\nThe hit rate still moved at the end of the warm-up ({} requests) in: {}.\n",
+            a.warmup_max,
+            unsettled.join(", ")
+        ));
+    }
+    if !slot_side.is_empty() {
+        md.push_str(&format!(
+            "\n### The same keys on a Redis Cluster of {} masters\n\nNo request misses; the cost is the migration.\n\n{}",
+            a.backends,
+            c.markdown()
+        ));
+    }
+    report::write(&g.out, &format!("{}.csv", a.name), &t.csv())?;
+    if !slot_side.is_empty() {
+        report::write(&g.out, &format!("{}-cluster.csv", a.name), &c.csv())?;
+    }
+    chart(g, a, outcomes)?;
+    g.publish(&a.name, &md)
+}
+
+/// Hit rate per interval, before and after the switch, per distribution, one panel per
+/// change, with each distribution's predicted level right after the switch.
+fn chart(g: &Global, a: &Args, outcomes: &[Outcome]) -> Result<()> {
+    let mut cases: Vec<&str> = outcomes.iter().map(|o| o.case).collect();
+    cases.dedup();
+    let k = a.interval as f64 / 1000.0;
+    let mut panels = Vec::new();
+    let titles: Vec<String> = cases
+        .iter()
+        .map(|c| {
+            format!(
+                "one backend {}s: hit rate (higher is better)",
+                if *c == "join" { "join" } else { "leave" }
+            )
+        })
+        .collect();
+    for (case, title) in cases.iter().zip(&titles) {
+        let mut series = Vec::new();
+        for (i, o) in outcomes.iter().filter(|o| o.case == *case).enumerate() {
+            let before = o.before.len() as f64;
+            let mut points: Vec<(f64, f64)> = o
+                .before
+                .iter()
+                .enumerate()
+                .map(|(j, t)| ((j as f64 - before + 1.0) * k, 1.0 - t.miss_share()))
+                .collect();
+            points.extend(
+                o.series
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| ((j as f64 + 1.0) * k, 1.0 - t.miss_share())),
+            );
+            let end = points.last().map_or(0.0, |p| p.0);
+            let level = 1.0 - o.steady_share() - o.predicted_exact;
+            series.push(Series::line(
+                format!("twemproxy {} (measured)", o.distribution.name()),
+                points,
+                i,
+            ));
+            let mut predicted = Series::line(
+                format!("{}: predicted at the switch", o.distribution.name()),
+                vec![(0.0, level), (end.min(5.0 * k), level)],
+                i,
+            );
+            predicted.dashed = true;
+            series.push(predicted);
+            let mut probe = Series::line(
+                format!("{}: measured at the switch (probe)", o.distribution.name()),
+                vec![(0.0, 1.0 - o.probe.miss_share())],
+                i,
+            );
+            probe.markers_only = true;
+            series.push(probe);
+        }
+        panels.push(Panel {
+            chart: Chart {
+                title,
+                x_label: "thousands of requests since the switch",
+                y_label: "hit rate",
+                x_log: false,
+                y_log: false,
+                x_names: Vec::new(),
+                legend: SeriesLabelPosition::LowerRight,
+            },
+            series,
+            width: 1,
+        });
+    }
+    let path = g.out.join(format!("{}.svg", a.name));
+    std::fs::create_dir_all(&g.out)?;
+    report::svg_panels(
+        &path,
+        "A cache fleet behind twemproxy: one backend changes",
+        panels,
+    )
+}
