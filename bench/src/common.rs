@@ -24,8 +24,13 @@ pub struct Global {
     /// else target/debug/libringslot.so].
     #[arg(long, global = true)]
     pub module: Option<PathBuf>,
-    /// The redis-server binary for the temporary server.
-    #[arg(long, global = true, default_value = "redis-server")]
+    /// The server binary of the temporary servers (redis-server, or valkey-server).
+    #[arg(
+        long,
+        global = true,
+        env = "RINGSLOT_SERVER",
+        default_value = "redis-server"
+    )]
     pub redis_server: String,
     /// Where to write the .md, .csv and .svg files.
     #[arg(long, global = true, default_value = "bench/out")]

@@ -55,7 +55,9 @@ pub struct Args {
 /// One member of a dump: its key (decoded) and its item size (0 when the line gave none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
+    /// The key, URI-decoded.
     pub key: Vec<u8>,
+    /// Its item size, bytes (0 when the line gave none).
     pub bytes: u64,
 }
 
@@ -96,7 +98,11 @@ pub fn parse_line(line: &str) -> Result<Option<Item>> {
 /// answers `CLIENT_ERROR`; a crawler already running answers `BUSY`).
 pub fn dump_memcached(address: &str) -> Result<Vec<Item>> {
     let lines = text_command(address, "lru_crawler metadump hash", |l| {
-        l == "END" || l.starts_with("ERROR") || l.contains("_ERROR") || l.starts_with("BUSY")
+        l == "END"
+            || l.starts_with("ERROR")
+            || l.starts_with("CLIENT_ERROR")
+            || l.starts_with("SERVER_ERROR")
+            || l.starts_with("BUSY")
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(last) = lines.last().filter(|l| *l != "END") {
@@ -122,6 +128,7 @@ fn node(spec: &str) -> Result<(String, i64)> {
     }
 }
 
+/// Reads the members, evaluates the change, prints and writes the report.
 pub fn run(g: &Global, a: &Args) -> Result<()> {
     let items = match (&a.file, &a.memcached) {
         (Some(path), _) => {

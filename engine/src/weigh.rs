@@ -30,9 +30,10 @@ pub const LFU_INIT_VAL: u8 = 5;
 /// decayed (the server decays the counter by one per `lfu-decay-time` minutes without access,
 /// `LFUDecrAndReturn`, and `RedisModule_GetLFU` returns the decayed value), so this estimates
 /// the accesses still "remembered" after decay, not all accesses ever. Its error: the sum of
-/// geometric waits has a standard deviation of `sqrt(sum (1 - p) / p^2)`, about 58% of the mean
-/// at `c = 6..=10` with factor 10, falling to about 10% for hot keys (`c` near 100 or more,
-/// where many steps add up); a counter that saturated at 255 says only "at least this many".
+/// geometric waits has a standard deviation of `sqrt(sum (1 - p) / p^2)`; with factor 10 that
+/// is 0 at `c = 6` (one certain step), 87% of the mean at 7, 53% at 10, and about 12% near
+/// 100, where many steps add up; a counter that saturated at 255 says only "at least this
+/// many".
 /// BENCHMARKS.md measures the error against exact access counts.
 pub fn lfu_accesses(counter: u8, factor: u64) -> u64 {
     let above = u64::from(counter.saturating_sub(LFU_INIT_VAL));

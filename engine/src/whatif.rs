@@ -50,8 +50,10 @@ pub struct SchemeMoves {
 /// that node owns after the change add up to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loads {
-    /// Per node, in the scheme's index space after the change (the ring's nodes in order, then
-    /// the joining ones): members, bytes and hits owned.
+    /// Per node, in the scheme's index space after the change: members, bytes and hits owned.
+    /// For every scheme but the slot table, the ring's nodes in order, then the joining ones
+    /// (for a pending rebalance, only the nodes that serve slots now, then those it gives
+    /// their first slots); for the slot table, the key's node indices, then the joining ones.
     pub nodes: Vec<[u64; 3]>,
     /// The largest `load share / weight share` over the nodes that serve after the change, for
     /// members, bytes and hits (1.0: as even as the weights; 0.0 when nothing weighs).
@@ -174,7 +176,7 @@ pub struct SchemeResult {
 pub struct WhatIf {
     /// Members evaluated.
     pub members: u64,
-    /// Their bytes, and their hits (a weighted what-if; else 0).
+    /// Their bytes (a weighted what-if; else 0).
     pub bytes: u64,
     /// Their hits (a weighted what-if; else 0).
     pub hits: u64,
@@ -429,9 +431,16 @@ impl Topology {
                             .as_ref()
                             .map(|t| t.counts(p.slot_weights.len()))
                             .unwrap_or_default();
-                        loads(load, &p.slot_weights, |i| {
-                            owns.get(i).is_some_and(|&c| c > 0)
-                        })
+                        // A node that keeps slots with weight 0 (a drain under the threshold)
+                        // counts as weight 1, as on the rings.
+                        let serves = |i: usize| owns.get(i).is_some_and(|&c| c > 0);
+                        let weights: Vec<u32> = p
+                            .slot_weights
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &w)| if serves(i) { w.max(1) } else { w })
+                            .collect();
+                        loads(load, &weights, serves)
                     } else {
                         loads(load, &p.weights, |i| {
                             p.weights.get(i).is_some_and(|&w| w > 0)

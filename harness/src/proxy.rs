@@ -7,7 +7,6 @@
 use crate::server::{free_port, Error};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,8 +15,8 @@ use std::time::{Duration, Instant};
 pub enum Distribution {
     /// `ketama`: the libmemcached-compatible ring (160 points per server of weight 1).
     Ketama,
-    /// `modula`: the key's hash modulo the servers, in listed order (each repeated by its
-    /// weight).
+    /// `modula`: the key's hash modulo the servers (each repeated by its weight), in
+    /// twemproxy's order: it sorts a pool's servers by name, shorter first, then by bytes.
     Modula,
 }
 
@@ -43,7 +42,8 @@ pub struct Pool {
     pub hash_tag: Option<String>,
     /// Whether the servers speak Redis (`redis: true`) or memcached's protocol.
     pub redis: bool,
-    /// The servers, `host:port` and weight, in order; twemproxy names each `host:port`.
+    /// The servers, `host:port` and weight; twemproxy names each `host:port` (`host` alone
+    /// for port 11211, as libmemcached and ringslot's ketama flavour do).
     pub servers: Vec<(String, u32)>,
 }
 
@@ -79,14 +79,35 @@ pub struct Proxy {
 
 impl Proxy {
     /// Starts `nutcracker` with `pool` on a free port (its statistics on another) and waits
-    /// until it accepts connections (at most 10 s). Errors: no `nutcracker` (install
-    /// Debian's package, `make deps`), a configuration it refuses (its log is quoted).
+    /// until that process listens on it (at most 10 s; checked in `/proc`, so that a client
+    /// never reaches another process that took the port first: then, as when nutcracker exits
+    /// on a port taken meanwhile, it tries other ports, five times). Errors: no `nutcracker`
+    /// (install Debian's package, `make deps`), a configuration it refuses (its log is
+    /// quoted).
     pub fn start(pool: &Pool) -> Result<Proxy, Error> {
-        let dir = tempfile::tempdir().map_err(|e| Error(format!("temp dir: {e}")))?;
-        let port = free_port()?;
-        let stats = free_port()?;
+        let mut last = Error("nutcracker did not start".into());
+        for _ in 0..5 {
+            match Proxy::start_once(pool) {
+                Ok(proxy) => return Ok(proxy),
+                Err((e, retry)) => {
+                    last = e;
+                    if !retry {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// One try of [`Proxy::start`]; the flag says whether another port may help.
+    fn start_once(pool: &Pool) -> Result<Proxy, (Error, bool)> {
+        let fail = |e: String| (Error(e), false);
+        let dir = tempfile::tempdir().map_err(|e| fail(format!("temp dir: {e}")))?;
+        let port = free_port().map_err(|e| (e, false))?;
+        let stats = free_port().map_err(|e| (e, false))?;
         let conf = dir.path().join("nutcracker.yml");
-        std::fs::write(&conf, pool.yaml(port)).map_err(|e| Error(format!("{e}")))?;
+        std::fs::write(&conf, pool.yaml(port)).map_err(|e| fail(format!("{e}")))?;
         let log = dir.path().join("nutcracker.log");
         let child = Command::new("nutcracker")
             .arg("-c")
@@ -101,27 +122,27 @@ impl Proxy {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                Error(format!(
+                fail(format!(
                     "cannot run `nutcracker` ({e}): install twemproxy (Debian's nutcracker, `make deps`)"
                 ))
             })?;
         let mut proxy = Proxy { child, port, dir };
-        proxy.wait_ready(&log)?;
-        Ok(proxy)
-    }
-
-    fn wait_ready(&mut self, log: &Path) -> Result<(), Error> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                return Err(Error(format!("nutcracker exited ({status}): {text}")));
+            if let Ok(Some(status)) = proxy.child.try_wait() {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                // A port taken meanwhile: another try.
+                let taken = text.contains("Address already in use");
+                return Err((
+                    Error(format!("nutcracker exited ({status}): {text}")),
+                    taken,
+                ));
             }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
+            if listens_on(proxy.child.id(), port) {
+                return Ok(proxy);
             }
             if Instant::now() > deadline {
-                return Err(Error("nutcracker did not listen within 10 s".into()));
+                return Err(fail("nutcracker did not listen within 10 s".into()));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -177,7 +198,9 @@ impl Memcached {
             if let Ok(Some(status)) = m.child.try_wait() {
                 return Err(Error(format!("memcached exited ({status})")));
             }
-            if m.command("version").is_ok_and(|l| l.starts_with("VERSION")) {
+            if listens_on(m.child.id(), port)
+                && m.command("version").is_ok_and(|l| l.starts_with("VERSION"))
+            {
                 return Ok(m);
             }
             if Instant::now() > deadline {
@@ -197,6 +220,35 @@ impl Memcached {
         let mut lines = text_command(&self.address(), line, |l| !l.is_empty())?;
         Ok(lines.pop().unwrap_or_default())
     }
+}
+
+/// Whether process `pid` has a socket listening on TCP `port` (IPv4): a `LISTEN` entry of
+/// `/proc/net/tcp` on that port whose inode is one of the process's descriptors. Linux only
+/// (elsewhere `false`).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let wanted = format!(":{port:04X}");
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+            (local.ends_with(&wanted) && *state == "0A").then(|| format!("socket:[{inode}]"))
+        })
+        .collect();
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
 }
 
 /// Whether this process runs as root (effective uid 0, from `/proc/self/status`; `false`

@@ -72,6 +72,43 @@ pub fn find_module(profiles: &[Profile]) -> Option<PathBuf> {
         .map(|p| p.canonicalize().unwrap_or(p))
 }
 
+/// The server binary the tests and the benchmark start: `$RINGSLOT_SERVER` when set (a path or
+/// a name on the `PATH`, for example a `valkey-server`), else `redis-server`.
+pub fn server_binary() -> String {
+    std::env::var("RINGSLOT_SERVER")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "redis-server".into())
+}
+
+/// What `binary --version` says of itself, for messages (`Redis server v=7.0.15 ...`,
+/// `Valkey server v=9.1.2 ...`), cut to its first three words; the binary's name when it
+/// cannot say.
+pub fn server_version(binary: &str) -> String {
+    Command::new(binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|v| v.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| binary.to_string())
+}
+
+/// [`server_version`], asked once per binary.
+fn cached_version(binary: &str) -> String {
+    static SEEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut seen) = SEEN.lock() else {
+        return binary.to_string();
+    };
+    if let Some((_, v)) = seen.iter().find(|(b, _)| b == binary) {
+        return v.clone();
+    }
+    let v = server_version(binary);
+    seen.push((binary.to_string(), v.clone()));
+    v
+}
+
 /// A free TCP port on 127.0.0.1 (never 6379, the port of a developer's own server).
 pub fn free_port() -> Result<u16, Error> {
     // Below the kernel's ephemeral range (32768 and up by default), where the source ports of
@@ -367,7 +404,14 @@ impl Server {
             binary: binary.to_string(),
         };
         match server.wait_ready() {
-            Ok(()) => Ok(server),
+            Ok(()) => {
+                // Shown with a failing test's output: which server it ran against.
+                eprintln!(
+                    "ringslot-harness: {} on 127.0.0.1:{port}",
+                    cached_version(binary)
+                );
+                Ok(server)
+            }
             Err(e) => Err((e, server.kill())),
         }
     }
@@ -375,7 +419,7 @@ impl Server {
     /// A builder: the test module ([`test_module`]) loaded, no persistence, `DEBUG` enabled.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
-            binary: "redis-server".into(),
+            binary: server_binary(),
             module: Some(test_module()),
             module_args: Vec::new(),
             args: Vec::new(),

@@ -147,10 +147,7 @@ pub enum CommandError {
     /// The caller's ACL user was deleted meanwhile.
     UserGone,
     /// `WEIGH HITS` on a server that keeps no LFU counters.
-    NoLfu {
-        /// Its `maxmemory-policy`.
-        policy: String,
-    },
+    NoLfu,
     /// A command of the live cluster on a server that is not a cluster node.
     NotClusterNode {
         /// The command (`RING.MOVES ... SLOTS`).
@@ -245,10 +242,9 @@ impl fmt::Display for CommandError {
                 "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES \
                  ... KEYS and SLOTS need",
             ),
-            CommandError::NoLfu { policy } => write!(
-                f,
+            CommandError::NoLfu => f.write_str(
                 "ERR WEIGH HITS reads each key's LFU access counter, which the server keeps only \
-                 with maxmemory-policy allkeys-lfu or volatile-lfu (it is {policy})"
+                 with maxmemory-policy allkeys-lfu or volatile-lfu",
             ),
             CommandError::UserGone => {
                 f.write_str("NOPERM the user of this connection no longer exists")

@@ -11,6 +11,7 @@
 use super::call::RawCtx;
 use super::errors::CommandError;
 use super::live;
+use crate::engine::error::shown;
 use crate::engine::{glob_match, key_slot, lfu_accesses, EngineError, MemberWeight};
 use redis_module::{raw, Context, RedisValue};
 use std::ffi::c_void;
@@ -292,21 +293,30 @@ impl Weigh {
         self.bytes || self.hits.is_some()
     }
 
-    /// The weights of the live key `name`, read without touching it (its LRU/LFU and
-    /// statistics stay as they were: the key is opened `NOTOUCH` and `MEMORY USAGE` looks it up
-    /// without touching).
+    /// The weights of the live key `name`, read without touching it: its LRU/LFU stay as
+    /// they were (the key is opened `NOTOUCH`, and `MEMORY USAGE` looks keys up without
+    /// touching them). Not quite without a trace: on Redis 7.0, which ignores `NOEFFECTS`, the
+    /// open counts one `keyspace_hits`, and `MEMORY USAGE` counts in `INFO commandstats` and
+    /// shows in `MONITOR` as any module call does. Error: a `MEMORY USAGE` call that fails (a
+    /// cluster replica refuses it: the module's call is not `READONLY`).
     ///
     /// # Safety
     /// `ctx` must be a live context, used with the server lock held.
-    unsafe fn of(self, ctx: RawCtx, name: &[u8]) -> MemberWeight {
+    unsafe fn of(self, ctx: RawCtx, name: &[u8]) -> Result<MemberWeight, CommandError> {
         let mut w = MemberWeight::default();
         if let Some(factor) = self.hits {
             w.hits = lfu_counter(ctx, name).map_or(0, |c| lfu_accesses(c, factor));
         }
         if self.bytes {
-            w.bytes = memory_usage(ctx, name);
+            w.bytes = memory_usage(ctx, name).ok_or_else(|| {
+                CommandError::Redis(format!(
+                    "ERR WEIGH BYTES: MEMORY USAGE of '{}' failed in the module's call (a \
+                     cluster replica refuses it: weigh on the master)",
+                    shown(name)
+                ))
+            })?;
         }
-        w
+        Ok(w)
     }
 }
 
@@ -338,17 +348,19 @@ unsafe fn lfu_counter(ctx: RawCtx, name: &[u8]) -> Option<u8> {
     (ok && freq >= 0).then(|| u8::try_from(freq).unwrap_or(u8::MAX))
 }
 
-/// `MEMORY USAGE name` called by the module (0 when the call fails or the key is gone).
+/// `MEMORY USAGE name` called by the module; `None` when the call fails or answers anything
+/// but an integer.
 ///
 /// # Safety
 /// As [`Weigh::of`].
-unsafe fn memory_usage(ctx: RawCtx, name: &[u8]) -> u64 {
-    let (Some(call), Some(integer), Some(free)) = (
+unsafe fn memory_usage(ctx: RawCtx, name: &[u8]) -> Option<u64> {
+    let (Some(call), Some(kind), Some(integer), Some(free)) = (
         raw::RedisModule_Call,
+        raw::RedisModule_CallReplyType,
         raw::RedisModule_CallReplyInteger,
         raw::RedisModule_FreeCallReply,
     ) else {
-        return 0;
+        return None;
     };
     let reply = call(
         ctx,
@@ -359,11 +371,11 @@ unsafe fn memory_usage(ctx: RawCtx, name: &[u8]) -> u64 {
         name.len(),
     );
     if reply.is_null() {
-        return 0;
+        return None;
     }
-    let bytes = integer(reply);
+    let bytes = (kind(reply) == raw::REDISMODULE_REPLY_INTEGER as c_int).then(|| integer(reply));
     free(reply);
-    u64::try_from(bytes).unwrap_or(0)
+    bytes.and_then(|b| u64::try_from(b).ok())
 }
 
 // SAFETY: the scan cursor is plain memory (a position and a flag) that Redis reads and writes
@@ -503,14 +515,14 @@ impl KeyWalk {
         let mut names = Vec::new();
         let visited = self.find(ctx, budget, &mut names)?;
         let weigh = self.weigh;
-        out.extend(names.into_iter().map(|name| {
+        for name in names {
             let w = if weigh.any() {
-                weigh.of(ctx, &name)
+                weigh.of(ctx, &name)?
             } else {
                 MemberWeight::default()
             };
-            (name, w)
-        }));
+            out.push((name, w));
+        }
         Ok(visited)
     }
 

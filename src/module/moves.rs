@@ -139,7 +139,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
 fn lfu_log_factor(ctx: &Context) -> Result<u64, CommandError> {
     let policy = config_value(ctx, "maxmemory-policy")?;
     if !policy.ends_with("-lfu") {
-        return Err(CommandError::NoLfu { policy });
+        return Err(CommandError::NoLfu);
     }
     let factor = config_value(ctx, "lfu-log-factor")?;
     factor

@@ -1,7 +1,7 @@
 //! The cache fleet on loopback: backends (redis-servers with the module, `maxmemory` and
 //! `allkeys-lfu`), a twemproxy pool in front of some of them, and what ringslot predicts from
 //! them before a change: `RING.MOVES ... WEIGH BYTES HITS` on each backend (its LFU
-//! counters) and the engine over the cached keys weighed by the workload's exact counts.
+//! counters), and which cached keys move, key by key, by the engine's ring and modulo.
 
 use super::workload::{key, rank_of};
 use anyhow::{anyhow, bail, Context, Result};
@@ -17,6 +17,7 @@ const RING_KEY: &str = "ringslot-bench:cache-ring";
 
 /// The backends, in twemproxy's order of their names (see [`twemproxy_order`]).
 pub struct Fleet {
+    /// The backends, stopped when the fleet is dropped.
     pub servers: Vec<Server>,
 }
 
@@ -24,8 +25,11 @@ pub struct Fleet {
 /// twemproxy's order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// `join` or `leave`, for the report.
     pub name: &'static str,
+    /// The pool's backends before the change.
     pub before: Vec<usize>,
+    /// And after it.
     pub after: Vec<usize>,
 }
 
@@ -204,11 +208,17 @@ fn used_memory(con: &mut Connection) -> Result<u64> {
 /// What `RING.MOVES ... WEIGH BYTES HITS` says, summed over the backends, for one scheme.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Weighed {
+    /// Keys evaluated.
     pub members: u64,
+    /// Their `MEMORY USAGE`, bytes.
     pub bytes: u64,
+    /// Their LFU-estimated hits.
     pub hits: u64,
+    /// Keys that change owner.
     pub moved: u64,
+    /// Their bytes.
     pub moved_bytes: u64,
+    /// Their hits.
     pub moved_hits: u64,
 }
 

@@ -9,15 +9,18 @@
 //!   the change, once the hit rate stopped moving (two successive 5-interval means within
 //!   0.2 percentage points);
 //! - **instantaneous extra miss share**: the share of requests that miss at the switch beyond
-//!   `m`, measured over a probe of `--probe` requests sent right after the switch that does
-//!   not refill what misses (so every probe request sees the cache the switch left), minus
-//!   `m`; predicted as the share of requests that go to cached keys that change owner:
-//!   **exact**, the workload's own counts of those keys over all its requests so far, and
-//!   **LFU**, `RING.MOVES ... WEIGH HITS` on each backend (its keys' LFU counters turned into
-//!   accesses) as the moved share of the cached keys' hits, times the steady hit rate;
-//! - **first interval**: the extra miss share of the first `--interval` read-through requests
-//!   (predicted from the exact counts as the moved keys requested at least once in it:
-//!   `sum (1 - (1 - p)^I) / I`);
+//!   those that missed just before it. Measured by two probes of `--probe` requests that
+//!   refill nothing (so every probe request sees the cache as it is at that instant), one
+//!   through the old proxy right before the switch and one through the new proxy right after:
+//!   the difference of their miss shares. Predicted as the share of requests that go to
+//!   cached keys that change owner: **exact**, the workload's probabilities (its Zipf law) of
+//!   those keys; **counts**, the warm-up's own counts of them over all its requests; **LFU**,
+//!   `RING.MOVES ... WEIGH HITS` on each backend (its keys' LFU counters turned into
+//!   accesses), the moved share of the cached keys' hits times the hit share of the probe
+//!   before the switch;
+//! - **first interval**: the extra miss share (beyond `m`) of the first `--interval`
+//!   read-through requests after the switch; predicted from the workload's probabilities as
+//!   the moved keys requested at least once in it, `sum (1 - (1 - p)^I) / I`;
 //! - **cumulative extra misses**: the misses beyond `m` per request summed over the
 //!   read-through intervals until the hit rate is back within one percentage point of its
 //!   steady level (or `--after-max` requests); predicted as the moved keys requested again
@@ -121,6 +124,8 @@ struct Outcome {
     lfu: fleet::Weighed,
     /// The engine's moved keys, counted over the same cached keys.
     moved_keys: u64,
+    /// The probe through the old proxy right before the switch, and the one after.
+    probe_before: Tally,
     probe: Tally,
     first_predicted: f64,
     /// Hit rate per interval after the switch (read-through).
@@ -137,14 +142,17 @@ impl Outcome {
         self.steady.miss_share()
     }
 
-    /// The measured instantaneous extra miss share and its standard error (the probe's and
-    /// the steady share's binomial errors combined).
+    /// The measured instantaneous extra miss share and its standard error (the two probes'
+    /// binomial errors combined).
     fn measured(&self) -> (f64, f64) {
-        let p = self.probe.miss_share();
-        let m = self.steady_share();
-        let se_p = (p * (1.0 - p) / self.probe.requests().max(1) as f64).sqrt();
-        let se_m = (m * (1.0 - m) / self.steady.requests().max(1) as f64).sqrt();
-        (p - m, (se_p * se_p + se_m * se_m).sqrt())
+        let var = |t: &Tally| {
+            let p = t.miss_share();
+            p * (1.0 - p) / t.requests().max(1) as f64
+        };
+        (
+            self.probe.miss_share() - self.probe_before.miss_share(),
+            (var(&self.probe) + var(&self.probe_before)).sqrt(),
+        )
     }
 }
 
@@ -164,6 +172,8 @@ fn scheme_of(d: Distribution) -> &'static str {
     }
 }
 
+/// Runs every change under every distribution on one fleet, then the cluster side, and
+/// publishes the report.
 pub fn run(g: &Global, a: &Args) -> Result<()> {
     if !a.local || g.url.is_some() {
         bail!(
@@ -282,6 +292,8 @@ fn run_one(
             misses: t.misses + i.misses,
         });
     let counts = client.counts.take().unwrap_or_default();
+    // The cache as the switch finds it.
+    let probe_before = client.send(a.probe, false)?;
     // Predict, with room for the what-if's ring (nothing is evicted meanwhile).
     let held = fleet.hold(&change.before)?;
     let cached = fleet.cached(&change.before)?;
@@ -312,7 +324,7 @@ fn run_one(
     let first_predicted = within(a.interval) / a.interval as f64;
     let lfu = ask_backends(fleet, change, scheme_of(d))?;
     fleet.release(&held)?;
-    let predicted_lfu = lfu.hits_fraction() * (1.0 - steady.miss_share());
+    let predicted_lfu = lfu.hits_fraction() * (1.0 - probe_before.miss_share());
     // The switch: a new pool, a new proxy; the old one stops.
     let new_proxy = Proxy::start(&fleet.pool(d, &change.after))?;
     drop(proxy);
@@ -354,6 +366,7 @@ fn run_one(
         predicted_lfu,
         lfu,
         moved_keys: moved.iter().filter(|&&x| x).count() as u64,
+        probe_before,
         probe,
         first_predicted,
         series,
@@ -475,7 +488,7 @@ fn publish(
     let mut side = Table::new(&[
         "change",
         "placement",
-        "requests that miss at once (beyond steady)",
+        "requests that miss at once (beyond those just before)",
         "extra misses until recovered",
         "keys moved",
         "bytes moved",
@@ -524,9 +537,10 @@ fn publish(
         .collect();
     let mut md = format!(
         "## What a change costs a cache: {} backends, {} keys, Zipf s = {}, values {}-{} B, {} MiB a backend, LFU eviction\n\n\
-         Instantaneous extra miss share: the share of requests that miss right after the switch beyond the steady miss share \
-         (a probe of {} requests that refills nothing), predicted from the workload's exact counts and from the backends' LFU \
-         counters (`RING.MOVES ... WEIGH HITS`). Intervals of {} requests.\n\n{}\n### Predicted against measured\n\n{}",
+         Instantaneous extra miss share: the share of requests that miss right after the switch beyond those that missed \
+         right before it (two probes of {} requests that refill nothing), predicted exactly from the workload's probabilities \
+         of the cached keys that move, from the warm-up's counts of them, and from the backends' LFU counters \
+         (`RING.MOVES ... WEIGH HITS`). Intervals of {} requests.\n\n{}\n### Predicted against measured\n\n{}",
         a.backends,
         a.keys,
         a.zipf,
@@ -593,7 +607,7 @@ fn chart(g: &Global, a: &Args, outcomes: &[Outcome]) -> Result<()> {
                     .map(|(j, t)| ((j as f64 + 1.0) * k, 1.0 - t.miss_share())),
             );
             let end = points.last().map_or(0.0, |p| p.0);
-            let level = 1.0 - o.steady_share() - o.predicted_exact;
+            let level = 1.0 - o.probe_before.miss_share() - o.predicted_exact;
             series.push(Series::line(
                 format!("twemproxy {} (measured)", o.distribution.name()),
                 points,

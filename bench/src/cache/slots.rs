@@ -19,11 +19,17 @@ use std::time::Instant;
 /// What the change cost on the cluster, and what ringslot said it would.
 #[derive(Debug, Clone, Default)]
 pub struct SlotCost {
+    /// Keys on the cluster before the change.
     pub keys: u64,
+    /// Keys ringslot said would move.
     pub predicted_keys: u64,
+    /// Keys whose master changed (a `SCAN` of every master before and after).
     pub moved_keys: u64,
+    /// Bytes (`MEMORY USAGE`, measured before the change) ringslot said would move.
     pub predicted_bytes: u64,
+    /// The bytes of the keys that moved (their `MEMORY USAGE` before the change).
     pub moved_bytes: u64,
+    /// Slots the plan moves.
     pub slots_moved: u64,
     /// The rebalance (and for a leave, the del-node), seconds.
     pub seconds: f64,

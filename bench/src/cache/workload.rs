@@ -49,10 +49,12 @@ impl Zipf {
 pub struct Rng(u64);
 
 impl Rng {
+    /// The stream of `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
+    /// The next value.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix(self.0)
@@ -89,8 +91,9 @@ pub fn rank_of(name: &[u8]) -> Option<usize> {
 pub struct Shape {
     /// Requests pipelined per round trip.
     pub batch: usize,
-    /// Value sizes: each key's size is fixed, uniform in `min..=max` bytes.
+    /// Value sizes: each key's size is fixed, uniform in `value_min..=value_max` bytes.
     pub value_min: usize,
+    /// See `value_min`.
     pub value_max: usize,
     /// TTL of what a miss sets, seconds.
     pub ttl: u64,
@@ -107,11 +110,14 @@ impl Shape {
 /// Hits and misses of some requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Tally {
+    /// Requests that found their key.
     pub hits: u64,
+    /// Requests that did not.
     pub misses: u64,
 }
 
 impl Tally {
+    /// Hits and misses.
     pub fn requests(&self) -> u64 {
         self.hits + self.misses
     }
@@ -128,9 +134,13 @@ impl Tally {
 
 /// A client of the proxy sending the workload.
 pub struct Client<'a> {
+    /// Its connection to the proxy.
     pub con: Connection,
+    /// The law of the keys it reads.
     pub zipf: &'a Zipf,
+    /// Its draws.
     pub rng: Rng,
+    /// What it sends.
     pub shape: Shape,
     /// Requests per rank, counted while `Some`.
     pub counts: Option<Vec<u64>>,
