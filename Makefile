@@ -34,9 +34,23 @@ run: release
 ## test: every test of the workspace (the module, its harness, the benchmark program): unit,
 ## property, vectors and integration against real redis-servers. The criterion benches are
 ## compiled, not run.
+## Every live-server test runs twice: on redis-server (Debian's 7.0.15, or $RINGSLOT_SERVER),
+## then on Valkey 9.1.2 (the binary scripts/deps.sh fetches into .deps/; RINGSLOT_VALKEY=skip
+## leaves it out). Each failing test's output names the server it ran on.
+VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
+# The test files that start servers (the engine_* ones run in-process: once is enough).
+LIVE_TESTS := $(patsubst tests/%.rs,--test %,$(filter-out tests/engine_%,$(wildcard tests/*.rs)))
 test: build
 	$(CARGO) test --workspace --benches --no-run
+	@echo "== make test: on $$($${RINGSLOT_SERVER:-redis-server} --version | cut -d' ' -f1-3)"
 	$(CARGO) test --workspace --lib --bins --tests
+	@if [ "$${RINGSLOT_VALKEY:-}" = skip ]; then \
+	  echo "== make test: Valkey left out (RINGSLOT_VALKEY=skip)"; \
+	else \
+	  echo "== make test: on $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3)"; \
+	  RINGSLOT_SERVER=$(VALKEY_SERVER) $(CARGO) test -p ringslot $(LIVE_TESTS) && \
+	  RINGSLOT_SERVER=$(VALKEY_SERVER) $(CARGO) test -p ringslot-bench --tests; \
+	fi
 
 ## test-repeat: the tests against live servers REPEAT times in a row (default 20), stopping
 ## at the first failure: no test may depend on a timing window

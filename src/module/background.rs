@@ -23,6 +23,7 @@ use super::call::{reply_error, Call, RawCtx};
 use super::config::{self, DEBUG_PAUSE, INLINE_LIMIT, MAX_BACKGROUND};
 use super::errors::CommandError;
 use super::keys::{KeyWalk, Member};
+use super::live;
 use super::reply::Reply;
 use super::stats;
 use crate::engine::{sample_members, EngineError, MemberWeight};
@@ -133,10 +134,24 @@ unsafe impl Send for Handles {}
 /// be blocked (`MULTI`, scripts), where it is refused with an error that names the limit and
 /// says what costs (`what`). Inline, a keyspace walk runs to its end first (at most
 /// `ringslot.max-sample` keys).
+///
+/// A walk that opens keys of other hash slots (`SLOTS`, `WEIGH`) always runs in the
+/// background on a server that reads a command's keys in the command's own slot (Valkey 8
+/// and later, see [`live::keys_read_in_own_slot`]); there, `MULTI` and scripts get an error.
 pub fn run(call: &Call, job: Job, units: u64, what: &str) -> Result<(), CommandError> {
     let limit = config::get(&INLINE_LIMIT);
+    let opens_keys = matches!(&job.source, Source::Keys { walk, .. } if walk.opens_keys());
+    let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+    if opens_keys && live::keys_read_in_own_slot(&call.context()) {
+        if call.flags().intersects(blocked) {
+            return Err(CommandError::BackgroundOnly {
+                command: job.command,
+            });
+        }
+        // SAFETY: the live context of this call, on the main thread, which may block.
+        return unsafe { start(call.context().ctx, job) };
+    }
     if units > limit {
-        let blocked = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
         if call.flags().intersects(blocked) {
             return Err(CommandError::PastInlineLimit {
                 command: job.command,

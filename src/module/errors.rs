@@ -148,6 +148,12 @@ pub enum CommandError {
     UserGone,
     /// `WEIGH HITS` on a server that keeps no LFU counters.
     NoLfu,
+    /// A walk that must run in the background (see [`super::live::keys_read_in_own_slot`])
+    /// where the client cannot wait (`MULTI`, a script).
+    BackgroundOnly {
+        /// The command.
+        command: &'static str,
+    },
     /// A command of the live cluster on a server that is not a cluster node.
     NotClusterNode {
         /// The command (`RING.MOVES ... SLOTS`).
@@ -241,6 +247,12 @@ impl fmt::Display for CommandError {
             CommandError::NoScanPermission => f.write_str(
                 "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES \
                  ... KEYS and SLOTS need",
+            ),
+            CommandError::BackgroundOnly { command } => write!(
+                f,
+                "ERR {command} ... SLOTS and WEIGH open keys of other hash slots, which this \
+                 server (Valkey) reads right only outside the calling command, in the \
+                 background; MULTI and scripts cannot wait for it"
             ),
             CommandError::NoLfu => f.write_str(
                 "ERR WEIGH HITS reads each key's LFU access counter, which the server keeps only \

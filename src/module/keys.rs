@@ -467,6 +467,13 @@ impl KeyWalk {
         self.weigh.any()
     }
 
+    /// Whether the walk opens keys by name (a slot walk checks each key; a weighing walk
+    /// reads each key's LFU counter), which a server may look up in the calling command's own
+    /// hash slot only (see [`super::live::keys_read_in_own_slot`]).
+    pub fn opens_keys(&self) -> bool {
+        self.weigh.any() || matches!(self.mode, Mode::Slots { .. })
+    }
+
     /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but
     /// `skip`: the ring being evaluated, so that a copy placed on a master to evaluate its keys
     /// does not count itself. Live keys only: a key past its expiry is skipped (`CLUSTER

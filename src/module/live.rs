@@ -85,6 +85,27 @@ pub fn keys_in_slot(context: &Context, slot: u16) -> Result<u64, CommandError> {
     }
 }
 
+/// Whether this server looks a module command's keys up in the command's own hash slot when
+/// cluster mode is on: Valkey 8 and later take the slot of a key a command opens from the
+/// command's first key (`getKeySlot` with the executing client's cached slot), so a module
+/// that opens keys of other slots while its own command runs finds nothing there; from a
+/// worker thread (no command executing) the key's own slot is used. Found when
+/// `RING.MOVES ... SLOTS` counted no key on Valkey 9.1.2. Only cluster mode caches the slot.
+/// Asked once (`INFO server`: `server_name:valkey`).
+pub fn keys_read_in_own_slot(context: &Context) -> bool {
+    static VALKEY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let valkey = *VALKEY.get_or_init(|| match context.call("INFO", &["server"][..]) {
+        Ok(RedisValue::BulkString(s)) | Ok(RedisValue::SimpleString(s)) => {
+            s.lines().any(|l| l.trim() == "server_name:valkey")
+        }
+        Ok(RedisValue::StringBuffer(b)) => String::from_utf8_lossy(&b)
+            .lines()
+            .any(|l| l.trim() == "server_name:valkey"),
+        _ => false,
+    });
+    valkey && context.get_flags().contains(ContextFlags::CLUSTER)
+}
+
 /// Checks that this node serves every slot of `start..=end` and none is migrating or
 /// importing ([`check_slots`]), and returns how many keys it holds there and whether a slot
 /// holds more than [`SLOT_READ_WHOLE`] (its keys are then found by a walk of the database).
