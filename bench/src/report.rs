@@ -229,6 +229,12 @@ fn draw_panel(
     if chart.y_log {
         y0 = y0.max(1e-9) / 1.1;
         y1 *= 1.15;
+    } else if y0 > 0.0 && y0 > 0.5 * y1 {
+        // Ratios near 1 (peak-to-mean, moved/ideal): the axis spans the data, not 0..max,
+        // so that the range the reader decides in fills the chart.
+        let pad = ((y1 - y0) * 0.1).max(0.01);
+        y0 -= pad;
+        y1 += pad;
     } else {
         y0 = y0.min(0.0);
         y1 = if y1 <= y0 { y0 + 1.0 } else { y1 * 1.08 };

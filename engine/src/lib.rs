@@ -18,7 +18,7 @@ pub mod weigh;
 pub mod whatif;
 
 pub use change::{Change, PlannedMove};
-pub use compare::SchemeBalance;
+pub use compare::{balanced_peak_to_mean, SchemeBalance};
 pub use error::EngineError;
 pub use flavour::Flavour;
 pub use glob::glob_match;

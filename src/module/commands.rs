@@ -319,9 +319,12 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
 }
 
 /// `RING.BALANCE key [SAMPLE n]` -> a map of scheme -> map of `peak_to_mean` (the largest
-/// node's share over its weight's share) and `exact` (true for the ring, the slot table,
+/// node's share over its weight's share), `exact` (true for the ring, the slot table,
 /// Maglev and modulo, which are computed from their structure; false for jump, rendezvous,
-/// multi-probe and bounded loads, estimated over the sample members, default 10000). Past
+/// multi-probe and bounded loads, estimated over the sample members, default 10000) and
+/// `balanced_peak_to_mean`: for an estimate, what a perfectly balanced scheme shows over as
+/// many members (a sampled peak-to-mean is biased upward; see
+/// [`crate::engine::balanced_peak_to_mean`]), nil for an exact figure. Past
 /// `ringslot.inline-limit` ([`cost::balance`]) in the background. Errors: a missing key, a
 /// `ringslot.maglev-size` that is not a prime.
 pub fn balance(call: &Call) -> Result<(), CommandError> {
@@ -345,6 +348,10 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
                     Reply::Map(vec![
                         ("peak_to_mean", Reply::Double(b.peak_to_mean)),
                         ("exact", Reply::Bool(b.exact)),
+                        (
+                            "balanced_peak_to_mean",
+                            b.balanced.map_or(Reply::Nil, Reply::Double),
+                        ),
                     ]),
                 )
             })
