@@ -73,41 +73,6 @@ pub fn balanced_draws(members: u64) -> u32 {
     u32::try_from((400_000 / members.max(1)).clamp(4, 32)).unwrap_or(4)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_perfectly_balanced_sample_reads_above_one() {
-        // 100 equal nodes, 10000 members: 100 per node on average, a standard deviation of
-        // about 10; the largest of 100 such counts is about 2.5 standard deviations up, so
-        // the peak-to-mean reads about 1.25 (the figure issue 22 quotes).
-        let weights = vec![1u32; 100];
-        let started = std::time::Instant::now();
-        let b = balanced_peak_to_mean(&weights, 10_000, balanced_draws(10_000));
-        println!(
-            "100 nodes, 10000 members: {b:.4} in {:?}",
-            started.elapsed()
-        );
-        assert!((1.2..1.32).contains(&b), "{b}");
-        // More members, less bias: 1M members, 10000 a node, sd 100: about 1.025.
-        let b = balanced_peak_to_mean(&weights, 1_000_000, 4);
-        assert!((1.015..1.04).contains(&b), "{b}");
-        // Weights count: a node of weight 3 among nine of weight 1 is no outlier.
-        let mut w = vec![1u32; 10];
-        w[0] = 3;
-        let b = balanced_peak_to_mean(&w, 120_000, 4);
-        assert!((1.0..1.03).contains(&b), "{b}");
-        // The same answer every time.
-        assert_eq!(
-            balanced_peak_to_mean(&weights, 1000, 5),
-            balanced_peak_to_mean(&weights, 1000, 5)
-        );
-        assert_eq!(balanced_peak_to_mean(&weights, 0, 5), 0.0);
-        assert_eq!(balanced_peak_to_mean(&[0, 0], 10, 5), 0.0);
-    }
-}
-
 impl Topology {
     /// The owner of `member` under every scheme, as node indices, in [`Scheme::ALL`] order.
     /// Bounded loads with no other member placed is the ring. Builds every [`Placement`] (a
@@ -229,5 +194,40 @@ impl Topology {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_perfectly_balanced_sample_reads_above_one() {
+        // 100 equal nodes, 10000 members: 100 per node on average, a standard deviation of
+        // about 10; the largest of 100 such counts is about 2.5 standard deviations up, so
+        // the peak-to-mean reads about 1.25 (the figure issue 22 quotes).
+        let weights = vec![1u32; 100];
+        let started = std::time::Instant::now();
+        let b = balanced_peak_to_mean(&weights, 10_000, balanced_draws(10_000));
+        println!(
+            "100 nodes, 10000 members: {b:.4} in {:?}",
+            started.elapsed()
+        );
+        assert!((1.2..1.32).contains(&b), "{b}");
+        // More members, less bias: 1M members, 10000 a node, sd 100: about 1.025.
+        let b = balanced_peak_to_mean(&weights, 1_000_000, 4);
+        assert!((1.015..1.04).contains(&b), "{b}");
+        // Weights count: a node of weight 3 among nine of weight 1 is no outlier.
+        let mut w = vec![1u32; 10];
+        w[0] = 3;
+        let b = balanced_peak_to_mean(&w, 120_000, 4);
+        assert!((1.0..1.03).contains(&b), "{b}");
+        // The same answer every time.
+        assert_eq!(
+            balanced_peak_to_mean(&weights, 1000, 5),
+            balanced_peak_to_mean(&weights, 1000, 5)
+        );
+        assert_eq!(balanced_peak_to_mean(&weights, 0, 5), 0.0);
+        assert_eq!(balanced_peak_to_mean(&[0, 0], 10, 5), 0.0);
     }
 }
