@@ -446,20 +446,6 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
     Ok(md)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::spread;
-
-    #[test]
-    fn spread_of_known_shares() {
-        // Shares 0.1, 0.2, 0.3, 0.4: mean 0.25, population variance 0.0125.
-        let (min, max, sd) = spread(&[0.1, 0.2, 0.3, 0.4]);
-        assert!((min - 0.4).abs() < 1e-12);
-        assert!((max - 1.6).abs() < 1e-12);
-        assert!((sd - 0.0125f64.sqrt() / 0.25).abs() < 1e-12);
-    }
-}
-
 /// The chart of a run at one VNODES (the schemes side by side): one x position per scheme,
 /// each node count's mean peak-to-mean as a marker with its lowest and highest name set, and
 /// beside the sampled schemes what a perfectly balanced scheme reads over as many members
@@ -544,4 +530,18 @@ fn scheme_chart(dir: &Path, name: &str, rows: &[Row], title: &str) -> Result<()>
         width: 1,
     };
     report::svg_panels(&dir.join(format!("{name}.svg")), title, vec![panel])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_of_known_shares() {
+        // Shares 0.1, 0.2, 0.3, 0.4: mean 0.25, population variance 0.0125.
+        let (min, max, sd) = spread(&[0.1, 0.2, 0.3, 0.4]);
+        assert!((min - 0.4).abs() < 1e-12);
+        assert!((max - 1.6).abs() < 1e-12);
+        assert!((sd - 0.0125f64.sqrt() / 0.25).abs() < 1e-12);
+    }
 }
