@@ -23,11 +23,12 @@ PORT ?= 6379
 
 ## run: build the module and start redis-server with redis.conf (port 6379, Ctrl-C stops it;
 ## its data, RDB and AOF, stays in data/ for the next run)
-run: release
+run:
 	@if redis-cli -p $(PORT) ping >/dev/null 2>&1; then \
 	  echo "run: a server already answers on port $(PORT) (Debian's redis-server service?)."; \
 	  echo "     Stop it (service redis-server stop) or pick another port: make run PORT=$$(($(PORT) + 1000))"; \
 	  exit 1; fi
+	@$(MAKE) --no-print-directory release
 	@mkdir -p data
 	redis-server redis.conf --port $(PORT)
 

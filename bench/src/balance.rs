@@ -149,7 +149,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     );
     let md = write_outputs(&g.out, &a.name, &rows, &title)?;
     println!("{md}");
-    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
+    report::announce();
     Ok(())
 }
 

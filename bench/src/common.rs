@@ -82,9 +82,9 @@ impl Global {
 
     /// Writes a subcommand's Markdown report to `<out>/<name>.md` and prints it.
     pub fn publish(&self, name: &str, md: &str) -> Result<()> {
-        let path = report::write(&self.out, &format!("{name}.md"), md)?;
+        report::write(&self.out, &format!("{name}.md"), md)?;
         println!("{md}");
-        eprintln!("wrote {}", path.display());
+        report::announce();
         Ok(())
     }
 }

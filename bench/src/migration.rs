@@ -161,11 +161,8 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     );
     let md = write_outputs(&g.out, &a.name, &rows, &title)?;
     println!("{md}");
-    eprintln!(
-        "measured in {:.1} s; wrote {}/*.{{md,csv,svg}}",
-        started.elapsed().as_secs_f64(),
-        g.out.display()
-    );
+    eprintln!("measured in {:.1} s", started.elapsed().as_secs_f64());
+    crate::report::announce();
     Ok(())
 }
 

@@ -73,11 +73,35 @@ impl Table {
     }
 }
 
+/// The files written so far (by [`write`] and [`svg_panels`]) and not yet announced.
+static WRITTEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn written(path: &Path) {
+    if let Ok(mut w) = WRITTEN.lock() {
+        if !w.iter().any(|p| p == path) {
+            w.push(path.to_path_buf());
+        }
+    }
+}
+
+/// Prints on stderr every file written since the last call, by name (`wrote a.md, a.csv`).
+pub fn announce() {
+    let paths = WRITTEN
+        .lock()
+        .map(|mut w| std::mem::take(&mut *w))
+        .unwrap_or_default();
+    if !paths.is_empty() {
+        let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("wrote {}", names.join(", "));
+    }
+}
+
 /// Writes `text` to `dir/name`, creating `dir`; returns the path.
 pub fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let path = dir.join(name);
     std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    written(&path);
     Ok(path)
 }
 
@@ -194,6 +218,7 @@ pub fn svg_panels(path: &Path, title: &str, panels: Vec<Panel>) -> Result<()> {
     }
     root.present()
         .with_context(|| format!("write {}", path.display()))?;
+    written(path);
     Ok(())
 }
 

@@ -91,7 +91,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     let outcome = run_spread(&mut target.con, &target.scratch, &opts)?;
     let md = write_outputs(&g.out, &a.name, &outcome, &opts)?;
     println!("{md}");
-    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
+    report::announce();
     Ok(())
 }
 

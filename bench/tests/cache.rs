@@ -119,6 +119,24 @@ fn members_of_a_real_memcached_weigh_their_item_sizes() {
         assert_eq!(ring["moved keys"], moved.to_string(), "{source}");
         assert_eq!(ring["moved bytes"], moved_bytes.to_string(), "{source}");
     }
+    // The program names every file it wrote.
+    let run = common::bench(&[
+        "--out",
+        out.path().to_str().unwrap(),
+        "members",
+        "--file",
+        dump.to_str().unwrap(),
+        "--nodes",
+        &nodes.join(","),
+        "--del",
+        nodes[0],
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("members.csv") && stderr.contains("members.md"),
+        "{stderr}"
+    );
     // A memcached that is not there is an error that names it.
     let out2 = common::bench(&[
         "members",

@@ -118,9 +118,10 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     };
     let change = parsed.change;
     let weighed = parsed.weigh;
+    let sampled = matches!(counted, cost::Source::Sample(_));
     let work: Work = Box::new(move |members| {
         let w = topo.what_if_weighed(&change, members, &schemes, &params, limits)?;
-        Ok(schemes_reply(&w, weighed))
+        Ok(schemes_reply(&w, weighed, sampled))
     });
     background::run(
         call,
@@ -164,14 +165,15 @@ fn config_value(ctx: &Context, name: &str) -> Result<String, CommandError> {
 
 /// The map of `RING.MOVES`: `members` (and with `WEIGH`, their `bytes` and `hits`), `ideal`,
 /// then one map per scheme evaluated, in order: `moved`, `between_old`, `fraction`,
-/// `standard_error`, then `space` (the exact moved share of the key space) for the ring and
+/// `standard_error` (over `SAMPLE` members only: a sampling error, which an exact count of real
+/// keys under `KEYS` or `SLOTS` has not), then `space` (the exact moved share of the key space) for the ring and
 /// Maglev, `slots_moved` for the slot table; with `WEIGH BYTES`, `moved_bytes`,
 /// `bytes_fraction` and `bytes_peak_to_mean_after`; with `WEIGH HITS`, `moved_hits`,
 /// `hits_fraction` and `hits_peak_to_mean_after`; with either, `keys_peak_to_mean_after`
 /// (each node's load after the change over its fair share by weight, the largest; see
 /// [`crate::engine::Loads`]). Fractions are nil when no member was evaluated (a walk that
 /// matched nothing) or nothing weighed.
-fn schemes_reply(w: &WhatIf, weighed: WeighBy) -> Reply<'static> {
+fn schemes_reply(w: &WhatIf, weighed: WeighBy, sampled: bool) -> Reply<'static> {
     let mut fields = vec![("members", Reply::count(w.members))];
     if weighed.bytes {
         fields.push(("bytes", Reply::count(w.bytes)));
@@ -199,8 +201,10 @@ fn schemes_reply(w: &WhatIf, weighed: WeighBy) -> Reply<'static> {
             ("moved", Reply::count(r.moves.moved)),
             ("between_old", Reply::count(r.moves.between_old)),
             ("fraction", measured(r.moves.fraction)),
-            ("standard_error", measured(r.moves.standard_error)),
         ];
+        if sampled {
+            m.push(("standard_error", measured(r.moves.standard_error)));
+        }
         // The slot table's exact share is its slots_moved / 16384.
         if let (Some(space), false) = (r.space, r.scheme == Scheme::Slots) {
             m.push(("space", Reply::Double(space)));

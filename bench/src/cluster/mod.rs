@@ -241,7 +241,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     };
     let md = report::write_outputs(&g.out, &a.name, &outcome, &opts)?;
     println!("{md}");
-    eprintln!("wrote {}/{}.{{md,csv,svg}}", g.out.display(), a.name);
+    crate::report::announce();
     Ok(())
 }
 
