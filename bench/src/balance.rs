@@ -387,10 +387,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
     ordered.sort_by_key(|k| by_scheme(k));
     for (n, scheme) in &ordered {
         // The same colour for a scheme in every chart, whichever schemes it shows.
-        let colour = ["native", "groupcache", "ketama", "slot table"]
-            .iter()
-            .position(|s| s == scheme)
-            .unwrap_or(4 + schemes.iter().position(|s| s == scheme).unwrap_or(0));
+        let colour = report::scheme_colour(scheme);
         let dashed = counts.first() != Some(n);
         let mine: Vec<&Row> = rows
             .iter()
@@ -437,12 +434,70 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
         x_names: Vec::new(),
         legend: plotters::prelude::SeriesLabelPosition::UpperRight,
     };
-    let panel = Panel {
+    // The decision range on its own panel: 1.0 to 1.5 on a linear axis, from 50 virtual
+    // nodes on (what a deployment uses), where the log axis squeezes it into its bottom.
+    let zoom: Vec<Series> = series
+        .iter()
+        .filter_map(|s| {
+            // A flat series (the slot table) spans the zoom's whole width.
+            let flat = s.points.len() == 2
+                && s.points.first().map(|p| p.1) == s.points.last().map(|p| p.1)
+                && s.errors.is_empty();
+            let points: Vec<(f64, f64)> = if flat {
+                s.points
+                    .first()
+                    .map(|p| vec![(50.0f64.max(vmin), p.1), (vmax, p.1)])
+                    .unwrap_or_default()
+            } else {
+                s.points.clone()
+            };
+            let keep: Vec<usize> = (0..points.len())
+                .filter(|&i| points.get(i).is_some_and(|p| p.0 >= 50.0 && p.1 <= 1.5))
+                .collect();
+            (!keep.is_empty()).then(|| Series {
+                label: s.label.clone(),
+                points: keep
+                    .iter()
+                    .filter_map(|&i| points.get(i).copied())
+                    .collect(),
+                colour: s.colour,
+                markers_only: s.markers_only || keep.len() == 1,
+                dashed: s.dashed,
+                errors: Vec::new(),
+            })
+        })
+        .collect();
+    let mut zoomed = Vec::new();
+    if !zoom.is_empty() {
+        let mut zoom = zoom;
+        let (lo, hi) = (50.0f64.max(vmin), vmax);
+        zoom.insert(0, Series::reference("1.0 = perfect", 1.0, lo, hi));
+        zoomed.push(Panel {
+            chart: Chart {
+                title: "from 50 points a node, 1.0-1.5 (linear; above 1.5 left out)",
+                x_label: "virtual nodes per node (log)",
+                y_label: "peak-to-mean share (lower is better)",
+                x_log: true,
+                y_log: false,
+                x_names: Vec::new(),
+                legend: plotters::prelude::SeriesLabelPosition::UpperRight,
+            },
+            series: zoom,
+            width: 1,
+        });
+    }
+    let mut panel = Panel {
         chart,
         series,
         width: 1,
     };
-    report::svg_panels(&dir.join(format!("{name}.svg")), title, vec![panel])?;
+    if !zoomed.is_empty() {
+        // One legend is enough: the zoom's.
+        panel.chart.legend = plotters::prelude::SeriesLabelPosition::UpperRight;
+    }
+    let mut panels = vec![panel];
+    panels.extend(zoomed);
+    report::svg_panels(&dir.join(format!("{name}.svg")), title, panels)?;
     Ok(md)
 }
 

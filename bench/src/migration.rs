@@ -625,7 +625,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
     let last = steps.len().saturating_sub(1) as f64;
     let target = || Series::reference("1.0 = ideal", 1.0, 0.0, last);
     let (mut main, mut modulo) = (vec![target()], vec![target()]);
-    for (i, s) in schemes(rows).into_iter().enumerate() {
+    for s in schemes(rows) {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.scheme == s).collect();
         let t = Totals::of(&mine);
         let points: Vec<(f64, f64)> = mine
@@ -650,7 +650,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             }
             label
         };
-        let series = Series::line(label, points, i);
+        let series = Series::line(label, points, report::scheme_colour(s));
         if s == "modulo" {
             modulo.push(series);
         } else {
@@ -667,7 +667,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             y_log: false,
             // Step i is plotted at x = i - 1, where its label sits.
             x_names: x_names.clone(),
-            legend: plotters::prelude::SeriesLabelPosition::LowerRight,
+            legend: report::free_corner(&main),
         },
         series: main,
         width: 3,
@@ -681,7 +681,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
                 x_log: false,
                 y_log: false,
                 x_names: steps.iter().map(|(i, _)| i.to_string()).collect(),
-                legend: plotters::prelude::SeriesLabelPosition::UpperLeft,
+                legend: report::free_corner(&modulo),
             },
             series: modulo,
             width: 1,

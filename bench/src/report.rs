@@ -174,20 +174,112 @@ pub struct Panel<'a> {
     pub width: u32,
 }
 
+/// The palette: Tableau 10, bounded loads' violet, a spare, then three blues for rings of
+/// other VNODES than 160 (light to dark: fewer to more points).
+const PALETTE: [RGBColor; 15] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(120, 60, 200),
+    RGBColor(110, 70, 0),
+    RGBColor(158, 202, 225),
+    RGBColor(107, 174, 214),
+    RGBColor(8, 48, 107),
+];
+
 fn colour(i: usize) -> RGBColor {
-    const PALETTE: [RGBColor; 10] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-        RGBColor(188, 189, 34),
-        RGBColor(23, 190, 207),
-    ];
     PALETTE[i % PALETTE.len()]
+}
+
+/// The one colour of a scheme in every chart (an index into the palette), by the name the
+/// reports give it: the native ring blue, ketama orange, the slot table green, modulo red,
+/// groupcache purple, native-fnv brown, jump pink, rendezvous grey, Maglev olive, multi-probe
+/// cyan, bounded loads violet; the native ring at 160 points (its default) blue, at fewer
+/// points lighter blues, at more a dark one.
+pub fn scheme_colour(name: &str) -> usize {
+    let mut words = name.split_whitespace();
+    let base = words.next().unwrap_or(name);
+    if base == "ring" {
+        let vnodes = words
+            .find_map(|w| w.strip_prefix("vnodes="))
+            .and_then(|v| v.parse::<u32>().ok());
+        return match vnodes {
+            None | Some(160) => 0,
+            Some(v) if v < 50 => 12,
+            Some(v) if v < 160 => 13,
+            Some(_) => 14,
+        };
+    }
+    match base {
+        "ring" | "native" | "ring(native)" => 0,
+        "ketama" => 1,
+        "slot" | "slots" => 2,
+        "modulo" => 3,
+        "groupcache" => 4,
+        "native-fnv" => 5,
+        "jump" => 6,
+        "rendezvous" => 7,
+        "maglev" => 8,
+        "multiprobe" => 9,
+        "bounded" => 10,
+        _ => 11,
+    }
+}
+
+/// The corner of a chart of `series` whose quarter (45% of the width, 40% of the height of
+/// the data's range) holds the fewest points: where the legend hides the least.
+pub fn free_corner(series: &[Series]) -> SeriesLabelPosition {
+    let points: Vec<(f64, f64)> = series
+        .iter()
+        .filter(|s| s.colour.is_some())
+        .flat_map(|s| s.points.iter().copied())
+        .collect();
+    let (x0, x1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (y0, y1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    // The axis as draw_panel makes it: over the data for ratios near 1, else from 0.
+    let (y0, y1) = if y0 > 0.0 && y0 > 0.5 * y1 {
+        (y0, y1)
+    } else {
+        (y0.min(0.0), y1 * 1.08)
+    };
+    let count = |right: bool, upper: bool| {
+        points
+            .iter()
+            .filter(|p| {
+                let in_x = if right {
+                    p.0 >= x1 - 0.45 * (x1 - x0)
+                } else {
+                    p.0 <= x0 + 0.45 * (x1 - x0)
+                };
+                let in_y = if upper {
+                    p.1 >= y1 - 0.4 * (y1 - y0)
+                } else {
+                    p.1 <= y0 + 0.4 * (y1 - y0)
+                };
+                in_x && in_y
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::LowerRight, count(true, false)),
+        (SeriesLabelPosition::LowerLeft, count(false, false)),
+        (SeriesLabelPosition::UpperRight, count(true, true)),
+        (SeriesLabelPosition::UpperLeft, count(false, true)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .map_or(SeriesLabelPosition::LowerRight, |(p, _)| p)
 }
 
 /// Draws `panels` side by side (widths in proportion to their `width`) under `title` into an
@@ -293,7 +385,19 @@ fn draw_panel(
                     .x_label_formatter(&step_name)
                     .x_label_style(("sans-serif", if names.len() > 6 { 10 } else { 12 }));
             } else if chart.x_log {
-                mesh.x_label_formatter(&whole);
+                mesh.x_label_formatter(&whole).x_labels(6);
+            }
+            // A log axis labels its decades and steps: as few digits as tell them apart, and
+            // no label twice.
+            let log_label = |y: &f64| {
+                if *y >= 2.0 {
+                    format!("{y:.0}")
+                } else {
+                    format!("{y:.1}")
+                }
+            };
+            if chart.y_log {
+                mesh.y_label_formatter(&log_label);
             }
             mesh.draw()?;
             for s in series {
@@ -321,6 +425,15 @@ fn draw_panel(
                     ctx.draw_series(s.points.iter().map(|&p| Circle::new(p, 5, c.filled())))?
                         .label(s.label.as_str())
                         .legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
+                } else if s.colour.is_none() {
+                    // A reference (a target): black and dashed, so that a scheme lying on it
+                    // shows through.
+                    let thin = ShapeStyle::from(&BLACK).stroke_width(2);
+                    ctx.draw_series(DashedLineSeries::new(s.points.iter().copied(), 10, 6, thin))?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| {
+                            DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, thin)
+                        });
                 } else if s.dashed {
                     ctx.draw_series(DashedLineSeries::new(s.points.iter().copied(), 8, 5, style))?
                         .label(s.label.as_str())

@@ -611,15 +611,17 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
     report::svg_panels(
         &dir.join(format!("{name}.svg")),
         &format!(
-            "Spread over {} views of {} nodes (t = {})",
-            opts.views, opts.nodes, opts.t
+            "Spread: on how many different nodes one key lands when {} clients each see a \
+             different part of {} nodes (lower is better)",
+            opts.views, opts.nodes
         ),
         vec![
             Panel {
                 chart: Chart {
-                    title: "Spread per scheme",
+                    title:
+                        "distinct nodes per key, over random subsets and over a join/leave history",
                     x_label: "scheme",
-                    y_label: "distinct nodes per member",
+                    y_label: "distinct nodes per key (lower is better)",
                     x_log: false,
                     y_log: false,
                     x_names: schemes.clone(),
@@ -638,7 +640,11 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
                     x_names: Vec::new(),
                     legend: SeriesLabelPosition::UpperRight,
                 },
-                series: vec![Series::line("slot table".into(), groups, 4)],
+                series: vec![Series::line(
+                    "slot table".into(),
+                    groups,
+                    report::scheme_colour("slot table"),
+                )],
                 width: 1,
             },
         ],

@@ -400,31 +400,35 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
     )
 }
 
-/// The chart: moved fraction per scheme against the ideal, and keys per master before and
-/// after.
+/// The chart: moved fraction over the ideal per scheme (1.0 is best; a scheme that moves
+/// less than the ideal left a node short of its share), and keys per master before and after.
 fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
     let p = &outcome.prediction;
     let real = outcome.real.as_ref();
+    let over_ideal = |f: f64| if p.ideal > 0.0 { f / p.ideal } else { 0.0 };
     let mut schemes = vec!["slots".to_string()];
-    let mut predicted = vec![(0.0, fraction(p.slots_moved, p.keys))];
+    let mut predicted = vec![(0.0, over_ideal(fraction(p.slots_moved, p.keys)))];
     for (k, (flavour, sums)) in p.rings.iter().enumerate() {
         schemes.push(flavour.clone());
-        predicted.push(((k + 1) as f64, fraction(sums.ring_moved, sums.members)));
+        predicted.push((
+            (k + 1) as f64,
+            over_ideal(fraction(sums.ring_moved, sums.members)),
+        ));
     }
     if let Some((_, sums)) = p.rings.first() {
         schemes.push("modulo".into());
         predicted.push((
             (schemes.len() - 1) as f64,
-            fraction(sums.modulo_moved, sums.members),
+            over_ideal(fraction(sums.modulo_moved, sums.members)),
         ));
     }
     let last = (schemes.len() - 1) as f64;
     let mut left = vec![
+        Series::reference("1.0 = the ideal share moved", 1.0, -0.3, last + 0.3),
         Series {
             markers_only: true,
             ..Series::line("predicted".into(), predicted, 0)
         },
-        Series::reference("ideal", p.ideal, 0.0, last),
     ];
     if let Some(r) = real {
         left.push(Series {
@@ -432,21 +436,22 @@ fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
             dashed: true,
             ..Series::line(
                 "real (slots)".into(),
-                vec![(0.0, fraction(r.moved, p.keys))],
+                vec![(0.15, over_ideal(fraction(r.moved, p.keys)))],
                 1,
             )
         });
     }
     let all: Vec<String> = p.masters.iter().map(|m| m.address.clone()).collect();
-    let points = |f: &dyn Fn(usize) -> f64| -> Vec<(f64, f64)> {
-        (0..all.len()).map(|i| (i as f64, f(i))).collect()
+    // Before, after as planned and after for real side by side, so that none hides another.
+    let points = |shift: f64, f: &dyn Fn(usize) -> f64| -> Vec<(f64, f64)> {
+        (0..all.len()).map(|i| (i as f64 + shift, f(i))).collect()
     };
     let mut right = vec![
         Series {
             markers_only: true,
             ..Series::line(
                 "before".into(),
-                points(&|i| p.masters[i].keys_before as f64),
+                points(-0.15, &|i| p.masters[i].keys_before as f64),
                 2,
             )
         },
@@ -455,7 +460,7 @@ fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
             dashed: true,
             ..Series::line(
                 "after (plan)".into(),
-                points(&|i| p.masters[i].keys_after as f64),
+                points(0.0, &|i| p.masters[i].keys_after as f64),
                 3,
             )
         },
@@ -465,7 +470,9 @@ fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
             markers_only: true,
             ..Series::line(
                 "after (real)".into(),
-                points(&|i| r.keys_after.get(&all[i]).copied().unwrap_or(0) as f64),
+                points(0.15, &|i| {
+                    r.keys_after.get(&all[i]).copied().unwrap_or(0) as f64
+                }),
                 4,
             )
         });
@@ -477,9 +484,9 @@ fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
         vec![
             Panel {
                 chart: Chart {
-                    title: "Moved fraction per scheme",
+                    title: "Keys moved over the ideal (1.0 is best)",
                     x_label: "scheme",
-                    y_label: "keys moved / keys",
+                    y_label: "moved fraction / ideal fraction",
                     x_log: false,
                     y_log: false,
                     x_names: schemes,
