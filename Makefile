@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps valkey build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -36,12 +36,16 @@ run:
 ## property, vectors and integration against real redis-servers. The criterion benches are
 ## compiled, not run.
 ## Every live-server test runs twice: on redis-server (Debian's 7.0.15, or $RINGSLOT_SERVER),
-## then on Valkey 9.1.2 (the binary scripts/deps.sh fetches into .deps/; RINGSLOT_VALKEY=skip
+## then on Valkey 9.1.2 (the binary scripts/valkey.sh fetches into .deps/; RINGSLOT_VALKEY=skip
 ## leaves it out). Each failing test's output names the server it ran on.
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 # The test files that start servers (the engine_* ones run in-process: once is enough).
 LIVE_TESTS := $(patsubst tests/%.rs,--test %,$(filter-out tests/engine_%,$(wildcard tests/*.rs)))
-test: build
+## valkey: fetch valkey-server 9.1.2 into .deps/ (scripts/valkey.sh) unless RINGSLOT_VALKEY=skip
+valkey: deps
+	@./scripts/valkey.sh
+
+test: build valkey
 	$(CARGO) test --workspace --benches --no-run
 	@echo "== make test: on $$($${RINGSLOT_SERVER:-redis-server} --version | cut -d' ' -f1-3)"
 	$(CARGO) test --workspace --lib --bins --tests

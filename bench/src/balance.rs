@@ -468,7 +468,7 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
         })
         .collect();
     let mut zoomed = Vec::new();
-    if !zoom.is_empty() {
+    if !zoom.is_empty() && vmax >= 50.0 {
         let mut zoom = zoom;
         let (lo, hi) = (50.0f64.max(vmin), vmax);
         zoom.insert(0, Series::reference("1.0 = perfect", 1.0, lo, hi));
@@ -486,15 +486,11 @@ pub fn write_outputs(dir: &Path, name: &str, rows: &[Row], title: &str) -> Resul
             width: 1,
         });
     }
-    let mut panel = Panel {
+    let panel = Panel {
         chart,
         series,
         width: 1,
     };
-    if !zoomed.is_empty() {
-        // One legend is enough: the zoom's.
-        panel.chart.legend = plotters::prelude::SeriesLabelPosition::UpperRight;
-    }
     let mut panels = vec![panel];
     panels.extend(zoomed);
     report::svg_panels(&dir.join(format!("{name}.svg")), title, panels)?;
@@ -528,7 +524,8 @@ fn scheme_chart(dir: &Path, name: &str, rows: &[Row], title: &str) -> Result<()>
                 .iter()
                 .map(|r| (x_of(r) + shift, r.peak_to_mean))
                 .collect(),
-            colour: Some(i),
+            // Node counts in neutral colours (grey, dark navy): the schemes are the x axis.
+            colour: Some(if i == 0 { 7 } else { 14 }),
             markers_only: true,
             dashed: i > 0,
             errors: mine

@@ -396,6 +396,8 @@ fn other_schemes_are_measured_on_the_same_members() {
         "native",
         "--name-sets",
         "2",
+        "--scheme-sample",
+        "10000",
         "--schemes",
         "jump,maglev",
     ]);

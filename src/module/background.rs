@@ -135,7 +135,7 @@ unsafe impl Send for Handles {}
 /// says what costs (`what`). Inline, a keyspace walk runs to its end first (at most
 /// `ringslot.max-sample` keys).
 ///
-/// A walk that opens keys of other hash slots (`SLOTS`, `WEIGH`) always runs in the
+/// A keyspace walk (`KEYS`, `SLOTS`: it reads keys of other hash slots) always runs in the
 /// background on a server that reads a command's keys in the command's own slot (Valkey 8
 /// and later, see [`live::keys_read_in_own_slot`]); there, `MULTI` and scripts get an error.
 pub fn run(call: &Call, job: Job, units: u64, what: &str) -> Result<(), CommandError> {

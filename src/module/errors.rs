@@ -250,9 +250,9 @@ impl fmt::Display for CommandError {
             ),
             CommandError::BackgroundOnly { command } => write!(
                 f,
-                "ERR {command} ... SLOTS and WEIGH open keys of other hash slots, which this \
-                 server (Valkey) reads right only outside the calling command, in the \
-                 background; MULTI and scripts cannot wait for it"
+                "ERR {command} ... KEYS and SLOTS read keys of other hash slots, which this \
+                 cluster node (Valkey, or Redis 7.4 and later) reads right only outside the \
+                 calling command, in the background; MULTI and scripts cannot wait for it"
             ),
             CommandError::NoLfu => f.write_str(
                 "ERR WEIGH HITS reads each key's LFU access counter, which the server keeps only \
@@ -340,6 +340,19 @@ mod tests {
                 "ERR value is not an integer or out of range",
             ),
             (ArgError::NotFloat.into(), "ERR value is not a valid float"),
+            (
+                CommandError::NoLfu,
+                "ERR WEIGH HITS reads each key's LFU access counter, which the server keeps only \
+                 with maxmemory-policy allkeys-lfu or volatile-lfu",
+            ),
+            (
+                CommandError::BackgroundOnly {
+                    command: "RING.MOVES",
+                },
+                "ERR RING.MOVES ... KEYS and SLOTS read keys of other hash slots, which this \
+                 cluster node (Valkey, or Redis 7.4 and later) reads right only outside the \
+                 calling command, in the background; MULTI and scripts cannot wait for it",
+            ),
             (EngineError::NoNodes.into(), "ERR the change names no node"),
             (
                 CommandError::NoSuchKey(b"cahce".to_vec()),

@@ -467,11 +467,12 @@ impl KeyWalk {
         self.weigh.any()
     }
 
-    /// Whether the walk opens keys by name (a slot walk checks each key; a weighing walk
-    /// reads each key's LFU counter), which a server may look up in the calling command's own
-    /// hash slot only (see [`super::live::keys_read_in_own_slot`]).
+    /// Whether the walk reads keys of any hash slot by name: every walk does (a slot walk
+    /// checks each key, a weighing walk reads each key's LFU counter, and a pattern walk
+    /// reads each key's expiry), which a server may look up in the calling command's own hash
+    /// slot only (see [`super::live::keys_read_in_own_slot`]).
     pub fn opens_keys(&self) -> bool {
-        self.weigh.any() || matches!(self.mode, Mode::Slots { .. })
+        true
     }
 
     /// A walk of this cluster node's keys in slots `start..=end`, with `reader`'s rights, but

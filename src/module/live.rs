@@ -86,24 +86,50 @@ pub fn keys_in_slot(context: &Context, slot: u16) -> Result<u64, CommandError> {
 }
 
 /// Whether this server looks a module command's keys up in the command's own hash slot when
-/// cluster mode is on: Valkey 8 and later take the slot of a key a command opens from the
-/// command's first key (`getKeySlot` with the executing client's cached slot), so a module
-/// that opens keys of other slots while its own command runs finds nothing there; from a
-/// worker thread (no command executing) the key's own slot is used. Found when
-/// `RING.MOVES ... SLOTS` counted no key on Valkey 9.1.2. Only cluster mode caches the slot.
-/// Asked once (`INFO server`: `server_name:valkey`).
+/// cluster mode is on: Valkey 8 and later take the slot of a key a command opens (and of its
+/// expiry) from the command's first key (`getKeySlot` with the executing client's cached
+/// slot), so a module that reads keys of other slots while its own command runs finds nothing
+/// there; from a worker thread (no command executing) the key's own slot is used. Found when
+/// `RING.MOVES ... SLOTS` counted no key on Valkey 9.1.2. Redis is said to take the same
+/// shortcut from 7.4 (not tested here: no 7.4 binary runs on this machine), so it is assumed
+/// there too. Only cluster mode caches the slot. Asked of `INFO server` (`server_name`,
+/// `redis_version`) until it answers, then remembered; while it cannot be asked, assumed.
 pub fn keys_read_in_own_slot(context: &Context) -> bool {
-    static VALKEY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let valkey = *VALKEY.get_or_init(|| match context.call("INFO", &["server"][..]) {
-        Ok(RedisValue::BulkString(s)) | Ok(RedisValue::SimpleString(s)) => {
-            s.lines().any(|l| l.trim() == "server_name:valkey")
+    static CACHES_SLOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let caches = match CACHES_SLOT.get() {
+        Some(&c) => c,
+        None => {
+            let text = match context.call("INFO", &["server"][..]) {
+                Ok(RedisValue::BulkString(s)) | Ok(RedisValue::SimpleString(s)) => Some(s),
+                Ok(RedisValue::StringBuffer(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+                _ => None,
+            };
+            match text {
+                Some(t) => *CACHES_SLOT.get_or_init(|| caches_command_slot(&t)),
+                None => true,
+            }
         }
-        Ok(RedisValue::StringBuffer(b)) => String::from_utf8_lossy(&b)
-            .lines()
-            .any(|l| l.trim() == "server_name:valkey"),
-        _ => false,
-    });
-    valkey && context.get_flags().contains(ContextFlags::CLUSTER)
+    };
+    caches && context.get_flags().contains(ContextFlags::CLUSTER)
+}
+
+/// Whether `INFO server`'s text names a server that caches the executing command's slot:
+/// Valkey, or Redis 7.4 and later.
+fn caches_command_slot(info: &str) -> bool {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .map(str::to_string)
+    };
+    if field("server_name:").as_deref() == Some("valkey") {
+        return true;
+    }
+    let version: Vec<u32> = field("redis_version:")
+        .unwrap_or_default()
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    matches!(version.as_slice(), [major, minor, ..] if (*major, *minor) >= (7, 4))
 }
 
 /// Checks that this node serves every slot of `start..=end` and none is migrating or
@@ -119,4 +145,20 @@ pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<(u64, bool), Comma
         big |= n > SLOT_READ_WHOLE;
     }
     Ok((keys, big))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caches_command_slot;
+
+    #[test]
+    fn servers_that_cache_the_command_slot() {
+        assert!(caches_command_slot(
+            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n"
+        ));
+        assert!(caches_command_slot("redis_version:7.4.1\r\n"));
+        assert!(caches_command_slot("redis_version:8.0.0\r\n"));
+        assert!(!caches_command_slot("redis_version:7.0.15\r\n"));
+        assert!(!caches_command_slot("redis_version:7.2.4\r\n"));
+    }
 }

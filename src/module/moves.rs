@@ -108,7 +108,8 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
         }
     };
     let units = cost::what_if(&topo, &parsed.change, &schemes, &params, counted).units();
-    if units > config::get(&INLINE_LIMIT) {
+    let walks = !matches!(counted, cost::Source::Sample(_));
+    if units > config::get(&INLINE_LIMIT) || walks {
         // A change the ring refuses is an error now, not after a wait in the background.
         topo.check_change(&parsed.change, limits)?;
     }
