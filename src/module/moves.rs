@@ -121,7 +121,12 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
     let weighed = parsed.weigh;
     let sampled = matches!(counted, cost::Source::Sample(_));
     let work: Work = Box::new(move |members| {
-        let w = topo.what_if_weighed(&change, members, &schemes, &params, limits)?;
+        // Loads after the change are kept only when something is weighed.
+        let w = if weighed.any() {
+            topo.what_if_weighed(&change, members, &schemes, &params, limits)?
+        } else {
+            topo.what_if(&change, members.map(|(m, _)| m), &schemes, &params, limits)?
+        };
         Ok(schemes_reply(&w, weighed, sampled))
     });
     background::run(
