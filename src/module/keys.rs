@@ -82,37 +82,58 @@ impl Drop for Owned {
     }
 }
 
+/// A key opened to read without touching it and, where Redis knows the flags (7.2 and later,
+/// Valkey), without expiring it or counting it in the statistics; closed on drop.
+struct QuietKey(*mut raw::RedisModuleKey);
+
+impl QuietKey {
+    /// Opens `name`: `Ok(None)` when it does not exist, `Err(())` when the module API or the
+    /// name's string cannot be had.
+    ///
+    /// # Safety
+    /// `ctx` must be a live context, used with the server lock held, for the key's life.
+    unsafe fn open(ctx: RawCtx, name: &[u8]) -> Result<Option<QuietKey>, ()> {
+        let (Some(open), Some(keyname)) = (raw::RedisModule_OpenKey, Owned::new(name)) else {
+            return Err(());
+        };
+        let mode = raw::REDISMODULE_READ
+            | raw::REDISMODULE_OPEN_KEY_NOTOUCH
+            | raw::REDISMODULE_OPEN_KEY_NOEXPIRE
+            | raw::REDISMODULE_OPEN_KEY_NOEFFECTS;
+        let key = open(ctx, keyname.0, mode as c_int).cast::<raw::RedisModuleKey>();
+        Ok((!key.is_null()).then_some(QuietKey(key)))
+    }
+}
+
+impl Drop for QuietKey {
+    fn drop(&mut self) {
+        // SAFETY: the key was opened by `QuietKey::open` and is closed once, under the lock
+        // its opener holds.
+        if let Some(close) = unsafe { raw::RedisModule_CloseKey } {
+            unsafe { close(self.0) };
+        }
+    }
+}
+
 /// Whether the key `name` of `ctx`'s database is live: it exists and has not expired. The key
-/// is opened to read without touching it and, where Redis knows the flags (7.2 and later,
-/// Valkey), without expiring it, so that a key past its expiry is seen and skipped; on 7.0,
-/// which ignores them, the read reclaims such a key, as any read of it would (`GET`,
+/// is opened as [`QuietKey`] does, so that a key past its expiry is seen and skipped; on 7.0,
+/// which ignores the flags, the read reclaims such a key, as any read of it would (`GET`,
 /// `MIGRATE`). A slot walk keeps live keys only, as `MIGRATE` moves only those.
 ///
 /// # Safety
 /// `ctx` must be a live context, used with the server lock held.
 unsafe fn is_live(ctx: RawCtx, name: &[u8]) -> bool {
-    let (Some(open), Some(close), Some(key_type), Some(get_expire)) = (
-        raw::RedisModule_OpenKey,
-        raw::RedisModule_CloseKey,
-        raw::RedisModule_KeyType,
-        raw::RedisModule_GetExpire,
-    ) else {
+    let (Some(key_type), Some(get_expire)) = (raw::RedisModule_KeyType, raw::RedisModule_GetExpire)
+    else {
         return true;
     };
-    let Some(keyname) = Owned::new(name) else {
-        return true;
-    };
-    let mode = raw::REDISMODULE_READ
-        | raw::REDISMODULE_OPEN_KEY_NOTOUCH
-        | raw::REDISMODULE_OPEN_KEY_NOEXPIRE
-        | raw::REDISMODULE_OPEN_KEY_NOEFFECTS;
-    let key = open(ctx, keyname.0, mode as c_int).cast::<raw::RedisModuleKey>();
-    if key.is_null() {
-        return false;
+    match QuietKey::open(ctx, name) {
+        Err(()) => true,
+        Ok(None) => false,
+        Ok(Some(key)) => {
+            key_type(key.0) != raw::REDISMODULE_KEYTYPE_EMPTY as c_int && get_expire(key.0) != 0
+        }
     }
-    let live = key_type(key) != raw::REDISMODULE_KEYTYPE_EMPTY as c_int && get_expire(key) != 0;
-    close(key);
-    live
 }
 
 /// The last OS error number (Redis' module API reports through `errno`).
@@ -326,25 +347,10 @@ impl Weigh {
 /// # Safety
 /// As [`Weigh::of`].
 unsafe fn lfu_counter(ctx: RawCtx, name: &[u8]) -> Option<u8> {
-    let (Some(open), Some(close), Some(get_lfu)) = (
-        raw::RedisModule_OpenKey,
-        raw::RedisModule_CloseKey,
-        raw::RedisModule_GetLFU,
-    ) else {
-        return None;
-    };
-    let keyname = Owned::new(name)?;
-    let mode = raw::REDISMODULE_READ
-        | raw::REDISMODULE_OPEN_KEY_NOTOUCH
-        | raw::REDISMODULE_OPEN_KEY_NOEXPIRE
-        | raw::REDISMODULE_OPEN_KEY_NOEFFECTS;
-    let key = open(ctx, keyname.0, mode as c_int).cast::<raw::RedisModuleKey>();
-    if key.is_null() {
-        return None;
-    }
+    let get_lfu = raw::RedisModule_GetLFU?;
+    let key = QuietKey::open(ctx, name).ok().flatten()?;
     let mut freq: std::os::raw::c_longlong = -1;
-    let ok = get_lfu(key, &mut freq) == raw::Status::Ok as c_int;
-    close(key);
+    let ok = get_lfu(key.0, &mut freq) == raw::Status::Ok as c_int;
     (ok && freq >= 0).then(|| u8::try_from(freq).unwrap_or(u8::MAX))
 }
 
