@@ -30,11 +30,9 @@ fn owner_names(ring: &Ring, members: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
 
 /// The ring's points as (hash, owner name), which must not depend on node order.
 fn named_points(ring: &Ring) -> Vec<(u64, Vec<u8>)> {
-    let (hashes, owners) = ring.points();
-    hashes
+    ring.points()
         .iter()
-        .zip(owners)
-        .map(|(&h, &o)| (h, ring.nodes()[o as usize].name.clone()))
+        .map(|p| (p.hash(), ring.nodes()[p.owner() as usize].name.clone()))
         .collect()
 }
 
@@ -132,6 +130,43 @@ proptest! {
             scratch.set_nodes(nodes.clone());
             prop_assert_eq!(ring.points(), scratch.points());
             prop_assert_eq!(owner_names(&ring, &members), owner_names(&scratch, &members));
+        }
+    }
+
+    /// After any sequence of node changes, a lookup through the bucket index (adjusted in
+    /// place by each change where it can be) answers what a binary search over all the points answers, at
+    /// every point, next to it and at random hashes (all flavours).
+    #[test]
+    fn indexed_lookups_equal_a_binary_search(
+        ops in prop::collection::vec((0u8..3, 0u16..400, 1u32..4), 1..6),
+        probes in prop::collection::vec(any::<u64>(), 1..64), vnodes in 1u32..12,
+    ) {
+        for flavour in Flavour::ALL {
+            let mut nodes: Vec<(Vec<u8>, u32)> =
+                (0..300).map(|i| (format!("shard-{i}").into_bytes(), 1)).collect();
+            let mut ring = Ring::new(flavour, vnodes, false);
+            ring.set_nodes(nodes.clone());
+            for &(op, node, weight) in &ops {
+                let name = format!("shard-{node}").into_bytes();
+                let at = nodes.iter().position(|(n, _)| *n == name);
+                match (op, at) {
+                    (0, None) => nodes.push((name, weight)),
+                    (0 | 1, Some(i)) => nodes[i].1 = weight,
+                    (_, Some(i)) => { nodes.remove(i); }
+                    _ => {}
+                }
+                ring.set_nodes(nodes.clone());
+                let points = ring.points();
+                let mask = if flavour.hash_bits() == 32 { u64::from(u32::MAX) } else { u64::MAX };
+                let near = points
+                    .iter()
+                    .flat_map(|p| [p.hash().wrapping_sub(1), p.hash(), p.hash().wrapping_add(1)]);
+                for h in near.chain(probes.iter().copied()).map(|h| h & mask) {
+                    let i = points.partition_point(|p| p.hash() < h);
+                    let expected = points.get(i).or(points.first()).map(|p| p.owner() as usize);
+                    prop_assert_eq!(ring.owner_of_hash(h), expected, "{:?} {}", flavour, h);
+                }
+            }
         }
     }
 
@@ -329,9 +364,7 @@ proptest! {
             prop_assert_eq!((w_slots.moves.moved, w_slots.moves.between_old), slots, "{:?} slots", flavour);
             prop_assert_eq!((w_modulo.moves.moved, w_modulo.moves.between_old), modulo, "{:?} modulo", flavour);
             // The moved share: sweep the union of both rings' points.
-            let (bh, _) = t.ring().points();
-            let (ah, _) = after.ring().points();
-            let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
+            let mut bounds: Vec<u64> = t.ring().points().iter().chain(after.ring().points()).map(|p| p.hash()).collect();
             bounds.sort_unstable();
             bounds.dedup();
             let space = flavour.space();

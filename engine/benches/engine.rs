@@ -7,7 +7,13 @@
 //! - the hash slot of a member, and a `RING.MOVES`-sized what-if over 100000 members;
 //! - one owner lookup under each placement scheme (ring, jump, rendezvous, Maglev,
 //!   multi-probe) at 10, 100 and 1000 nodes, each from the member's bytes (its key hash
-//!   included), and the memory each keeps (printed once).
+//!   included), and the memory each keeps (printed once);
+//! - random-order lookups (`lookup_random`): members in a shuffled order over rings of 10,
+//!   1000 and 100000 nodes x 160 points (1600 to 16M points), as a server sees them, so that
+//!   the cache misses of a big ring show, beside the ring's layout before issue 23 (rebuilt
+//!   from the same points), `hashring`, jump and Maglev; each both as independent lookups and
+//!   one at a time (each member chosen by the previous answer, so that the CPU cannot overlap
+//!   their misses).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringslot_engine::Limits;
@@ -271,11 +277,211 @@ fn scheme_lookup(c: &mut Criterion) {
     group.finish();
 }
 
+/// The ring's lookup layout before issue 23, kept here to measure the new one against it in
+/// the same run: point hashes and owners in two parallel arrays, and a `u32` bucket index at
+/// one bucket per 2-4 points (where each bucket's points start), searched by bisection.
+/// Built from a ring's points, so both answer for the same points.
+struct LayoutBefore {
+    hashes: Vec<u64>,
+    owners: Vec<u32>,
+    first: Vec<u32>,
+    shift: u32,
+}
+
+impl LayoutBefore {
+    fn new(ring: &Ring) -> LayoutBefore {
+        let hashes: Vec<u64> = ring.points().iter().map(|p| p.hash()).collect();
+        let owners: Vec<u32> = ring.points().iter().map(|p| p.owner()).collect();
+        let mut bits = 0;
+        while bits < 24 && (4usize << bits) < hashes.len() {
+            bits += 1;
+        }
+        let shift = ring.flavour().hash_bits() - bits;
+        let mut first = vec![0u32; 1 << bits];
+        for &h in &hashes {
+            if let Some(c) = first.get_mut((h >> shift) as usize + 1) {
+                *c += 1;
+            }
+        }
+        let mut sum = 0;
+        for c in first.iter_mut() {
+            sum += *c;
+            *c = sum;
+        }
+        LayoutBefore {
+            hashes,
+            owners,
+            first,
+            shift,
+        }
+    }
+
+    fn owner_of_hash(&self, hash: u64) -> Option<usize> {
+        let bucket = (hash >> self.shift) as usize;
+        let lo = *self.first.get(bucket)? as usize;
+        let hi = self
+            .first
+            .get(bucket + 1)
+            .map_or(self.hashes.len(), |&h| h as usize);
+        let i = lo + self.hashes.get(lo..hi)?.partition_point(|&p| p < hash);
+        let i = if i >= self.hashes.len() { 0 } else { i };
+        self.owners.get(i).map(|&o| o as usize)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.hashes.capacity() * 8 + self.owners.capacity() * 4 + self.first.capacity() * 4
+    }
+}
+
+/// `count` members of 16 bytes (`member:000012345`) in a shuffled order (a fixed seed), laid
+/// out one after the other so that reading them is a stream and the lookups are what misses.
+fn shuffled_members(count: usize) -> Vec<[u8; 16]> {
+    let mut order: Vec<usize> = (0..count).collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..order.len()).rev() {
+        // splitmix64 (Steele, Lea & Flood 2014) as the shuffle's random source.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        order.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+    order
+        .into_iter()
+        .map(|i| {
+            let mut m = [0u8; 16];
+            m.copy_from_slice(format!("member:{i:09}").as_bytes());
+            m
+        })
+        .collect()
+}
+
+/// The smallest prime at or above `n` (trial division; for table sizes).
+fn prime_at_least(n: u64) -> u64 {
+    let is_prime = |p: u64| {
+        p >= 2
+            && (2..)
+                .take_while(|d| d * d <= p)
+                .all(|d| !p.is_multiple_of(d))
+    };
+    (n..).find(|&p| is_prime(p)).unwrap_or(n)
+}
+
+/// Lookups per iteration of `lookup_random`.
+const BATCH: usize = 1024;
+
+/// Times `owner` over the next [`BATCH`] members of `pool` (a multiple of `BATCH` long) at
+/// each iteration. `CHAINED`: the member after a lookup is the next one or the one after, as
+/// the last answer's low bit says, so that no lookup starts before the last one ended.
+fn run_lookups<const CHAINED: bool>(
+    b: &mut criterion::Bencher,
+    pool: &[[u8; 16]],
+    owner: impl Fn(&[u8]) -> usize,
+) {
+    let mut at = 0usize;
+    b.iter(|| {
+        let chunk = pool.get(at..at + BATCH + 1).unwrap_or(&pool[..BATCH + 1]);
+        let mut last = 0usize;
+        for k in 0..BATCH {
+            let member = if CHAINED {
+                &chunk[k + (last & 1)]
+            } else {
+                &chunk[k]
+            };
+            last = owner(member);
+            black_box(last);
+        }
+        at = if at + 2 * BATCH < pool.len() {
+            at + BATCH
+        } else {
+            0
+        };
+    })
+}
+
+/// Random-order lookups, 1024 per iteration, each iteration on the next 1024 of a million
+/// shuffled members: `independent` (the CPU may overlap lookups) and `one_at_a_time` (the
+/// next member depends on the last answer, as a server handles one command after another).
+fn lookup_random(c: &mut Criterion) {
+    use ringslot_engine::schemes::{jump, key_hash, maglev_owner, maglev_table};
+    let pool = shuffled_members(1 << 20);
+    for n in [10usize, 1000, 100_000] {
+        let names = node_names_wide(n);
+        let ring = native_ring(&names);
+        let before = LayoutBefore::new(&ring);
+        let nodes: Vec<(&[u8], u32)> = names.iter().map(|n| (n.as_slice(), 1)).collect();
+        let size = prime_at_least((100 * n as u64).max(65_537));
+        let table = maglev_table(&nodes, size as u32);
+        eprintln!(
+            "lookup_random at {n} nodes: {} points; ring {} B, before {} B, maglev {} entries",
+            ring.point_count(),
+            ring.memory_bytes(),
+            before.memory_bytes(),
+            table.len()
+        );
+        let peer = (n <= 1000).then(|| {
+            let mut peer = hashring::HashRing::new();
+            for name in &names {
+                for i in 0..160 {
+                    peer.add(Vnode {
+                        name: name.clone(),
+                        i,
+                    });
+                }
+            }
+            peer
+        });
+        let mut group = c.benchmark_group(format!("lookup_random_{n}"));
+        group.throughput(Throughput::Elements(BATCH as u64));
+        macro_rules! contenders {
+            ($mode:literal, $chained:literal) => {
+                group.bench_function(BenchmarkId::new("ringslot", $mode), |b| {
+                    run_lookups::<$chained>(b, &pool, |k| ring.owner(k).unwrap_or(0))
+                });
+                group.bench_function(BenchmarkId::new("ringslot_before", $mode), |b| {
+                    run_lookups::<$chained>(b, &pool, |k| {
+                        before.owner_of_hash(ring.member_hash(k)).unwrap_or(0)
+                    })
+                });
+                if let Some(peer) = &peer {
+                    group.bench_function(BenchmarkId::new("hashring", $mode), |b| {
+                        run_lookups::<$chained>(b, &pool, |k| {
+                            peer.get(&k).map_or(0, |v| v.i as usize)
+                        })
+                    });
+                }
+                group.bench_function(BenchmarkId::new("jump", $mode), |b| {
+                    run_lookups::<$chained>(b, &pool, |k| {
+                        jump(key_hash(k), n as u32).unwrap_or(0) as usize
+                    })
+                });
+                group.bench_function(BenchmarkId::new("maglev", $mode), |b| {
+                    run_lookups::<$chained>(b, &pool, |k| {
+                        maglev_owner(key_hash(k), &table).unwrap_or(0)
+                    })
+                });
+            };
+        }
+        contenders!("independent", false);
+        contenders!("one_at_a_time", true);
+        group.finish();
+    }
+}
+
+/// `n` distinct node names, `10.x.y.z:6379`, for up to 16M nodes.
+fn node_names_wide(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| format!("10.{}.{}.{}:6379", i / 62500, (i / 250) % 250, i % 250).into_bytes())
+        .collect()
+}
+
 criterion_group!(
     benches,
     lookup,
     change_one_node,
     slots_and_moves,
-    scheme_lookup
+    scheme_lookup,
+    lookup_random
 );
 criterion_main!(benches);

@@ -152,8 +152,7 @@ impl Topology {
                 ring_hashes.push(self.ring().member_hash(member));
             }
         }
-        let (hashes, owners) = self.ring().points();
-        let points: Vec<(u64, u32)> = hashes.iter().copied().zip(owners.iter().copied()).collect();
+        let points: Vec<(u64, u32)> = self.ring().points().iter().map(|p| p.pair()).collect();
         let weights: Vec<u32> = nodes.iter().map(|n| n.1).collect();
         for o in bounded_loads(&points, &weights, &ring_hashes, params.balance_factor)
             .into_iter()

@@ -373,9 +373,8 @@ impl Topology {
         flush(&mut chunk, &mut counters);
         // Bounded loads: placed now that the members are known.
         if let (Some(i), Some(d)) = (bounded_at, &delta) {
-            let (hashes, owners) = base.ring().points();
             let points_before: Vec<(u64, u32)> =
-                hashes.iter().copied().zip(owners.iter().copied()).collect();
+                base.ring().points().iter().map(|p| p.pair()).collect();
             let weights_before: Vec<u32> = base.nodes().iter().map(|n| n.weight).collect();
             let was = bounded_loads(
                 &points_before,

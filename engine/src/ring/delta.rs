@@ -133,7 +133,7 @@ impl Ring {
     /// nodes' points and a merge with the hashed losses picks those that go, and a node that
     /// leaves is not hashed at all (O(P + k log k)).
     fn delta_of<'a>(&'a self, counts: &[(usize, u64)], joining: Vec<&'a [u8]>) -> RingDelta<'a> {
-        let points = self.hashes.len();
+        let points = self.points.len();
         let before_of = |i: usize| self.nodes.get(i).map_or(0, |n| n.points);
         let now_of = |count: u64| u32::try_from(count).unwrap_or(u32::MAX);
         let losing: u64 = counts
@@ -221,12 +221,17 @@ impl Ring {
                 continue;
             };
             let lo = self.first_at_or_after(h);
-            let same = self.hashes.get(lo..).unwrap_or(&[]);
-            let len = same.iter().take_while(|&&p| p == h).count();
-            let owners = self.owners.get(lo..lo + len).unwrap_or(&[]);
-            let copies = owners.iter().filter(|&&x| x == o).count();
+            let same = self.points.get(lo..).unwrap_or(&[]);
+            let len = same.iter().take_while(|p| p.hash() == h).count();
+            let same = same.get(..len).unwrap_or(&[]);
+            let copies = same.iter().filter(|p| p.owner() == o).count();
             if copies <= run.len() {
-                at.extend((lo..).zip(owners).filter(|&(_, &x)| x == o).map(|(i, _)| i));
+                at.extend(
+                    (lo..)
+                        .zip(same)
+                        .filter(|(_, p)| p.owner() == o)
+                        .map(|(i, _)| i),
+                );
             }
         }
         at.sort_unstable();
@@ -245,15 +250,15 @@ impl Ring {
         let flag = |v: &[bool], o: u32| v.get(o as usize).copied().unwrap_or(false);
         let mut at = Vec::new();
         let mut mine = Vec::new();
-        for (i, &o) in self.owners.iter().enumerate() {
+        for (i, o) in self.points.iter().map(|p| p.owner()).enumerate() {
             if flag(emptied, o) {
                 at.push(i);
             } else if flag(shrinking, o) {
                 mine.push(i);
             }
         }
-        let hash = |i: usize| self.hashes.get(i).copied().unwrap_or_default();
-        let owner = |i: usize| self.owners.get(i).copied().unwrap_or_default();
+        let hash = |i: usize| self.points.get(i).map_or(0, |p| p.hash());
+        let owner = |i: usize| self.points.get(i).map_or(0, |p| p.owner());
         let mut rest = lost;
         for group in mine.chunk_by(|&a, &b| hash(a) == hash(b)) {
             let Some(&first) = group.first() else {
@@ -293,10 +298,10 @@ impl RingDelta<'_> {
     /// space: the ring's surviving points merged with the added ones. O(P + k): a copy.
     pub fn after_points(&self) -> Vec<(u64, u32)> {
         let ring = self.ring;
-        let mut out = Vec::with_capacity(ring.hashes.len() + self.added.len());
+        let mut out = Vec::with_capacity(ring.points.len() + self.added.len());
         let mut removed = self.removed_at.iter().peekable();
         let mut added = self.added.iter().peekable();
-        for (i, (&h, &o)) in ring.hashes.iter().zip(&ring.owners).enumerate() {
+        for (i, (h, o)) in ring.points.iter().map(|p| p.pair()).enumerate() {
             if removed.peek() == Some(&&i) {
                 removed.next();
                 continue;
@@ -325,7 +330,7 @@ impl RingDelta<'_> {
     /// O(log k) instead of walking it (a node that leaves can hold long runs of consecutive
     /// points). Cost: O(k).
     fn index_removed(&mut self, at: Vec<usize>) {
-        let points = self.ring.hashes.len();
+        let points = self.ring.points.len();
         // Backwards, so that the survivor after a removed point's successor is known.
         let mut after = vec![points; at.len()];
         for k in (0..at.len()).rev() {
@@ -355,7 +360,7 @@ impl RingDelta<'_> {
         match self.removed_at.binary_search(&i) {
             Err(_) => Some(i),
             Ok(k) => match self.survivor_after.get(k) {
-                Some(&s) if s < self.ring.hashes.len() => Some(s),
+                Some(&s) if s < self.ring.points.len() => Some(s),
                 _ => self.first_survivor,
             },
         }
@@ -387,14 +392,11 @@ impl RingDelta<'_> {
     /// point at or after `hash`.
     fn owner_after_at(&self, hash: u64, at: usize, next_added: usize) -> Option<usize> {
         let ring = self.ring;
-        let points = ring.hashes.len();
+        let points = ring.points.len();
         // The first surviving old point at or after `hash`, wrapping.
         let start = if at >= points { 0 } else { at };
         let old = match self.survivor_from(start) {
-            Some(i) if points > 0 => match (ring.hashes.get(i), ring.owners.get(i)) {
-                (Some(&h), Some(&o)) => Some((h, o)),
-                _ => None,
-            },
+            Some(i) if points > 0 => ring.points.get(i).map(|p| p.pair()),
             _ => None,
         };
         let new = self
@@ -428,7 +430,7 @@ impl RingDelta<'_> {
     pub fn moved_space(&self) -> f64 {
         let ring = self.ring;
         let space = ring.flavour.space();
-        let points = ring.hashes.len();
+        let points = ring.points.len();
         let after_empty = self.added.is_empty() && self.first_survivor.is_none();
         match (points == 0, after_empty) {
             (true, true) => return 0.0,
@@ -438,8 +440,13 @@ impl RingDelta<'_> {
         let added: Vec<u64> = self.added.iter().map(|p| p.0).collect();
         let mut changed: Vec<u64> = added.clone();
         if !self.removed_at.is_empty() {
-            let hashes = &ring.hashes;
-            changed.extend(self.removed_at.iter().filter_map(|&i| hashes.get(i)));
+            let all = &ring.points;
+            changed.extend(
+                self.removed_at
+                    .iter()
+                    .filter_map(|&i| all.get(i))
+                    .map(|p| p.hash()),
+            );
             changed.sort_unstable();
         }
         changed.dedup();
@@ -451,7 +458,7 @@ impl RingDelta<'_> {
             .iter()
             .map(|&i| {
                 let i = if i >= points { 0 } else { i };
-                ring.owners.get(i).map(|&o| o as usize)
+                ring.points.get(i).map(|p| p.owner() as usize)
             })
             .collect();
         let arc_from = |prev: u64, x: u64| -> u128 {
@@ -468,9 +475,10 @@ impl RingDelta<'_> {
             // The point of either ring just before x (any old point bounds an arc: it is a
             // point of the ring before the change), wrapping to the largest.
             let old_prev = match i.checked_sub(1) {
-                Some(k) => ring.hashes.get(k),
-                None => ring.hashes.last(),
-            };
+                Some(k) => ring.points.get(k),
+                None => ring.points.last(),
+            }
+            .map(|p| p.hash());
             while added.get(j).is_some_and(|&p| p < x) {
                 j += 1;
             }
@@ -478,10 +486,10 @@ impl RingDelta<'_> {
                 Some(k) => added.get(k),
                 None => added.last(),
             };
-            let arc = [old_prev, added_prev]
+            let arc = [old_prev, added_prev.copied()]
                 .into_iter()
                 .flatten()
-                .map(|&p| arc_from(p, x))
+                .map(|p| arc_from(p, x))
                 .min()
                 .unwrap_or(space);
             if before != self.owner_after_at(x, i, j) {
@@ -591,9 +599,9 @@ mod tests {
         let mut after = Ring::new(flavour, vnodes, false);
         after.set_nodes(after_nodes);
         // Probe at every point of both rings and next to it.
-        let (bh, _) = ring.points();
-        let (ah, _) = after.points();
-        for &p in bh.iter().chain(ah) {
+        let bh: Vec<u64> = ring.points().iter().map(|p| p.hash()).collect();
+        let ah: Vec<u64> = after.points().iter().map(|p| p.hash()).collect();
+        for &p in bh.iter().chain(&ah) {
             for h in [p.wrapping_sub(1), p, p.wrapping_add(1)] {
                 let h = if flavour.hash_bits() == 32 {
                     h & 0xFFFF_FFFF
@@ -608,11 +616,10 @@ mod tests {
             }
         }
         // The changed ring's points, as the rebuilt ring has them (owners mapped).
-        let (rh, ro) = after.points();
-        let rebuilt: Vec<(u64, u32)> = rh
+        let rebuilt: Vec<(u64, u32)> = after
+            .points()
             .iter()
-            .zip(ro)
-            .map(|(&h, &o)| (h, map[o as usize]))
+            .map(|p| (p.hash(), map[p.owner() as usize]))
             .collect();
         assert_eq!(
             delta.after_points(),
@@ -622,7 +629,7 @@ mod tests {
         // The moved share by a sweep over both rings' owned values.
         let mut moved = 0u128;
         let space = flavour.space();
-        let mut bounds: Vec<u64> = bh.iter().chain(ah).copied().collect();
+        let mut bounds: Vec<u64> = bh.iter().chain(&ah).copied().collect();
         bounds.sort_unstable();
         bounds.dedup();
         for (k, &x) in bounds.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! rather than rebuilt, so that a change costs about one pass over the points and no rehash
 //! or sort of the whole ring.
 
-use super::{node_name, point_before, Node, Ring};
+use super::{node_name, point_before, Node, Point, Ring};
 use fnv::FnvHashMap;
 
 /// Owner mapping of a node that leaves the ring.
@@ -26,12 +26,11 @@ impl Ring {
         let nodes = &self.nodes;
         self.by_name
             .sort_unstable_by(|&a, &b| node_name(nodes, a).cmp(node_name(nodes, b)));
-        if self.hashes.capacity() > self.hashes.len() + self.hashes.len() / 8 + 16 {
-            self.hashes.shrink_to_fit();
-            self.owners.shrink_to_fit();
+        if self.points.capacity() > self.points.len() + self.points.len() / 8 + 16 {
+            self.points.shrink_to_fit();
         }
         let added: Vec<u64> = change.added.iter().map(|a| a.0).collect();
-        self.index.update(&self.hashes, &added, &dropped);
+        self.index.update(&self.points, &added, &dropped);
     }
 
     /// Works out what [`Ring::set_nodes`] must do: the new nodes with their point counts, how
@@ -122,25 +121,29 @@ impl Ring {
         let mut gone_at = Vec::new();
         if change.lost.is_empty() {
             // Nodes only leave or move: a tight pass over the owners alone.
-            for (at, owner) in self.owners.iter_mut().enumerate() {
+            for (at, point) in self.points.iter_mut().enumerate() {
                 let new_o = change
                     .old_to_new
-                    .get(*owner as usize)
+                    .get(point.owner() as usize)
                     .copied()
                     .unwrap_or(GONE);
                 if new_o == GONE {
                     gone_at.push(at);
                 } else {
-                    *owner = new_o;
+                    *point = Point::new(point.hash(), new_o);
                 }
             }
         } else {
             let mut lost = change.lost.clone();
-            for (at, (&h, owner)) in self.hashes.iter().zip(self.owners.iter_mut()).enumerate() {
-                let old = *owner as usize;
-                let new_o = change.old_to_new.get(old).copied().unwrap_or(GONE);
-                let loses = change.shrunk.get(old) == Some(&true)
-                    && lost.get_mut(&(h, *owner)).is_some_and(|left| {
+            for (at, point) in self.points.iter_mut().enumerate() {
+                let (h, owner) = point.pair();
+                let new_o = change
+                    .old_to_new
+                    .get(owner as usize)
+                    .copied()
+                    .unwrap_or(GONE);
+                let loses = change.shrunk.get(owner as usize) == Some(&true)
+                    && lost.get_mut(&(h, owner)).is_some_and(|left| {
                         let take = *left > 0;
                         *left = left.saturating_sub(1);
                         take
@@ -148,87 +151,77 @@ impl Ring {
                 if new_o == GONE || loses {
                     gone_at.push(at);
                 } else {
-                    *owner = new_o;
+                    *point = Point::new(h, new_o);
                 }
             }
         }
         let dropped = gone_at
             .iter()
-            .filter_map(|&at| self.hashes.get(at))
-            .map(|&h| self.index.bucket(h))
+            .filter_map(|&at| self.points.get(at))
+            .map(|p| self.index.bucket(p.hash()))
             .collect();
         let Some(&first_gone) = gone_at.first() else {
             return dropped;
         };
         let mut kept = first_gone;
         for (i, &at) in gone_at.iter().enumerate() {
-            let run = at + 1..gone_at.get(i + 1).copied().unwrap_or(self.hashes.len());
+            let run = at + 1..gone_at.get(i + 1).copied().unwrap_or(self.points.len());
             let len = run.len();
-            self.hashes.copy_within(run.clone(), kept);
-            self.owners.copy_within(run, kept);
+            self.points.copy_within(run, kept);
             kept += len;
         }
-        self.hashes.truncate(kept);
-        self.owners.truncate(kept);
+        self.points.truncate(kept);
         dropped
     }
 
     /// Merges `added` (sorted in ring order, owners already new indices into `nodes`) into
-    /// the sorted points: in place when the arrays have room, else into new arrays.
+    /// the sorted points: in place when the array has room, else into a new array.
     fn insert_points(&mut self, added: &[(u64, u32)], nodes: &[Node]) {
         if added.is_empty() {
             return;
         }
-        let kept = self.hashes.len();
+        let kept = self.points.len();
         let total = kept + added.len();
         let few = added.len().saturating_mul(64) <= kept;
         let by_name = self.flavour.ties_by_name();
         let before = |a: (u64, u32), b: (u64, u32)| point_before(by_name, nodes, a, b);
         // Where `a` goes among the old points `lo..hi`: after those with a smaller hash, and
         // after equal-hash points that sort before it.
-        let place = |hashes: &[u64], owners: &[u32], lo: usize, hi: usize, a: (u64, u32)| {
+        let place = |points: &[Point], lo: usize, hi: usize, a: (u64, u32)| {
             let mut pos = lo
-                + hashes
+                + points
                     .get(lo..hi)
-                    .map_or(0, |old| old.partition_point(|&h| h < a.0));
+                    .map_or(0, |old| old.partition_point(|p| p.hash() < a.0));
             while pos < hi {
-                match (hashes.get(pos), owners.get(pos)) {
-                    (Some(&h), Some(&o)) if h == a.0 && !before(a, (h, o)) => pos += 1,
+                match points.get(pos).map(|p| p.pair()) {
+                    Some(p) if p.0 == a.0 && !before(a, p) => pos += 1,
                     _ => break,
                 }
             }
             pos
         };
-        if self.hashes.capacity() < total || self.owners.capacity() < total {
-            // No room: merge into new arrays (each old point copied once, in runs), keeping
+        if self.points.capacity() < total {
+            // No room: merge into a new array (each old point copied once, in runs), keeping
             // about 3% of room to grow so that a run of small additions does not reallocate
             // each time. A first build gets no room.
             let room = if kept == 0 { 0 } else { total / 32 };
-            let mut hashes = Vec::with_capacity(total + room);
-            let mut owners = Vec::with_capacity(total + room);
+            let mut points = Vec::with_capacity(total + room);
             if few {
                 let mut from = 0;
                 for &a in added {
-                    let to = place(&self.hashes, &self.owners, from, kept, a);
-                    hashes.extend_from_slice(self.hashes.get(from..to).unwrap_or(&[]));
-                    owners.extend_from_slice(self.owners.get(from..to).unwrap_or(&[]));
-                    hashes.push(a.0);
-                    owners.push(a.1);
+                    let to = place(&self.points, from, kept, a);
+                    points.extend_from_slice(self.points.get(from..to).unwrap_or(&[]));
+                    points.push(Point::new(a.0, a.1));
                     from = to;
                 }
-                hashes.extend_from_slice(self.hashes.get(from..).unwrap_or(&[]));
-                owners.extend_from_slice(self.owners.get(from..).unwrap_or(&[]));
-                self.hashes = hashes;
-                self.owners = owners;
+                points.extend_from_slice(self.points.get(from..).unwrap_or(&[]));
+                self.points = points;
                 return;
             }
-            hashes.extend_from_slice(&self.hashes);
-            owners.extend_from_slice(&self.owners);
-            self.hashes = hashes;
-            self.owners = owners;
+            points.extend_from_slice(&self.points);
+            self.points = points;
         }
-        self.hashes.resize(total, 0);
-        self.owners.resize(total, 0);
+        self.points.resize(total, Point::default());
         if few {
             // From the back: each added point (largest first) finds its place among the old
             // points still unmoved, the old points after it shift up by the number of added
@@ -236,14 +229,10 @@ impl Ring {
             // and it drops in.
             let mut old_left = kept;
             for (j, &a) in added.iter().enumerate().rev() {
-                let pos = place(&self.hashes, &self.owners, 0, old_left, a);
-                self.hashes.copy_within(pos..old_left, pos + j + 1);
-                self.owners.copy_within(pos..old_left, pos + j + 1);
-                if let (Some(hw), Some(ow)) =
-                    (self.hashes.get_mut(pos + j), self.owners.get_mut(pos + j))
-                {
-                    *hw = a.0;
-                    *ow = a.1;
+                let pos = place(&self.points, 0, old_left, a);
+                self.points.copy_within(pos..old_left, pos + j + 1);
+                if let Some(p) = self.points.get_mut(pos + j) {
+                    *p = Point::new(a.0, a.1);
                 }
                 old_left = pos;
             }
@@ -256,7 +245,8 @@ impl Ring {
                 };
                 let old = old_left
                     .checked_sub(1)
-                    .and_then(|i| Some((*self.hashes.get(i)?, *self.owners.get(i)?)));
+                    .and_then(|i| self.points.get(i))
+                    .map(|p| p.pair());
                 let point = match old {
                     Some(o) if before(a, o) => {
                         old_left -= 1;
@@ -267,9 +257,8 @@ impl Ring {
                         a
                     }
                 };
-                if let (Some(hw), Some(ow)) = (self.hashes.get_mut(dst), self.owners.get_mut(dst)) {
-                    *hw = point.0;
-                    *ow = point.1;
+                if let Some(p) = self.points.get_mut(dst) {
+                    *p = Point::new(point.0, point.1);
                 }
             }
         }
@@ -319,9 +308,9 @@ mod tests {
             let mut r = Ring::new(Flavour::Groupcache, 1, false);
             r.set_nodes(vec![(order[0].clone(), 1)]);
             r.set_nodes(vec![(order[0].clone(), 1), (order[1].clone(), 1)]);
-            let (hashes, _) = r.points();
-            assert_eq!(hashes[0], hashes[1], "the two points collide");
-            let owner = r.owner_of_hash(hashes[0]).expect("owner");
+            let points = r.points();
+            assert_eq!(points[0].hash(), points[1].hash(), "the two points collide");
+            let owner = r.owner_of_hash(points[0].hash()).expect("owner");
             assert_eq!(r.nodes()[owner].name, lower);
         }
     }
@@ -370,7 +359,7 @@ mod tests {
                 scratch.set_nodes(nodes.clone());
                 assert_eq!(r.points(), scratch.points(), "{f:?}");
                 let mut rebuilt = BucketIndex::new(f.hash_bits());
-                rebuilt.rebuild_with(&r.hashes, r.index.bits());
+                rebuilt.rebuild_with(&r.points, r.index.bits());
                 assert_eq!(r.index, rebuilt, "{f:?}");
                 let ideal = BucketIndex::bits_for(f.hash_bits(), r.point_count());
                 assert!(ideal.abs_diff(r.index.bits()) <= 1, "{f:?}: index size");
