@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps valkey build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps valkey build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -110,6 +110,17 @@ bench-balance: release
 bench-throughput: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  throughput $(BENCH_ARGS)
+
+## bench-throughput-ab: the same, with the module of commit BEFORE (default: the last one
+## before issue 23's lookup layout) built in .deps/before and loaded into a second server on
+## the same CPU, measured in the same rounds; adds before/after ratios to
+## bench/out/throughput-ab.md.
+BEFORE ?= f8a7f77
+bench-throughput-ab: release
+	scripts/build-at.sh $(BEFORE) .deps/before >/dev/null
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  throughput --before-module .deps/before/target/release/libringslot.so \
+	  --name throughput-ab $(BENCH_ARGS)
 
 ## bench-limits: what the module holds Redis' main thread for, on a temporary redis-server:
 ## bulk RING.ADD / RING.DEL of 100000 nodes against a rebuild, AOF replay against RDB load,

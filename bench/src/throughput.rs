@@ -2,7 +2,9 @@
 //! `PING` (redis-benchmark, with and without pipelining, interleaved rounds, medians), the
 //! server's CPU per request, `MEMORY USAGE` per ring point, and the time of `SAVE` and
 //! `DEBUG RELOAD` with many rings. Needs its own server (the benchmark pins it to CPU 0 and
-//! reloads it); redis-benchmark runs on CPU 1.
+//! reloads it); redis-benchmark runs on CPU 1. With `--before-module`, a second server loads
+//! an earlier build of the module (also on CPU 0, measured in the same rounds, alternating
+//! with the first), and the report adds before/after ratios with their spread over rounds.
 
 use crate::common::{median, Global};
 use crate::report::{fixed, Table};
@@ -48,6 +50,10 @@ pub struct Args {
     /// Rings saved and reloaded (the measured one and copies of it).
     #[arg(long, default_value_t = 100)]
     rings: usize,
+    /// An earlier build of the module (e.g. `make bench-throughput-ab` builds the commit
+    /// BEFORE) for a second server measured in the same rounds: before/after ratios.
+    #[arg(long)]
+    before_module: Option<std::path::PathBuf>,
     /// Do not pin redis-server to CPU 0 and redis-benchmark to CPU 1.
     #[arg(long)]
     no_pin: bool,
@@ -80,6 +86,22 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     }
     let own = builder.start()?;
     let mut con = server::connect(&own.url())?;
+    // The earlier build, on a server of its own on the same CPU.
+    let before = match &a.before_module {
+        Some(path) => {
+            let copy = copy_dir.path().join("libringslot-before.so");
+            std::fs::copy(path, &copy).with_context(|| format!("copy {}", path.display()))?;
+            eprintln!("starting a second redis-server with {}", path.display());
+            let mut builder = Server::builder().binary(&g.redis_server).module(&copy);
+            if !a.no_pin {
+                builder = builder.pin_cpu(0);
+            }
+            let server = builder.start()?;
+            let con = server::connect(&server.url())?;
+            Some((server, con, path.display().to_string()))
+        }
+        None => None,
+    };
     let opts = Options {
         rounds: a.rounds,
         clients: a.clients,
@@ -96,7 +118,21 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         pin: !a.no_pin,
         redis_benchmark: a.redis_benchmark.clone(),
     };
-    let mut md = measure(&mut con, own.port, &own.dir.path().join("dump.rdb"), &opts)?;
+    let before_target = match before {
+        Some((ref server, con, ref path)) => Some(Target {
+            con,
+            port: server.port,
+            label: path.clone(),
+        }),
+        None => None,
+    };
+    let mut md = measure(
+        &mut con,
+        own.port,
+        &own.dir.path().join("dump.rdb"),
+        &opts,
+        before_target,
+    )?;
     md.insert_str(
         md.find("\n\n").map_or(0, |i| i + 2),
         &format!("- module `{}`\n", module.display()),
@@ -192,6 +228,35 @@ struct Bench<'a> {
     port: u16,
 }
 
+/// A second server measured in the same rounds (an earlier build of the module).
+pub struct Target {
+    /// A connection to it.
+    pub con: Connection,
+    /// Its port.
+    pub port: u16,
+    /// What it runs (the module's path), for the report.
+    pub label: String,
+}
+
+/// Creates the measured rings and key on a server: `ring` (`nodes` nodes), `one` (one node)
+/// and the string `plain`; returns the ring's points and VNODES.
+fn prepare(con: &mut Connection, opts: &Options) -> Result<(f64, i64)> {
+    let nodes: Vec<String> = (0..opts.nodes)
+        .map(|i| format!("10.0.{}.{}:6379", i / 250, i % 250 + 1))
+        .collect();
+    let mut add = vec!["RING.ADD".to_string(), "ring".to_string()];
+    add.extend(nodes.iter().cloned());
+    if int(&query(con, &add)?)? != opts.nodes as i64 {
+        bail!("RING.ADD ring did not add {} nodes", opts.nodes);
+    }
+    query(con, &["SET", "plain", "value"])?;
+    query(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
+    let info = query(con, &["RING.INFO", "ring"])?;
+    let points = int(field(&info, "points")?)? as f64;
+    let vnodes = int(field(&info, "vnodes")?)?;
+    Ok((points, vnodes))
+}
+
 impl Bench<'_> {
     /// One redis-benchmark run of `line` with `n` requests at `pipeline`.
     fn run(
@@ -266,20 +331,14 @@ pub fn measure(
     port: u16,
     rdb: &std::path::Path,
     opts: &Options,
+    mut earlier: Option<Target>,
 ) -> Result<String> {
-    let nodes: Vec<String> = (0..opts.nodes)
-        .map(|i| format!("10.0.{}.{}:6379", i / 250, i % 250 + 1))
-        .collect();
-    let mut add = vec!["RING.ADD".to_string(), "ring".to_string()];
-    add.extend(nodes.iter().cloned());
-    if int(&query(con, &add)?)? != opts.nodes as i64 {
-        bail!("RING.ADD ring did not add {} nodes", opts.nodes);
+    let (points, vnodes) = prepare(con, opts)?;
+    if let Some(b) = earlier.as_mut() {
+        if prepare(&mut b.con, opts)?.0 != points {
+            bail!("the server with {} built another ring", b.label);
+        }
     }
-    query(con, &["SET", "plain", "value"])?;
-    query(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
-    let info = query(con, &["RING.INFO", "ring"])?;
-    let points = int(field(&info, "points")?)? as f64;
-    let vnodes = int(field(&info, "vnodes")?)?;
 
     let cmds = commands(opts.mget_members);
     // Every command must answer without an error before it is timed (redis-benchmark would
@@ -290,23 +349,50 @@ pub fn measure(
             .map(|w| w.replace("__rand_int__", "000000000042"))
             .collect();
         query(con, &line).with_context(|| format!("{name} before timing"))?;
+        if let Some(b) = earlier.as_mut() {
+            query(&mut b.con, &line).with_context(|| format!("{name} before timing"))?;
+        }
     }
     let bench = Bench { opts, port };
+    let bench_before = earlier.as_ref().map(|b| Bench {
+        opts,
+        port: b.port,
+    });
     let pipelines = [1, opts.pipeline];
     // Warm-up: connections, caches, the CPU's clock.
     for (_, line) in &cmds {
         bench.run(con, line, 2000.min(opts.n_single), opts.pipeline)?;
+        if let (Some(bb), Some(b)) = (&bench_before, earlier.as_mut()) {
+            bb.run(&mut b.con, line, 2000.min(opts.n_single), opts.pipeline)?;
+        }
     }
     let started = Instant::now();
     let mut samples: HashMap<(&str, usize), Vec<Sample>> = HashMap::new();
+    let mut samples_before: HashMap<(&str, usize), Vec<Sample>> = HashMap::new();
     for round in 0..opts.rounds {
         eprintln!("throughput: round {}/{} ...", round + 1, opts.rounds);
         for &pipeline in &pipelines {
-            // Rotate the order every round so that no command always runs first or last.
+            // Rotate the order every round so that no command always runs first or last,
+            // and alternate which server goes first.
             for k in 0..cmds.len() {
                 let (name, line) = &cmds[(k + round) % cmds.len()];
-                let s = bench.run(con, line, bench.requests(name, pipeline), pipeline)?;
+                let n = bench.requests(name, pipeline);
+                let before_first = round % 2 == 1;
+                let mut run_before = |samples_before: &mut HashMap<(&str, usize), Vec<Sample>>| {
+                    if let (Some(bb), Some(b)) = (&bench_before, earlier.as_mut()) {
+                        let s = bb.run(&mut b.con, line, n, pipeline)?;
+                        samples_before.entry((name, pipeline)).or_default().push(s);
+                    }
+                    anyhow::Ok(())
+                };
+                if before_first {
+                    run_before(&mut samples_before)?;
+                }
+                let s = bench.run(con, line, n, pipeline)?;
                 samples.entry((name, pipeline)).or_default().push(s);
+                if !before_first {
+                    run_before(&mut samples_before)?;
+                }
             }
         }
     }
@@ -336,6 +422,10 @@ pub fn measure(
 
     // Memory of one ring, then of copies of it (the allocator's view).
     let memory_usage = int(&query(con, &["MEMORY", "USAGE", "ring"])?)? as f64;
+    let memory_usage_before = match earlier.as_mut() {
+        Some(b) => Some(int(&query(&mut b.con, &["MEMORY", "USAGE", "ring"])?)? as f64),
+        None => None,
+    };
     let memory_bytes = int(field(&query(con, &["RING.INFO", "ring"])?, "memory_bytes")?)?;
     let table_bytes = 16384.0 * 4.0;
     let used_before = info_field(con, "memory", "used_memory")?;
@@ -477,6 +567,17 @@ pub fn measure(
         ns(med_cpu("RING.GET-one", p), med_cpu("RING.GET-missing", p)),
         ns(med_cpu("RING.GET", p), med_cpu("RING.GET-one", p)),
     ));
+    if let Some(b) = &earlier {
+        md.push_str(&before_after(
+            &samples_before,
+            &samples,
+            &b.label,
+            opts,
+            points,
+            memory_usage_before.unwrap_or(0.0),
+            memory_usage,
+        ));
+    }
     md.push_str("## Memory\n\n");
     let budget = 16.0 * points + table_bytes;
     let mut t = Table::new(&["figure", "bytes", "per point"]);
@@ -556,4 +657,130 @@ pub fn measure(
     ]);
     md.push_str(&t.markdown());
     Ok(md)
+}
+
+/// The before/after section: for the earlier build (`before`) and this one (`after`),
+/// measured in the same rounds, the pipelined `RING.GET` against the module floor (a
+/// `RING.GET` of a missing key) and against `GET`, the split of its server time, and memory;
+/// ratios are medians over rounds of the ratio in the same round, with their range.
+fn before_after(
+    before: &HashMap<(&str, usize), Vec<Sample>>,
+    after: &HashMap<(&str, usize), Vec<Sample>>,
+    label: &str,
+    opts: &Options,
+    points: f64,
+    memory_before: f64,
+    memory_after: f64,
+) -> String {
+    let p = opts.pipeline;
+    let table_bytes = 16384.0 * 4.0;
+    let get = |s: &HashMap<(&str, usize), Vec<Sample>>, name: &str, f: fn(&Sample) -> f64| {
+        s.get(&(name, p))
+            .map_or(Vec::new(), |v| v.iter().map(f).collect::<Vec<f64>>())
+    };
+    // Per round, a / b of requests per second; median and range.
+    let ratio = |s: &HashMap<(&str, usize), Vec<Sample>>, a: &str, b: &str| -> Vec<f64> {
+        get(s, a, |x| x.rps)
+            .iter()
+            .zip(get(s, b, |x| x.rps))
+            .map(|(x, y)| x / y)
+            .collect()
+    };
+    // Per round, the server CPU of a minus that of b, in ns per request.
+    let split = |s: &HashMap<(&str, usize), Vec<Sample>>, a: &str, b: &str| -> Vec<f64> {
+        get(s, a, |x| x.cpu_us)
+            .iter()
+            .zip(get(s, b, |x| x.cpu_us))
+            .map(|(x, y)| (x - y) * 1000.0)
+            .collect()
+    };
+    let spread = |v: &[f64], digits: usize| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!(
+            "{} ({}..{})",
+            fixed(median(v), digits),
+            fixed(lo, digits),
+            fixed(hi, digits)
+        )
+    };
+    let floor = |s| ratio(s, "RING.GET", "RING.GET-missing");
+    let misses = |s| split(s, "RING.GET", "RING.GET-one");
+    let mut md = format!(
+        "## Before and after, side by side (-P {p})\n\nBefore: `{label}`, on a second \
+         redis-server on the same CPU, measured in the same rounds (the servers alternate). \
+         Figures are medians over the {} rounds, with the range in brackets; ratios are taken \
+         within a round.\n\n",
+        opts.rounds
+    );
+    let mut t = Table::new(&["figure", "before", "after"]);
+    let rows: [(&str, Vec<f64>, Vec<f64>, usize); 6] = [
+        (
+            "RING.GET / RING.GET of a missing key (req/s; the module floor)",
+            floor(before),
+            floor(after),
+            2,
+        ),
+        (
+            "RING.GET / GET (req/s)",
+            ratio(before, "RING.GET", "GET"),
+            ratio(after, "RING.GET", "GET"),
+            2,
+        ),
+        (
+            "module call (RING.GET-missing - GET), server ns",
+            split(before, "RING.GET-missing", "GET"),
+            split(after, "RING.GET-missing", "GET"),
+            0,
+        ),
+        (
+            "hash, lookup, reply in cache (RING.GET-one - RING.GET-missing), server ns",
+            split(before, "RING.GET-one", "RING.GET-missing"),
+            split(after, "RING.GET-one", "RING.GET-missing"),
+            0,
+        ),
+        (
+            "cache misses of the big ring (RING.GET - RING.GET-one), server ns",
+            misses(before),
+            misses(after),
+            0,
+        ),
+        (
+            "RING.MGET of 100 / GET (req/s)",
+            ratio(before, "RING.MGET", "GET"),
+            ratio(after, "RING.MGET", "GET"),
+            3,
+        ),
+    ];
+    for (name, b, a, digits) in &rows {
+        t.push(vec![
+            name.to_string(),
+            spread(b, *digits),
+            spread(a, *digits),
+        ]);
+    }
+    t.push(vec![
+        "`MEMORY USAGE ring` per point, less the slot table".into(),
+        fixed((memory_before - table_bytes) / points, 2),
+        fixed((memory_after - table_bytes) / points, 2),
+    ]);
+    md.push_str(&t.markdown());
+    let verdict = |ok: bool| if ok { "met" } else { "**missed**" }.to_string();
+    let (floor_after, miss_before, miss_after) =
+        (median(&floor(after)), median(&misses(before)), median(&misses(after)));
+    let mut t = Table::new(&["target", "figure", "verdict"]);
+    t.push(vec![
+        "pipelined RING.GET within 10% of the module floor".into(),
+        fixed(floor_after, 2),
+        verdict(floor_after >= 0.9),
+    ]);
+    t.push(vec![
+        "cache-miss share halved or better".into(),
+        format!("{miss_before:.0} -> {miss_after:.0} ns"),
+        verdict(miss_after <= miss_before / 2.0),
+    ]);
+    md.push('\n');
+    md.push_str(&t.markdown());
+    md.push('\n');
+    md
 }

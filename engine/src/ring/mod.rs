@@ -5,7 +5,8 @@
 //! as many points (virtual nodes) on a circle of `2^bits` hash values; a member is owned by the
 //! node of the first point at or after the member's hash, wrapping to the first point.
 //!
-//! - [`index`]: the bucket index that makes a lookup read one bucket instead of a binary search;
+//! - [`index`]: the bucket index that makes a lookup read one index line and the line of points
+//!   that holds its answer, instead of a binary search;
 //! - [`update`]: node changes that hash only the points that come or go;
 //! - [`delta`]: what a change would do, without applying it (what-ifs).
 
@@ -30,8 +31,9 @@ pub struct Node {
     pub points: u32,
 }
 
-/// A consistent-hash ring of one flavour. Points are kept in two parallel arrays sorted by
-/// hash, then by the flavour's tie rule, so that the first of equal points wins a lookup.
+/// A consistent-hash ring of one flavour. Points are kept in one array of (hash, owner)
+/// records sorted by hash, then by the flavour's tie rule, so that the first of equal points
+/// wins a lookup, with a bucket index over them ([`index`]).
 #[derive(Debug, Clone)]
 pub struct Ring {
     flavour: Flavour,
