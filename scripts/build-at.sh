@@ -6,6 +6,7 @@ set -eu
 commit=$1
 dir=$2
 cargo=${CARGO:-cargo}
+git worktree prune
 if [ -d "$dir/.git" ] || [ -f "$dir/.git" ]; then
   git -C "$dir" checkout --quiet --detach "$commit"
 else

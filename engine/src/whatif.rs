@@ -303,7 +303,7 @@ impl Topology {
         let bounded_at = schemes.iter().position(|&s| s == Scheme::Bounded);
         // Ring lookups go in hash order, a chunk at a time: on a ring bigger than the CPU's
         // caches, members spread evenly by a good hash would each cost several cache misses
-        // in arrival order, and a sorted chunk walks the ring's arrays forward instead. The
+        // in arrival order, and a sorted chunk walks the ring's points forward instead. The
         // counts do not depend on the order.
         let mut chunk: Vec<(u64, MemberWeight)> = Vec::new();
         let flush = |chunk: &mut Vec<(u64, MemberWeight)>, counters: &mut [Counter]| {

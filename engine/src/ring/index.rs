@@ -22,7 +22,7 @@ const SATURATED: u8 = u8::MAX;
 /// Points a lookup compares one by one before it binary-searches the rest of the group.
 const SCAN: usize = 4;
 
-/// Most index bits: 2^26 buckets (72 MiB of index) serve rings of up to 64M points at one
+/// Most index bits: 2^26 buckets (68 MiB of index) serve rings of up to 64M points at one
 /// point a bucket; bigger rings get more points a bucket.
 const MAX_BITS: u32 = 26;
 
@@ -48,8 +48,8 @@ impl Group {
 /// `b / 60`, slot `b % 60`) stores `base + offset` = `min(first(b), base + 255)`, where
 /// `first(b)` is the position of the first point whose bucket is `>= b` (`n` when there is
 /// none, and for the last group's slots past the last bucket), `base` = `first(60 * group)`,
-/// and the bucket of a hash is its top `bits` bits. Memory: 64 bytes per 60 buckets, about
-/// one bucket per point (1.07-2.13 bytes a point).
+/// and the bucket of a hash is its top `bits` bits. Memory: 64 bytes per 60 buckets, one to
+/// four buckets per two points (0.53-2.13 bytes a point).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketIndex {
     groups: Vec<Group>,
@@ -165,11 +165,14 @@ impl BucketIndex {
     /// first point of every bucket after a change moves by the points gained minus lost
     /// before it, so group bases move by a running sum (one pass over the groups after the
     /// first change) and only the changed groups' offsets are touched. Rebuilt instead when
-    /// its size is off by more than a factor of two for the new count, or when an offset
-    /// would leave a byte's range.
+    /// it is bigger than suits the new count (so that it never costs more than 2.13 bytes a
+    /// point) or more than a factor of two smaller, when the changes outnumber the groups (a
+    /// rebuild is then cheaper), or when an offset would leave a byte's range.
     pub fn update(&mut self, points: &[Point], added: &[u64], dropped: &[usize]) {
         let ideal = BucketIndex::bits_for(self.hash_bits, points.len());
-        if self.groups.is_empty() || ideal.abs_diff(self.bits) > 1 || !self.shift(added, dropped) {
+        let fits = self.bits <= ideal && ideal - self.bits <= 1;
+        let few = added.len() + dropped.len() <= self.groups.len();
+        if self.groups.is_empty() || !fits || !few || !self.shift(added, dropped) {
             self.rebuild(points);
         }
     }
@@ -324,9 +327,15 @@ mod tests {
             .collect();
         after.sort_unstable();
         let after = points(&after);
+        let mut shifted = index.clone();
+        assert!(
+            shifted.shift(&added, &dropped),
+            "adjusted in place, not rebuilt"
+        );
         index.update(&after, &added, &dropped);
         let mut rebuilt = BucketIndex::new(64);
         rebuilt.rebuild_with(&after, index.bits());
+        assert_eq!(shifted, rebuilt);
         assert_eq!(index, rebuilt);
     }
 }

@@ -246,7 +246,7 @@ impl Ring {
             .collect()
     }
 
-    /// Approximate heap bytes used by the ring: points (12 bytes each, plus 1.1-2.2 for the
+    /// Approximate heap bytes used by the ring: points (12 bytes each, plus 0.5-2.2 for the
     /// bucket index) and node names.
     pub fn memory_bytes(&self) -> usize {
         self.points.capacity() * std::mem::size_of::<Point>()
