@@ -36,6 +36,20 @@ fn named_points(ring: &Ring) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
+/// One generated node change on a node list: op 0 adds `name` (or re-weights it when it is
+/// there), op 1 re-weights it, op 2 removes it; a change of a missing node does nothing.
+fn apply_op(nodes: &mut Vec<(Vec<u8>, u32)>, name: Vec<u8>, op: u8, weight: u32) {
+    let at = nodes.iter().position(|(n, _)| *n == name);
+    match (op, at) {
+        (0, None) => nodes.push((name, weight)),
+        (0 | 1, Some(i)) => nodes[i].1 = weight,
+        (_, Some(i)) => {
+            nodes.remove(i);
+        }
+        _ => {}
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -116,14 +130,7 @@ proptest! {
             let mut ring = Ring::new(flavour, vnodes, false);
             ring.set_nodes(nodes.clone());
             for &(op, node, weight) in &ops {
-                let name = format!("cache-{node}").into_bytes();
-                let at = nodes.iter().position(|(n, _)| *n == name);
-                match (op, at) {
-                    (0, None) => nodes.push((name, weight)),
-                    (0 | 1, Some(i)) => nodes[i].1 = weight,
-                    (_, Some(i)) => { nodes.remove(i); }
-                    _ => {}
-                }
+                apply_op(&mut nodes, format!("cache-{node}").into_bytes(), op, weight);
                 ring.set_nodes(nodes.clone());
             }
             let mut scratch = Ring::new(flavour, vnodes, false);
@@ -134,8 +141,8 @@ proptest! {
     }
 
     /// After any sequence of node changes, a lookup through the bucket index (adjusted in
-    /// place by each change where it can be) answers what a binary search over all the points answers, at
-    /// every point, next to it and at random hashes (all flavours).
+    /// place by each change where it can be) answers what a binary search over all the
+    /// points answers, at every point, next to it and at random hashes (all flavours).
     #[test]
     fn indexed_lookups_equal_a_binary_search(
         ops in prop::collection::vec((0u8..3, 0u16..160, 1u32..4), 1..6),
@@ -147,14 +154,7 @@ proptest! {
             let mut ring = Ring::new(flavour, vnodes, false);
             ring.set_nodes(nodes.clone());
             for &(op, node, weight) in &ops {
-                let name = format!("shard-{node}").into_bytes();
-                let at = nodes.iter().position(|(n, _)| *n == name);
-                match (op, at) {
-                    (0, None) => nodes.push((name, weight)),
-                    (0 | 1, Some(i)) => nodes[i].1 = weight,
-                    (_, Some(i)) => { nodes.remove(i); }
-                    _ => {}
-                }
+                apply_op(&mut nodes, format!("shard-{node}").into_bytes(), op, weight);
                 ring.set_nodes(nodes.clone());
                 let points = ring.points();
                 let mask = if flavour.hash_bits() == 32 { u64::from(u32::MAX) } else { u64::MAX };
