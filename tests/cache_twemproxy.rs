@@ -20,8 +20,9 @@
 //!   those moves too.
 
 use ringslot_engine::{Flavour, Ring};
+use ringslot_harness::client::scan_keys;
 use ringslot_harness::prelude::*;
-use ringslot_harness::proxy::{Distribution, Pool, Proxy};
+use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, Proxy};
 use ringslot_harness::redis::{self, Connection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,25 +102,16 @@ fn holders(servers: &[&Server]) -> BTreeMap<Vec<u8>, String> {
     let mut out = BTreeMap::new();
     for s in servers {
         let mut con = s.client();
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut con)
-                .unwrap();
+        scan_keys(&mut con, "*", |_: &mut Connection, batch| {
             for k in batch {
                 assert!(
                     out.insert(k, s.address()).is_none(),
                     "a key on two backends"
                 );
             }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+            Ok::<_, redis::RedisError>(())
+        })
+        .expect("SCAN");
     }
     out
 }
@@ -168,11 +160,10 @@ fn same_keys(got: &BTreeSet<Vec<u8>>, want: &BTreeSet<Vec<u8>>, what: &str) {
     );
 }
 
-/// The servers' names in twemproxy's order: by length, then bytes (`conf_validate_server`
-/// sorts a pool's servers by name with `string_compare`).
-fn twemproxy_order(servers: &[(&Server, u32)]) -> Vec<String> {
+/// The servers' names in twemproxy's order ([`twemproxy_order`]).
+fn names_in_twemproxy_order(servers: &[(&Server, u32)]) -> Vec<String> {
     let mut names: Vec<String> = servers.iter().map(|(s, _)| s.address()).collect();
-    names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    twemproxy_order(&mut names);
     names
 }
 
@@ -318,7 +309,7 @@ fn modula_through_twemproxy_is_ringslots_modulo_with_md5() {
     // ringslot's modulo on a ketama ring: the ketama member hash modulo the nodes, in
     // twemproxy's order.
     let modulo = |servers: &[(&Server, u32)]| -> BTreeMap<Vec<u8>, String> {
-        let names = twemproxy_order(servers);
+        let names = names_in_twemproxy_order(servers);
         let mut ring = Ring::new(Flavour::Ketama, 160, false);
         ring.set_nodes(names.iter().map(|n| (n.clone().into_bytes(), 1)).collect());
         keys.iter()
@@ -341,7 +332,7 @@ fn modula_through_twemproxy_is_ringslots_modulo_with_md5() {
     let ringslot = Server::start();
     let mut rs = ringslot.client();
     q(&mut rs, "RING.CREATE m COMPAT ketama");
-    for name in twemproxy_order(&three) {
+    for name in names_in_twemproxy_order(&three) {
         q(&mut rs, &format!("RING.ADD m {name}"));
     }
     for chunk in keys.chunks(1000) {

@@ -37,3 +37,30 @@ pub fn words(line: &str) -> Vec<&[u8]> {
         .map(str::as_bytes)
         .collect()
 }
+
+/// Walks every key of the connection's database that matches `pattern` (`*` for all) with
+/// `SCAN cursor MATCH pattern COUNT 1000` until the cursor comes back to 0, handing each
+/// batch of key names to `each` with the connection (free again, e.g. to pipeline a command
+/// per key). SCAN may return a key twice; callers that count must not double it.
+/// Reads only; the first error (SCAN's or `each`'s) ends the walk.
+pub fn scan_keys<E: From<redis::RedisError>>(
+    con: &mut Connection,
+    pattern: &str,
+    mut each: impl FnMut(&mut Connection, Vec<Vec<u8>>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)?;
+        each(con, batch)?;
+        cursor = next;
+        if cursor == 0 {
+            return Ok(());
+        }
+    }
+}

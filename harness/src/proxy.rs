@@ -262,6 +262,13 @@ fn running_as_root() -> bool {
     })
 }
 
+/// Sorts server names into twemproxy's order: shorter first, then by bytes
+/// (`conf_validate_server` sorts a pool's servers by name with `string_compare`; modula's
+/// table and so the owner of each key follow that order, not the configuration's).
+pub fn twemproxy_order(names: &mut [String]) {
+    names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+}
+
 /// Sends `line` over memcached's text protocol to `address` and reads answer lines until
 /// `last` says a line ends the answer (that line included). Error: a connection that fails
 /// or closes first.

@@ -6,7 +6,8 @@
 use super::workload::{key, rank_of};
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::{Flavour, Ring};
-use ringslot_harness::proxy::{Distribution, Pool};
+use ringslot_harness::client::scan_keys;
+use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool};
 use ringslot_harness::redis::{self, Connection};
 use ringslot_harness::reply::{field, int};
 use ringslot_harness::{Server, ServerBuilder};
@@ -60,12 +61,6 @@ impl Change {
         let only_before = self.before.iter().find(|i| !self.after.contains(i));
         only_after.or(only_before).copied()
     }
-}
-
-/// Names in twemproxy's order: shorter first, then by bytes (`conf_validate_server` sorts a
-/// pool's servers by name with `string_compare`; modula's table follows that order).
-pub fn twemproxy_order(names: &mut [String]) {
-    names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
 }
 
 impl Fleet {
@@ -165,22 +160,11 @@ impl Fleet {
                 continue;
             };
             let mut con = s.client();
-            let mut cursor = 0u64;
-            loop {
-                let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg("c:*")
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query(&mut con)
-                    .context("SCAN")?;
+            scan_keys(&mut con, "c:*", |_: &mut Connection, batch| {
                 ranks.extend(batch.iter().filter_map(|k| rank_of(k)));
-                cursor = next;
-                if cursor == 0 {
-                    break;
-                }
-            }
+                Ok::<_, redis::RedisError>(())
+            })
+            .context("SCAN")?;
         }
         Ok(ranks)
     }

@@ -10,6 +10,7 @@ use crate::cluster::live::{read_topology, LiveCluster, Prober};
 use anyhow::{anyhow, Context, Result};
 use ringslot_engine::cluster::{mirror, parse_cluster_nodes, MirrorOptions};
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams};
+use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
@@ -42,27 +43,18 @@ fn scan(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, (String, u64)>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
         let mut con = crate::cluster::live::connect(&m.info)?;
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut con)
-                .context("SCAN")?;
+        scan_keys(&mut con, "*", |con: &mut redis::Connection, batch| {
             let mut pipe = redis::pipe();
             for k in &batch {
                 pipe.cmd("MEMORY").arg("USAGE").arg(k);
             }
-            let sizes: Vec<Option<u64>> = pipe.query(&mut con).context("MEMORY USAGE")?;
+            let sizes: Vec<Option<u64>> = pipe.query(con).context("MEMORY USAGE")?;
             for (k, size) in batch.into_iter().zip(sizes) {
                 all.insert(k, (m.address.clone(), size.unwrap_or(0)));
             }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+            anyhow::Ok(())
+        })
+        .context("SCAN")?;
     }
     Ok(all)
 }

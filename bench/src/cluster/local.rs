@@ -14,6 +14,7 @@ use super::{MasterChange, Options, Outcome, CHILDREN};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::key_slot;
+use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{redis_cli_ok, Cluster};
 use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
@@ -149,17 +150,13 @@ pub(super) fn scan_all(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, String>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
         let mut con = connect(&m.info)?;
-        let keys: Vec<Vec<u8>> = redis::cmd("SCAN")
-            .cursor_arg(0)
-            .arg("COUNT")
-            .arg(1000)
-            .clone()
-            .iter(&mut con)
-            .map_err(|e| anyhow!("{}: SCAN: {e}", m.address))?
-            .collect();
-        for k in keys {
-            all.insert(k, m.address.clone());
-        }
+        scan_keys(&mut con, "*", |_: &mut redis::Connection, keys| {
+            for k in keys {
+                all.insert(k, m.address.clone());
+            }
+            Ok::<_, redis::RedisError>(())
+        })
+        .map_err(|e| anyhow!("{}: SCAN: {e}", m.address))?;
     }
     Ok(all)
 }
