@@ -14,7 +14,7 @@
 use super::Point;
 
 /// Buckets per group: a `u32` base and 60 one-byte offsets fill one 64-byte cache line.
-pub const GROUP: usize = 60;
+const GROUP: usize = 60;
 
 /// The stored offset that means "255 or more": the bucket starts at or after `base + 255`.
 const SATURATED: u8 = u8::MAX;
