@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps valkey build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -33,29 +33,20 @@ run:
 	redis-server redis.conf --port $(PORT)
 
 ## test: every test of the workspace (the module, its harness, the benchmark program): unit,
-## property, vectors and integration against real redis-servers. The criterion benches are
-## compiled, not run.
-## Every live-server test runs twice: on redis-server (Debian's 7.0.15, or $RINGSLOT_SERVER),
-## then on Valkey 9.1.2 (the binary scripts/valkey.sh fetches into .deps/; RINGSLOT_VALKEY=skip
-## leaves it out). Each failing test's output names the server it ran on.
-VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
-# The test files that start servers (the engine_* ones run in-process: once is enough).
-LIVE_TESTS := $(patsubst tests/%.rs,--test %,$(filter-out tests/engine_%,$(wildcard tests/*.rs)))
-## valkey: fetch valkey-server 9.1.2 into .deps/ (scripts/valkey.sh) unless RINGSLOT_VALKEY=skip
-valkey: deps
-	@./scripts/valkey.sh
+## property, vectors and integration against real servers. The criterion benches are
+## compiled, not run. The test binaries are built once; every one runs on redis-server
+## (Debian's 7.0.15, or $RINGSLOT_SERVER), then every one that starts servers runs again on
+## Valkey 9.1.2 and on Redis 8.2.3, those two passes side by side (scripts/test.sh; the
+## binaries scripts/servers.sh fetches into .deps/; RINGSLOT_VALKEY=skip or RINGSLOT_REDIS8=skip
+## leaves one out). Each pass's output is in target/test-<server>.log, and a failing test's
+## output names the server it ran on.
+## servers: fetch valkey-server 9.1.2 and redis-server 8.2.3 into .deps/ (scripts/servers.sh)
+servers: deps
+	@./scripts/servers.sh
 
-test: build valkey
+test: build servers
 	$(CARGO) test --workspace --benches --no-run
-	@echo "== make test: on $$($${RINGSLOT_SERVER:-redis-server} --version | cut -d' ' -f1-3)"
-	$(CARGO) test --workspace --lib --bins --tests
-	@if [ "$${RINGSLOT_VALKEY:-}" = skip ]; then \
-	  echo "== make test: Valkey left out (RINGSLOT_VALKEY=skip)"; \
-	else \
-	  echo "== make test: on $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3)"; \
-	  RINGSLOT_SERVER=$(VALKEY_SERVER) $(CARGO) test -p ringslot $(LIVE_TESTS) && \
-	  RINGSLOT_SERVER=$(VALKEY_SERVER) $(CARGO) test -p ringslot-bench --tests; \
-	fi
+	@./scripts/test.sh
 
 ## test-repeat: the tests against live servers REPEAT times in a row (default 20), stopping
 ## at the first failure: no test may depend on a timing window

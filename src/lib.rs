@@ -15,16 +15,12 @@ use redis_module::{redis_module, Context, RedisString, Status};
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // The type's load checks every read: Redis then reports a short or corrupt payload to it
-    // (which refuses the value) instead of stopping the server.
-    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init; called in
-    // OnLoad with its context.
-    if let Some(set_options) = unsafe { redis_module::raw::RedisModule_SetModuleOptions } {
-        unsafe {
-            set_options(
-                ctx.ctx,
-                redis_module::raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as i32,
-            )
-        };
+    // (which refuses the value) instead of stopping the server. On Valkey 9 the module also
+    // declares atomic slot migration, which it would otherwise switch off for the whole
+    // cluster (module::server).
+    let kind = module::server::detect(ctx);
+    if module::server::declare_options(ctx, kind) {
+        ctx.log_notice("declared support for atomic slot migration (Valkey)");
     }
     if let Err(e) = module::config::register(ctx, args) {
         ctx.log_warning(&format!("ringslot: {e}"));

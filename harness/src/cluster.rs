@@ -351,3 +351,135 @@ impl Cluster {
         Ok(run)
     }
 }
+
+/// One job of Valkey's `CLUSTER GETSLOTMIGRATIONS` (Valkey 9): its fields as text (`name`,
+/// `operation` IMPORT or EXPORT, `slot_ranges` as `0-100 200-300`, `source_node`,
+/// `target_node`, `state`, `message`, `cow_size` in bytes, the times in seconds, ...).
+pub type SlotMigration = std::collections::BTreeMap<String, String>;
+
+/// Whether a job of [`slot_migrations`] is over: `success`, `cancelled` or `failed`
+/// (valkey-io/valkey `src/cluster_migrateslots.c`, the terminal states).
+pub fn migration_finished(job: &SlotMigration) -> bool {
+    matches!(
+        job.get("state").map(String::as_str),
+        Some("success" | "cancelled" | "failed")
+    )
+}
+
+/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on `server`, oldest first. Error: a server
+/// without the command (Redis, Valkey before 9).
+pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
+    let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;
+    let reply: redis::Value = redis::cmd("CLUSTER")
+        .arg("GETSLOTMIGRATIONS")
+        .query(&mut con)
+        .map_err(|e| {
+            Error(format!(
+                "{}: CLUSTER GETSLOTMIGRATIONS: {e}",
+                server.address()
+            ))
+        })?;
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        redis::Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    };
+    let jobs = crate::reply::array(&reply).map_err(|e| Error(e.to_string()))?;
+    jobs.iter()
+        .map(|job| {
+            let (fields, _) = crate::reply::fields(job).map_err(|e| Error(e.to_string()))?;
+            Ok(fields.into_iter().map(|(k, v)| (k, text(v))).collect())
+        })
+        .collect()
+}
+
+/// Whether `server` has Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`): Valkey 9 or
+/// later, told by `INFO server`'s `server_name` and `valkey_version`.
+pub fn has_atomic_slot_migration(server: &Server) -> bool {
+    let info = text_reply(server, &["INFO", "server"]).unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .map(str::to_string)
+    };
+    field("server_name:").as_deref() == Some("valkey")
+        && field("valkey_version:")
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+            .is_some_and(|major| major >= 9)
+}
+
+impl Cluster {
+    /// Sends `CLUSTER MIGRATESLOTS SLOTSRANGE start end ... NODE <id of target>` to node
+    /// `source` (Valkey 9's atomic slot migration, started by the source). Returns the name of
+    /// the job it started (as `CLUSTER GETSLOTMIGRATIONS` lists it on both sides), or the
+    /// error text the server replied.
+    pub fn migrate_slots(
+        &self,
+        source: usize,
+        ranges: &[(u16, u16)],
+        target: usize,
+    ) -> Result<Result<String, String>, Error> {
+        let id = self.node_id(target)?;
+        let server = &self.nodes[source];
+        let known: BTreeSet<String> = slot_migrations(server)?
+            .into_iter()
+            .filter_map(|job| job.get("name").cloned())
+            .collect();
+        let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("MIGRATESLOTS").arg("SLOTSRANGE");
+        for &(start, end) in ranges {
+            cmd.arg(start).arg(end);
+        }
+        cmd.arg("NODE").arg(&id);
+        if let Err(e) = cmd.query::<String>(&mut con) {
+            return Ok(Err(crate::client::error_text(&e)));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let new = slot_migrations(server)?
+                .into_iter()
+                .filter_map(|job| job.get("name").cloned())
+                .find(|name| !known.contains(name));
+            if let Some(name) = new {
+                return Ok(Ok(name));
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "{}: CLUSTER MIGRATESLOTS answered OK but lists no new job",
+                    server.address()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Polls `CLUSTER GETSLOTMIGRATIONS` on node `node` every 100 ms (as valkey-cli's
+    /// atomic path does) until the job `name` is over ([`migration_finished`]), at most
+    /// `limit`; returns it.
+    pub fn wait_slot_migration(
+        &self,
+        node: usize,
+        name: &str,
+        limit: Duration,
+    ) -> Result<SlotMigration, Error> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let jobs = slot_migrations(&self.nodes[node])?;
+            let job = jobs
+                .iter()
+                .find(|j| j.get("name").map(String::as_str) == Some(name));
+            if let Some(job) = job.filter(|j| migration_finished(j)) {
+                return Ok(job.clone());
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "the atomic slot migration {name} of {} did not end in {limit:?}: {job:?}",
+                    self.nodes[node].address()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -180,6 +180,17 @@ pub enum CommandError {
         /// The slot.
         slot: u16,
     },
+    /// The hash slots this node serves changed while a keyspace walk ran.
+    SlotsChanged,
+    /// An atomic slot migration (Valkey's `CLUSTER MIGRATESLOTS`) of this node is running.
+    AtomicMigration {
+        /// `import` or `export`, as `CLUSTER GETSLOTMIGRATIONS` says.
+        operation: String,
+        /// Its slot ranges, as `CLUSTER GETSLOTMIGRATIONS` shows them.
+        slots: String,
+        /// Its state (`snapshotting`, `receiving-snapshot`, ...).
+        state: String,
+    },
     /// A reply of a command the module called that it cannot read.
     UnexpectedReply {
         /// The command (`CLUSTER NODES`).
@@ -279,6 +290,19 @@ impl fmt::Display for CommandError {
                 f,
                 "ERR slot {slot} is importing from another node: evaluate it when the migration \
                  ends"
+            ),
+            CommandError::SlotsChanged => f.write_str(
+                "ERR the hash slots of this node changed while its keys were walked (a slot \
+                 migrated): evaluate them again",
+            ),
+            CommandError::AtomicMigration {
+                operation,
+                slots,
+                state,
+            } => write!(
+                f,
+                "ERR an atomic slot migration ({operation} of slots {slots}, {state}) is running \
+                 on this node: evaluate its keys when CLUSTER GETSLOTMIGRATIONS shows it over"
             ),
             CommandError::UnexpectedReply { command, reply } => {
                 write!(f, "ERR unexpected {command} reply: {reply}")
@@ -425,6 +449,15 @@ mod tests {
             (
                 CommandError::SlotMigrating { slot: 12000 },
                 "ERR slot 12000 is migrating to another node: evaluate it when the migration ends",
+            ),
+            (
+                CommandError::AtomicMigration {
+                    operation: "export".into(),
+                    slots: "0-100".into(),
+                    state: "snapshotting".into(),
+                },
+                "ERR an atomic slot migration (export of slots 0-100, snapshotting) is running on \
+                 this node: evaluate its keys when CLUSTER GETSLOTMIGRATIONS shows it over",
             ),
             (
                 CommandError::MirrorOptions {

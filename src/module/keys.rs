@@ -292,6 +292,9 @@ pub struct KeyWalk {
     reader: Reader,
     weigh: Weigh,
     done: bool,
+    /// On a cluster node, the hash slots this node served at the walk's first step: every
+    /// later step checks they are still the same (see [`live::ClusterView::check_walk`]).
+    served_at_start: Option<Vec<(u16, u16)>>,
 }
 
 /// A key a walk keeps, with its weights (0 where the walk weighs nothing).
@@ -459,6 +462,7 @@ impl KeyWalk {
             reader,
             weigh: Weigh::default(),
             done: false,
+            served_at_start: None,
         })
     }
 
@@ -503,6 +507,7 @@ impl KeyWalk {
             reader,
             weigh: Weigh::default(),
             done: start > end,
+            served_at_start: None,
         }
     }
 
@@ -555,6 +560,14 @@ impl KeyWalk {
             Reader::User(name) => Some(User::fetch(name).ok_or_else(gone)?),
         };
         let reader = ReadCheck::new(user.as_ref().map_or(ptr::null_mut(), |u| u.0));
+        let context = Context::new(ctx);
+        // On a cluster node, the keys walked must stay this node's: its slots must not change
+        // between steps, and no atomic slot migration may run meanwhile (Valkey 9 loads the
+        // keys of importing slots before it owns them, and trims exported ones after).
+        let view = live::ClusterView::read(&context)?;
+        if let Some(view) = &view {
+            view.check_walk(&mut self.served_at_start)?;
+        }
         match &mut self.mode {
             Mode::Scan { cursor, pattern } => {
                 let mut state = ScanState {
@@ -573,8 +586,10 @@ impl KeyWalk {
                 big,
                 cursor,
             } => {
-                let context = Context::new(ctx);
-                let nodes = live::nodes_seen(&context)?;
+                let nodes = match view {
+                    Some(view) => view.nodes,
+                    None => live::nodes_seen(&context)?,
+                };
                 if let Ok(first) = u16::try_from(*next) {
                     live::check_slots(&nodes, first, *end)?;
                 }

@@ -39,6 +39,103 @@ pub fn live_nodes(call: &Call, command: &'static str) -> Result<Vec<ClusterNode>
     nodes_seen(&call.context())
 }
 
+/// A cluster node's view of the cluster at one step of a keyspace walk: `CLUSTER NODES`,
+/// read under the same lock as the step's keys.
+pub struct ClusterView {
+    /// The nodes as this node sees them.
+    pub nodes: Vec<ClusterNode>,
+}
+
+impl ClusterView {
+    /// The view of the node of `context`, or `None` outside cluster mode. On a server with
+    /// Valkey's atomic slot migration, also checks that none is running on this node
+    /// ([`check_no_atomic_migration`]).
+    pub fn read(context: &Context) -> Result<Option<ClusterView>, CommandError> {
+        if !context.get_flags().contains(ContextFlags::CLUSTER) {
+            return Ok(None);
+        }
+        if super::server::kind().has_valkey_atomic_migration() {
+            check_no_atomic_migration(context)?;
+        }
+        Ok(Some(ClusterView {
+            nodes: nodes_seen(context)?,
+        }))
+    }
+
+    /// The slot ranges the node marked `myself` serves (empty when none is marked).
+    pub fn served(&self) -> Vec<(u16, u16)> {
+        self.nodes
+            .iter()
+            .find(|n| n.has("myself"))
+            .map(|n| n.slots.clone())
+            .unwrap_or_default()
+    }
+
+    /// Checks one step of a walk: the first step records the slots this node serves in
+    /// `at_start`, every later one fails with `SlotsChanged` when they differ (a slot moved
+    /// away or arrived while the walk ran, so that the keys counted would mix two owners).
+    pub fn check_walk(&self, at_start: &mut Option<Vec<(u16, u16)>>) -> Result<(), CommandError> {
+        let now = self.served();
+        match at_start {
+            None => {
+                *at_start = Some(now);
+                Ok(())
+            }
+            Some(before) if *before != now => Err(CommandError::SlotsChanged),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// The states of `CLUSTER GETSLOTMIGRATIONS` in which a job is over (valkey-io/valkey
+/// `src/cluster_migrateslots.c`, `slotMigrationJobStateToString`).
+const FINISHED_MIGRATION_STATES: [&str; 3] = ["success", "cancelled", "failed"];
+
+/// Fails with `AtomicMigration` when `CLUSTER GETSLOTMIGRATIONS` (Valkey 9) lists a job of
+/// this node that is not over: while it runs, the target holds keys of slots it does not own
+/// yet and the source still holds the keys it is sending. The log it reads keeps at most
+/// `cluster-slot-migration-log-max-len` jobs (1000 by default).
+pub fn check_no_atomic_migration(context: &Context) -> Result<(), CommandError> {
+    let unexpected = |reply: &RedisValue| CommandError::UnexpectedReply {
+        command: "CLUSTER GETSLOTMIGRATIONS",
+        reply: format!("{reply:?}"),
+    };
+    let reply = context.call("CLUSTER", &["GETSLOTMIGRATIONS"][..])?;
+    let RedisValue::Array(jobs) = &reply else {
+        return Err(unexpected(&reply));
+    };
+    for job in jobs {
+        let fields = match job {
+            RedisValue::Array(f) => f.as_slice(),
+            _ => return Err(unexpected(job)),
+        };
+        let field = |name: &str| {
+            fields.chunks(2).find_map(|pair| match pair {
+                [k, v] if as_text(k).as_deref() == Some(name) => as_text(v),
+                _ => None,
+            })
+        };
+        let state = field("state").unwrap_or_default();
+        if !FINISHED_MIGRATION_STATES.contains(&state.as_str()) {
+            return Err(CommandError::AtomicMigration {
+                operation: field("operation").unwrap_or_default().to_lowercase(),
+                slots: field("slot_ranges").unwrap_or_default(),
+                state,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The text of a string reply.
+fn as_text(value: &RedisValue) -> Option<String> {
+    match value {
+        RedisValue::SimpleString(s) | RedisValue::BulkString(s) => Some(s.clone()),
+        RedisValue::StringBuffer(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}
+
 /// Checks that the node marked `myself` in `nodes` serves every slot of `start..=end` and
 /// that none of them is migrating or importing. Errors name the first slot that fails and,
 /// for a slot served elsewhere, who serves it.
@@ -86,50 +183,12 @@ pub fn keys_in_slot(context: &Context, slot: u16) -> Result<u64, CommandError> {
 }
 
 /// Whether this server looks a module command's keys up in the command's own hash slot when
-/// cluster mode is on: Valkey 8 and later take the slot of a key a command opens (and of its
-/// expiry) from the command's first key (`getKeySlot` with the executing client's cached
-/// slot), so a module that reads keys of other slots while its own command runs finds nothing
-/// there; from a worker thread (no command executing) the key's own slot is used. Found when
-/// `RING.MOVES ... SLOTS` counted no key on Valkey 9.1.2. Redis is said to take the same
-/// shortcut from 7.4 (not tested here: no 7.4 binary runs on this machine), so it is assumed
-/// there too. Only cluster mode caches the slot. Asked of `INFO server` (`server_name`,
-/// `redis_version`) until it answers, then remembered; while it cannot be asked, assumed.
+/// cluster mode is on, so that a module command opening keys of other slots finds nothing
+/// while it runs (see [`super::server::ServerKind::reads_keys_in_command_slot`]): Valkey, and
+/// Redis 7.4 and later, on a cluster node.
 pub fn keys_read_in_own_slot(context: &Context) -> bool {
-    static CACHES_SLOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let caches = match CACHES_SLOT.get() {
-        Some(&c) => c,
-        None => {
-            let text = match context.call("INFO", &["server"][..]) {
-                Ok(RedisValue::BulkString(s)) | Ok(RedisValue::SimpleString(s)) => Some(s),
-                Ok(RedisValue::StringBuffer(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
-                _ => None,
-            };
-            match text {
-                Some(t) => *CACHES_SLOT.get_or_init(|| caches_command_slot(&t)),
-                None => true,
-            }
-        }
-    };
-    caches && context.get_flags().contains(ContextFlags::CLUSTER)
-}
-
-/// Whether `INFO server`'s text names a server that caches the executing command's slot:
-/// Valkey, or Redis 7.4 and later.
-fn caches_command_slot(info: &str) -> bool {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .map(str::to_string)
-    };
-    if field("server_name:").as_deref() == Some("valkey") {
-        return true;
-    }
-    let version: Vec<u32> = field("redis_version:")
-        .unwrap_or_default()
-        .split('.')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    matches!(version.as_slice(), [major, minor, ..] if (*major, *minor) >= (7, 4))
+    super::server::kind().reads_keys_in_command_slot()
+        && context.get_flags().contains(ContextFlags::CLUSTER)
 }
 
 /// Checks that this node serves every slot of `start..=end` and none is migrating or
@@ -145,20 +204,4 @@ pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<(u64, bool), Comma
         big |= n > SLOT_READ_WHOLE;
     }
     Ok((keys, big))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::caches_command_slot;
-
-    #[test]
-    fn servers_that_cache_the_command_slot() {
-        assert!(caches_command_slot(
-            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n"
-        ));
-        assert!(caches_command_slot("redis_version:7.4.1\r\n"));
-        assert!(caches_command_slot("redis_version:8.0.0\r\n"));
-        assert!(!caches_command_slot("redis_version:7.0.15\r\n"));
-        assert!(!caches_command_slot("redis_version:7.2.4\r\n"));
-    }
 }

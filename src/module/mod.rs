@@ -11,7 +11,8 @@
 //! - [`config`]: the `ringslot.*` configurations; [`keys`]: the keyspace walks of `KEYS` and
 //!   `SLOTS`; [`live`]: the live cluster (`CLUSTER NODES`, slot checks, keys in a slot);
 //! - [`background`]: the job runner (evaluations past the inline limit on a worker thread);
-//!   [`stats`]: `INFO ringslot`.
+//!   [`stats`]: `INFO ringslot`; [`server`]: which server this is (Redis or Valkey, read
+//!   at load) and the module options declared to it.
 
 pub mod args;
 pub mod background;
@@ -25,6 +26,7 @@ pub mod live;
 pub mod moves;
 pub mod reply;
 pub mod ringtype;
+pub mod server;
 pub mod stats;
 pub mod table;
 

@@ -261,6 +261,11 @@ pub(crate) fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
             })
         })
         .collect::<Result<_>>()?;
+    for m in &masters {
+        if let Some(why) = atomic_migration_running(m)? {
+            bail!("{why}");
+        }
+    }
     masters.sort_by(|a, b| {
         let first = |m: &Master| m.slots.first().copied().unwrap_or(u16::MAX);
         (first(a), &a.address).cmp(&(first(b), &b.address))
@@ -341,6 +346,38 @@ pub(super) fn refusal(
     None
 }
 
+/// Why a prediction must not run while `m` takes part in an atomic slot migration: a job of
+/// Valkey's `CLUSTER GETSLOTMIGRATIONS` whose state is not `success`, `cancelled` or `failed`
+/// (the slots it moves change owner when it ends, and meanwhile the target holds keys it does
+/// not own yet). `None` when none runs, or on a server without the command (Redis: an error
+/// reply, taken as "no atomic migration"). Redis 8.4's own `CLUSTER MIGRATION STATUS` is not
+/// asked: no 8.4 server was at hand to test its reply against.
+pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
+    let mut con = connect(&m.info)?;
+    let Ok(jobs) = run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) else {
+        return Ok(None);
+    };
+    for job in items(&jobs)? {
+        let text = |name: &str| {
+            field(job, name)
+                .ok()
+                .and_then(|v| ringslot_harness::reply::text(v).ok())
+                .unwrap_or_default()
+        };
+        let state = text("state");
+        if !["success", "cancelled", "failed"].contains(&state.as_str()) {
+            return Ok(Some(format!(
+                "{} has an atomic slot migration running ({} of slots {}, {state}): predict \
+                 when CLUSTER GETSLOTMIGRATIONS shows it over",
+                m.address,
+                text("operation").to_lowercase(),
+                text("slot_ranges"),
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Whether `MODULE LIST` of the master names ringslot.
 pub(super) fn has_module(m: &Master) -> Result<bool> {
     let mut con = connect(&m.info)?;
@@ -372,30 +409,145 @@ pub(super) fn tags() -> Vec<String> {
     tags
 }
 
-/// The key count of every slot, from its master (pipelined per master).
+/// The key count of every slot, from its master: one `CLUSTER SLOT-STATS SLOTSRANGE 0 16383`
+/// where the server has it (Valkey 8 and later, Redis 8.2 and later), else `CLUSTER
+/// COUNTKEYSINSLOT` of each of its slots, pipelined. Both count what the slot's dictionary
+/// holds: keys past their expiry that the server has not reclaimed yet are counted (a walk of
+/// live keys skips them, and `MIGRATE` never moves them).
 pub(super) fn slot_counts(topo: &LiveCluster) -> Result<Vec<u64>> {
     let mut counts = vec![0u64; SLOT_COUNT];
     for m in &topo.masters {
         let mut con = connect(&m.info)?;
-        for part in m.slots.chunks(1000) {
-            let mut pipe = redis::pipe();
-            for slot in part {
-                pipe.cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(*slot);
+        if let Some(stats) = slot_stats(&mut con)? {
+            for &slot in &m.slots {
+                counts[usize::from(slot)] = stats.get(&slot).copied().unwrap_or(0);
             }
-            let got: Vec<u64> = pipe
-                .query(&mut con)
-                .map_err(|e| anyhow!("{}: CLUSTER COUNTKEYSINSLOT: {e}", m.address))?;
-            for (slot, n) in part.iter().zip(got) {
-                counts[usize::from(*slot)] = n;
+        } else {
+            for (slot, n) in count_keys_in_slots(&mut con, m)? {
+                counts[usize::from(slot)] = n;
             }
         }
     }
     Ok(counts)
 }
 
+/// `CLUSTER COUNTKEYSINSLOT` of each slot of `m`, pipelined 1000 at a time.
+fn count_keys_in_slots(con: &mut Connection, m: &Master) -> Result<Vec<(u16, u64)>> {
+    let mut counts = Vec::with_capacity(m.slots.len());
+    for part in m.slots.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for slot in part {
+            pipe.cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(*slot);
+        }
+        let got: Vec<u64> = pipe
+            .query(con)
+            .map_err(|e| anyhow!("{}: CLUSTER COUNTKEYSINSLOT: {e}", m.address))?;
+        counts.extend(part.iter().copied().zip(got));
+    }
+    Ok(counts)
+}
+
+/// The key count of each slot this node serves, from `CLUSTER SLOT-STATS SLOTSRANGE 0 16383`
+/// (one reply of `[slot, [key-count, n, ...]]` per served slot); `None` on a server without
+/// the command (Redis before 8.2, Valkey before 8), or one that answers in another shape.
+pub(super) fn slot_stats(con: &mut Connection) -> Result<Option<BTreeMap<u16, u64>>> {
+    let reply: Value = match redis::cmd("CLUSTER")
+        .arg("SLOT-STATS")
+        .arg("SLOTSRANGE")
+        .arg(0)
+        .arg(SLOT_COUNT - 1)
+        .query(con)
+    {
+        Ok(v) => v,
+        Err(_) => return Ok(None),
+    };
+    let mut stats = BTreeMap::new();
+    let Ok(rows) = items(&reply) else {
+        return Ok(None);
+    };
+    for row in rows {
+        let entry = match items(row) {
+            Ok([slot, fields]) => ringslot_harness::reply::int(slot)
+                .ok()
+                .zip(field(fields, "key-count").ok())
+                .and_then(|(slot, n)| {
+                    Some((
+                        u16::try_from(slot).ok()?,
+                        ringslot_harness::reply::int(n).ok()?,
+                    ))
+                }),
+            _ => None,
+        };
+        let Some((slot, n)) = entry else {
+            return Ok(None);
+        };
+        stats.insert(slot, u64::try_from(n).unwrap_or(0));
+    }
+    Ok(Some(stats))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_stats_count_what_countkeysinslot_counts() {
+        // A live cluster of the server under test: where it answers CLUSTER SLOT-STATS
+        // (Valkey 9.1.2, Redis 8.2.3), one call per master gives every slot's key count as
+        // 16384 pipelined COUNTKEYSINSLOT do, keys past their expiry included; Redis 7.0.15
+        // has no such command, and the counts come from COUNTKEYSINSLOT.
+        use ringslot_harness::cluster::Cluster;
+        let cluster = Cluster::start(3, ringslot_harness::Server::builder).unwrap();
+        let mut seed = cluster.nodes[0].client();
+        let info = cluster.nodes[0].url().parse::<ConnectionInfo>().unwrap();
+        let topo = read_topology(&info).unwrap();
+        let tags = tags();
+        for m in &topo.masters {
+            let mut con = connect(&m.info).unwrap();
+            let mut pipe = redis::pipe();
+            for (i, &slot) in m.slots.iter().enumerate().step_by(7) {
+                let tag = &tags[usize::from(slot)];
+                for k in 0..(i % 5) {
+                    pipe.cmd("SET").arg(format!("{tag}k{k}")).arg(k).ignore();
+                }
+                pipe.cmd("SET")
+                    .arg(format!("{tag}gone"))
+                    .arg(1)
+                    .arg("PX")
+                    .arg(1)
+                    .ignore();
+            }
+            redis::cmd("DEBUG")
+                .arg("SET-ACTIVE-EXPIRE")
+                .arg(0)
+                .exec(&mut con)
+                .unwrap();
+            pipe.query::<()>(&mut con).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let valkey9 = ringslot_harness::cluster::has_atomic_slot_migration(&cluster.nodes[0]);
+        let version: String = redis::cmd("INFO").arg("server").query(&mut seed).unwrap();
+        let has_stats = valkey9 || version.contains("redis_version:8.");
+        let (mut by_stats, mut by_count) = (Duration::ZERO, Duration::ZERO);
+        for m in &topo.masters {
+            let mut con = connect(&m.info).unwrap();
+            let started = Instant::now();
+            let stats = slot_stats(&mut con).unwrap();
+            by_stats += started.elapsed();
+            let started = Instant::now();
+            let counted = count_keys_in_slots(&mut con, m).unwrap();
+            by_count += started.elapsed();
+            assert_eq!(stats.is_some(), has_stats, "{version}");
+            if let Some(stats) = stats {
+                let counted: BTreeMap<u16, u64> = counted.into_iter().collect();
+                assert_eq!(stats, counted, "{}", m.address);
+            }
+        }
+        eprintln!(
+            "every slot's key count: CLUSTER SLOT-STATS {by_stats:?}, COUNTKEYSINSLOT \
+             {by_count:?} (3 masters)"
+        );
+    }
 
     #[test]
     fn every_slot_gets_a_tag_of_its_own() {
