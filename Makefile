@@ -3,7 +3,7 @@ CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 
-.PHONY: all deps servers build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -152,6 +152,30 @@ bench-cluster: release
 	$(BENCH_RELEASE) cluster --local 3 --join 1 --keys 100000 --name cluster-3-4-100k $(BENCH_ARGS)
 	$(BENCH_RELEASE) cluster --local 3 --join 1 --keys 300000 --name cluster-3-4-300k $(BENCH_ARGS)
 	$(BENCH_RELEASE) cluster-fit bench/out/cluster-*-run.csv
+
+## bench-cluster-atomic: per key against atomic on Valkey 9.1.2 (make servers fetches it):
+## the same changes on the same keys (1M keys and a hot tag of 20000 keys of 4 KiB; 3 -> 4 and
+## 3 -> 6), once made by redis-cli (per key) and once by valkey-cli's atomic path (one CLUSTER
+## MIGRATESLOTS a move, polled every 100 ms), each predicted first: duration and each master's
+## used_memory now, at its peak and at the end; then smaller runs for the atomic model's fit.
+## Reports in bench/out/atomic-*.{md,csv,svg}.
+VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
+BENCH_VALKEY = $(CARGO) run --release -p ringslot-bench -- --redis-server $(VALKEY_SERVER) \
+  --module $(MODULE_RELEASE) --out bench/out
+bench-cluster-atomic: release servers
+	rm -f bench/out/atomic-*-run.csv
+	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --no-module --name atomic-3-4-per-key $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --no-module --atomic --name atomic-3-4-atomic $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 3 --join 3 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --no-module --name atomic-3-6-per-key $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 3 --join 3 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
+	  --no-module --atomic --name atomic-3-6-atomic $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys 100000 --no-module --atomic \
+	  --name atomic-3-4-100k $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 6 --leave 2 --keys 300000 --no-module --atomic \
+	  --name atomic-6-4-300k $(BENCH_ARGS)
 
 ## bench-cluster-fit: the calibration of the rebalance duration model (cluster/model.rs):
 ## local runs that vary the slots moved, the masters, the keys and the bytes, and the least

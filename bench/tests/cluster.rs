@@ -416,3 +416,63 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         "{err}"
     );
 }
+
+#[test]
+fn atomic_slot_migration_is_predicted_and_made_on_valkey() {
+    // On Valkey 9 the change is made as valkey-cli's atomic path makes it (one CLUSTER
+    // MIGRATESLOTS a move): the same keys and bytes move as the plan says, and the report
+    // sets the atomic method's estimates beside what the jobs really took. Elsewhere --atomic
+    // is refused with the reason.
+    let binary = ringslot_harness::server::server_binary();
+    let version = ringslot_harness::server::server_version(&binary);
+    let args = [
+        "--local",
+        "3",
+        "--join",
+        "1",
+        "--keys",
+        "20000",
+        "--hot-keys",
+        "300",
+        "--no-module",
+        "--atomic",
+    ];
+    if !version.starts_with("Valkey server v=9") {
+        let out = tempfile::tempdir().unwrap();
+        let base = free_block(4, u64::from(std::process::id())).to_string();
+        let mut all = vec![
+            "--out",
+            out.path().to_str().unwrap(),
+            "cluster",
+            "--base-port",
+            &base,
+        ];
+        all.extend_from_slice(&args);
+        let run = bench(&all);
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(!run.status.success());
+        assert!(
+            err.contains("--atomic needs Valkey 9 or later on every master"),
+            "{err}"
+        );
+        return;
+    }
+    let (md, rows) = local(&args, 4, "atomic");
+    let slots = &rows[SLOTS_ROW];
+    assert_eq!(n(slots, "moved"), n(slots, "real moved"), "{md}");
+    assert_eq!(
+        n(slots, "moved bytes"),
+        n(slots, "real moved bytes"),
+        "{md}"
+    );
+    assert!(
+        md.contains("slot owners after the real rebalance: equal to the plan's"),
+        "{md}"
+    );
+    assert!(md.contains("- the atomic jobs: MIGRATESLOTS of "), "{md}");
+    assert!(
+        md.contains("the method this report is for)")
+            && md.contains("| real peak (sampled every 100 ms) |"),
+        "{md}"
+    );
+}

@@ -378,6 +378,43 @@ pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// What a node says of itself in `INFO server` and `INFO memory`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct NodeFacts {
+    /// Valkey 9 or later (`server_name:valkey`, `valkey_version`): it has atomic slot
+    /// migration (`CLUSTER MIGRATESLOTS`).
+    pub(super) atomic: bool,
+    /// `used_memory`, bytes.
+    pub(super) used_memory: f64,
+}
+
+/// [`NodeFacts`] of the node at `info` (`address` names it in errors). Error: the node cannot
+/// be reached, or refuses `INFO` (an ACL user without `+info`).
+pub(super) fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFacts> {
+    let mut con = connect(info)?;
+    let text = |section: &str, con: &mut Connection| -> Result<String> {
+        let v = run(con, address, &s(&["INFO", section]))?;
+        ringslot_harness::reply::text(&v).map_err(|e| anyhow!("{address}: INFO {section}: {e}"))
+    };
+    let server = text("server", &mut con)?;
+    let memory = text("memory", &mut con)?;
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .map(str::to_string)
+    };
+    let valkey = field(&server, "server_name").as_deref() == Some("valkey");
+    let major = field(&server, "valkey_version")
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+        .unwrap_or(0);
+    Ok(NodeFacts {
+        atomic: valkey && major >= 9,
+        used_memory: field(&memory, "used_memory")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0),
+    })
+}
+
 /// Whether `MODULE LIST` of the master names ringslot.
 pub(super) fn has_module(m: &Master) -> Result<bool> {
     let mut con = connect(&m.info)?;

@@ -9,7 +9,8 @@
 //! read from the network meanwhile.
 
 use super::live::{connect, read_topology, s, slot_counts, LiveCluster};
-use super::predict::predict;
+use super::method::{ranges, Method};
+use super::predict::{predict, MoveCost};
 use super::{MasterChange, Options, Outcome, CHILDREN};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,7 +21,8 @@ use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A local run: the cluster and the change.
@@ -66,6 +68,119 @@ pub(super) struct Real {
     pub(super) rebalance_seconds: f64,
     pub(super) seconds: f64,
     pub(super) moves_printed: Vec<String>,
+    /// How the slots moved.
+    pub(super) method: Method,
+    /// Each master's memory around the moves.
+    pub(super) memory: Vec<RealMemory>,
+    /// Atomic: the jobs' `cow_size` summed (bytes the forks copied on write).
+    pub(super) cow_bytes: u64,
+}
+
+/// One master's `used_memory` around the real moves, in bytes.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RealMemory {
+    pub(super) address: String,
+    /// Just before the moves.
+    pub(super) before: f64,
+    /// The highest of the samples taken every 100 ms while the slots moved (a peak between
+    /// two samples is missed: a lower bound of the peak).
+    pub(super) sampled_peak: f64,
+    /// `used_memory_peak` after the moves: the server's own peak over its whole life, loading
+    /// included (these servers are fresh: an upper bound of the moves' peak).
+    pub(super) server_peak: f64,
+    /// When the change is done.
+    pub(super) after: f64,
+}
+
+/// `used_memory` and `used_memory_peak` of a server, from `INFO memory`.
+fn memory_of(con: &mut redis::Connection) -> Result<(f64, f64)> {
+    let info: String = redis::cmd("INFO").arg("memory").query(con)?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok((field("used_memory"), field("used_memory_peak")))
+}
+
+/// Samples the `used_memory` of `servers` every 100 ms on a thread of its own until
+/// [`MemorySampler::finish`]; keeps each one's highest.
+struct MemorySampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<f64>>,
+}
+
+impl MemorySampler {
+    fn start(servers: &[&Server]) -> Result<MemorySampler> {
+        let mut cons = servers
+            .iter()
+            .map(|s| s.try_client().map_err(|e| anyhow!("{}: {e}", s.address())))
+            .collect::<Result<Vec<_>>>()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut highest = vec![0.0f64; cons.len()];
+            loop {
+                for (con, high) in cons.iter_mut().zip(highest.iter_mut()) {
+                    if let Ok((used, _)) = memory_of(con) {
+                        *high = high.max(used);
+                    }
+                }
+                if stopped.load(Ordering::SeqCst) {
+                    return highest;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Ok(MemorySampler { stop, thread })
+    }
+
+    fn finish(self) -> Vec<f64> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Moves the slots of `plan` as `valkey-cli --cluster rebalance
+/// --cluster-use-atomic-slot-migration` does (valkey-io/valkey#2755): one `CLUSTER
+/// MIGRATESLOTS` a move, its slots as ranges, sent to the source, polled every 100 ms until
+/// over, one after another. Returns a line per job and the jobs' `cow_size` summed. Error: a
+/// job that does not succeed.
+fn atomic_rebalance(cluster: &Cluster, plan: &[MoveCost]) -> Result<(Vec<String>, u64)> {
+    let index = |address: &Option<String>| {
+        address
+            .as_ref()
+            .and_then(|a| cluster.nodes.iter().position(|n| n.address() == *a))
+            .ok_or_else(|| anyhow!("{address:?} is not a master of ours"))
+    };
+    let (mut lines, mut cow) = (Vec::new(), 0u64);
+    for m in plan {
+        let (from, to) = (index(&m.from)?, index(&m.to)?);
+        let ranges = ranges(&m.slots);
+        let name = cluster.migrate_slots(from, &ranges, to)?.map_err(|e| {
+            anyhow!(
+                "CLUSTER MIGRATESLOTS on {}: {e}",
+                cluster.nodes[from].address()
+            )
+        })?;
+        let job = cluster.wait_slot_migration(from, &name, Duration::from_secs(3600))?;
+        if job.get("state").map(String::as_str) != Some("success") {
+            bail!("the atomic slot migration {name} did not succeed: {job:?}");
+        }
+        cow += job
+            .get("cow_size")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        lines.push(format!(
+            "MIGRATESLOTS of {} slots ({} ranges) from {} to {}",
+            m.slots.len(),
+            ranges.len(),
+            cluster.nodes[from].address(),
+            cluster.nodes[to].address()
+        ));
+    }
+    Ok((lines, cow))
 }
 
 /// The value of `key:i`: 16 to 1024 bytes (the length varied by a multiplicative hash of
@@ -354,10 +469,40 @@ pub(super) fn local(
         extra.push("--cluster-weight".to_string());
         extra.extend(leaving_ids.iter().map(|(_, id)| format!("{id}=0")));
     }
+    let mut memory: Vec<RealMemory> = Vec::new();
+    for n in &cluster.nodes {
+        let (before, _) = memory_of(&mut n.client())?;
+        memory.push(RealMemory {
+            address: n.address(),
+            before,
+            ..RealMemory::default()
+        });
+    }
+    let sampler = MemorySampler::start(&cluster.nodes.iter().collect::<Vec<_>>())?;
     let rebalance_started = Instant::now();
-    let run = cluster.rebalance(&extra)?;
+    let (method, moves_printed, cow_bytes) = if opts.atomic {
+        let (lines, cow) = atomic_rebalance(&cluster, &prediction.plan)?;
+        (Method::Atomic, lines, cow)
+    } else {
+        let run = cluster.rebalance(&extra)?;
+        let printed = run
+            .stdout
+            .lines()
+            .filter(|l| l.contains("Moving") && l.contains("slots from"))
+            .map(|l| strip_ansi(l).trim().trim_start_matches(">>> ").to_string())
+            .collect();
+        (Method::PerKey, printed, 0)
+    };
     let rebalance_seconds = rebalance_started.elapsed().as_secs_f64();
+    for (row, high) in memory.iter_mut().zip(sampler.finish()) {
+        row.sampled_peak = high.max(row.before);
+    }
     cluster.converge()?;
+    for (row, n) in memory.iter_mut().zip(&cluster.nodes) {
+        let (after, peak) = memory_of(&mut n.client())?;
+        row.after = after;
+        row.server_peak = peak;
+    }
     let after_rebalance = read_topology(&seed)?;
     let net_after = net_input(&after_rebalance)?;
     for (_, id) in &leaving_ids {
@@ -373,12 +518,6 @@ pub(super) fn local(
     }
     cluster.converge()?;
     let seconds = started.elapsed().as_secs_f64();
-    let moves_printed: Vec<String> = run
-        .stdout
-        .lines()
-        .filter(|l| l.contains("Moving") && l.contains("slots from"))
-        .map(|l| strip_ansi(l).trim().trim_start_matches(">>> ").to_string())
-        .collect();
     let after = read_topology(&cluster.nodes[0].url().into_connection_info()?)?;
     let owner_after: Vec<Option<String>> = after
         .owner
@@ -460,6 +599,9 @@ pub(super) fn local(
             rebalance_seconds,
             seconds,
             moves_printed,
+            method,
+            memory,
+            cow_bytes,
         }),
         change,
     })

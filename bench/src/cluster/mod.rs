@@ -25,6 +25,7 @@
 
 pub(crate) mod live;
 mod local;
+mod method;
 pub mod model;
 mod predict;
 mod readonly;
@@ -125,6 +126,13 @@ pub struct Args {
     /// Without --url: redis-cli's --cluster-pipeline for the real rebalance.
     #[arg(long, default_value_t = 10)]
     pipeline: u32,
+    /// The slots will move by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, as
+    /// `valkey-cli --cluster rebalance --cluster-use-atomic-slot-migration` runs it): the
+    /// report's verdict is for that method. Needs Valkey 9 or later on every master. Without
+    /// --url, the change is made that way (one MIGRATESLOTS a move of the plan, polled every
+    /// 100 ms) instead of by redis-cli.
+    #[arg(long)]
+    atomic: bool,
     /// Stem of the output files.
     #[arg(long, default_value = "cluster")]
     name: String,
@@ -151,6 +159,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         no_module: a.no_module,
         max_keys_per_sec: a.max_keys_per_sec,
         bytes_sample: a.bytes_sample,
+        atomic: a.atomic,
     };
     // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted; the
     // servers of a local run are killed at once. A second Ctrl-C exits.
@@ -373,6 +382,9 @@ pub struct Options {
     pub max_keys_per_sec: u64,
     /// Keys a slot whose bytes are measured (`None`: every key the plan moves).
     pub bytes_sample: Option<u64>,
+    /// The slots will move by Valkey 9's atomic slot migration (with --local: the change is
+    /// made that way, as valkey-cli --cluster-use-atomic-slot-migration makes it).
+    pub atomic: bool,
 }
 
 /// The result of a run, for the report.

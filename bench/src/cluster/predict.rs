@@ -5,8 +5,10 @@
 //! SLOTS`, the bytes of the moved slots read with `CLUSTER GETKEYSINSLOT`.
 
 use super::live::{
-    connect, read_topology, run, s, slot_counts, tags, Holds, Limiter, LiveCluster, Master, Prober,
+    connect, info_at, node_facts, read_topology, run, s, slot_counts, tags, Holds, Limiter,
+    LiveCluster, Master, Prober,
 };
+use super::method::{self, Method, MethodCost};
 use super::model::FITTED;
 use super::sizing::{dump_bytes, memory_bytes, Estimate, Sizer, Sizes};
 use super::{MasterChange, Options, Outcome, INTERRUPTED};
@@ -324,6 +326,12 @@ pub struct Prediction {
     pub(super) waits: BTreeMap<String, f64>,
     /// Keys a slot measured (`None`: every key).
     pub(super) sample: Option<u64>,
+    /// The method the slots will move by (per key unless `--atomic`), and what each method
+    /// the cluster offers costs (per key always; atomic where every master is Valkey 9).
+    pub(super) method: Method,
+    pub(super) methods: Vec<MethodCost>,
+    /// Why the memory of the methods is not known (a master refused `INFO`), if so.
+    pub(super) memory_note: Option<String>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -487,7 +495,51 @@ pub(super) fn assemble(
         holds: holds.list(),
         waits,
         sample: opts.bytes_sample,
+        method: Method::PerKey,
+        methods: Vec::new(),
+        memory_note: None,
     }
+}
+
+/// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
+/// plan says of itself ([`node_facts`]): `used_memory` now, and whether it has atomic slot
+/// migration. A joining master that cannot be reached yet starts at 0 bytes. Error: `--atomic`
+/// on a cluster where a master has no atomic slot migration.
+fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Result<()> {
+    let mut used = Vec::new();
+    let mut without_atomic = Vec::new();
+    for m in &p.masters {
+        match info_at(seed, &m.address).and_then(|info| node_facts(&info, &m.address)) {
+            Ok(facts) => {
+                used.push((m.address.clone(), facts.used_memory));
+                if !facts.atomic {
+                    without_atomic.push(m.address.clone());
+                }
+            }
+            Err(e) => {
+                used.push((m.address.clone(), 0.0));
+                without_atomic.push(m.address.clone());
+                p.memory_note.get_or_insert_with(|| format!("{e:#}"));
+            }
+        }
+    }
+    if opts.atomic && !without_atomic.is_empty() {
+        bail!(
+            "--atomic needs Valkey 9 or later on every master (CLUSTER MIGRATESLOTS): not on {}",
+            without_atomic.join(", ")
+        );
+    }
+    p.method = if opts.atomic {
+        Method::Atomic
+    } else {
+        Method::PerKey
+    };
+    p.methods = vec![method::cost(&p.plan, &used, Method::PerKey, p.duration)];
+    if without_atomic.is_empty() {
+        p.methods
+            .push(method::cost(&p.plan, &used, Method::Atomic, p.duration));
+    }
+    Ok(())
 }
 
 /// Measures the keys of the slots `plan` moves, on their masters (see [`super::sizing`]):
@@ -631,7 +683,9 @@ pub(super) fn predict_module(
     let mark = Instant::now();
     let counts = slot_counts(topo)?;
     let mut steps = vec![(
-        "per-slot key counts (CLUSTER COUNTKEYSINSLOT)".to_string(),
+        "per-slot key counts (CLUSTER SLOT-STATS, or COUNTKEYSINSLOT where the server has \
+         none)"
+            .to_string(),
         mark.elapsed().as_secs_f64(),
     )];
     let mark = Instant::now();
@@ -854,9 +908,9 @@ pub(super) fn predict(
         predict_module(seed, &topo, change, opts, &holds)?
     };
     let waits = prober.finish();
-    Ok(assemble(
-        &topo, change, gathered, &holds, waits, opts, started,
-    ))
+    let mut prediction = assemble(&topo, change, gathered, &holds, waits, opts, started);
+    add_methods(seed, &mut prediction, opts)?;
+    Ok(prediction)
 }
 
 /// Predicts `change` on the cluster at `seed_url`.

@@ -2,9 +2,10 @@
 //! each scheme's moves, the masters before and after, the duration, and for a local run the
 //! real run beside the prediction), the CSVs (schemes; moves) and the chart.
 
+use super::method::Method;
 use super::model::{network_seconds, FITTED};
 use super::predict::{Mode, Prediction};
-use super::{Options, Outcome};
+use super::{Options, Outcome, Real};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use anyhow::Result;
 use plotters::prelude::SeriesLabelPosition;
@@ -250,6 +251,7 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
         mib(p.bytes.value),
         network_seconds(p.bytes.value, 1000.0)
     ));
+    md.push_str(&methods_section(p, real));
     let mut times = Table::new(&["step", "seconds"]);
     for (step, secs) in &p.steps {
         times.push(vec![format!("- {step}"), fixed(*secs, 2)]);
@@ -261,7 +263,10 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
             fixed(r.seconds, 2),
         ]);
         times.push(vec![
-            "- of which the redis-cli rebalance".into(),
+            match r.method {
+                Method::PerKey => "- of which the redis-cli rebalance".into(),
+                Method::Atomic => "- of which the atomic jobs".to_string(),
+            },
             fixed(r.rebalance_seconds, 2),
         ]);
         let same_owners = r.owner_after == p.owner_after;
@@ -295,18 +300,32 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
         } else {
             "**differ from** the plan's".to_string()
         };
-        let error = (p.duration - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
+        let estimate = p
+            .methods
+            .iter()
+            .find(|c| c.method == r.method)
+            .map_or(p.duration, |c| c.seconds);
+        let error = (estimate - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
+        let (carried, printed) = match r.method {
+            Method::PerKey => (
+                "the RESTORE-ASKING commands with their protocol, and redis-cli's own",
+                "redis-cli printed",
+            ),
+            Method::Atomic => (
+                "the snapshot's commands and the job's own traffic",
+                "the atomic jobs",
+            ),
+        };
         md.push_str(&format!(
             "\n## Predicted against real\n\n\
              - keys the slot scheme moves: predicted {}, real {} (per-slot counts before, slot \
              owners after){}\n\
              - bytes moved (DUMP): predicted {}, real {}; the receiving masters read {} bytes \
-             from the network meanwhile (the RESTORE-ASKING commands with their protocol, and \
-             redis-cli's own)\n\
+             from the network meanwhile ({carried})\n\
              - keys moved between old masters: predicted {}, real {}\n\
              - slot owners after the real rebalance: {}\n\
-             - rebalance duration: estimated {:.1} s, real {:.1} s (error {:+.0}%)\n\
-             - redis-cli printed: {}\n",
+             - duration of the moves ({}): estimated {:.1} s, real {:.1} s (error {:+.0}%)\n\
+             - {printed}: {}\n",
             p.slots_moved,
             r.moved,
             r.scan_moved.map_or(String::new(), |n| format!(
@@ -320,7 +339,8 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
             p.slots_between,
             r.between,
             owners_line,
-            p.duration,
+            r.method.label(),
+            estimate,
             r.rebalance_seconds,
             error * 100.0,
             if r.moves_printed.is_empty() {
@@ -341,7 +361,19 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
             fixed(r.rebalance_seconds, 3),
             fixed(p.duration, 3),
         ]);
-        report::write(dir, &format!("{name}-run.csv"), &run.csv())?;
+        if r.method == Method::PerKey {
+            report::write(dir, &format!("{name}-run.csv"), &run.csv())?;
+        } else if let Some(cost) = p.methods.iter().find(|c| c.method == Method::Atomic) {
+            // The run for a fit of the atomic model: jobs, DUMP bytes, seconds.
+            let mut atomic = Table::new(&["jobs", "bytes", "seconds", "estimate"]);
+            atomic.push(vec![
+                cost.jobs.to_string(),
+                format!("{:.0}", p.bytes.value),
+                fixed(r.rebalance_seconds, 3),
+                fixed(cost.seconds, 3),
+            ]);
+            report::write(dir, &format!("{name}-atomic-run.csv"), &atomic.csv())?;
+        }
     }
     md.push_str(&format!("\n## Time\n\n{}", times.markdown()));
     report::write(dir, &format!("{name}.md"), &md)?;
@@ -349,6 +381,120 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
     report::write(dir, &format!("{name}-moves.csv"), &moves.csv())?;
     chart(dir, name, outcome, &label)?;
     Ok(md)
+}
+
+/// The section on how the slots will move: per method the estimated duration and each
+/// master's `used_memory` now, at its peak and at the end; for a local run, what the real
+/// moves measured beside them.
+fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
+    let mut md = String::from("\n## How the slots move: duration and memory\n\n");
+    if p.methods.len() < 2 {
+        md.push_str(
+            "Every server here migrates per key (`MIGRATE`, as `redis-cli --cluster \
+             rebalance` does); atomic slot migration needs Valkey 9 on every master.\n",
+        );
+    } else {
+        md.push_str(&format!(
+            "Every master has Valkey 9's atomic slot migration. This report is for the \
+             **{}** method{}.\n",
+            p.method.label(),
+            if p.method == Method::PerKey {
+                " (run the tool with --atomic for a rebalance by `valkey-cli --cluster \
+                 rebalance --cluster-use-atomic-slot-migration`)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(note) = &p.memory_note {
+        md.push_str(&format!(
+            "\n**used_memory could not be read on every master** ({note}): those masters \
+             start at 0 below. `INFO` needs `+info`.\n"
+        ));
+    }
+    for cost in &p.methods {
+        md.push_str(&format!(
+            "\n### {}{}\n\nEstimated duration of the moves: {:.1} s ({} {}).\n\n",
+            cost.method.label(),
+            if cost.method == p.method {
+                " (the method this report is for)"
+            } else {
+                ""
+            },
+            cost.seconds,
+            cost.jobs,
+            match cost.method {
+                Method::PerKey => "moves, by the fitted model of slots and keys",
+                Method::Atomic => "jobs, by the fitted model of jobs and bytes",
+            },
+        ));
+        let shown_real = real.filter(|r| r.method == cost.method);
+        let peak = match cost.method {
+            Method::PerKey => "peak",
+            Method::Atomic => "peak (at most)",
+        };
+        let mut header = vec!["master", "used_memory now", peak, "at the end"];
+        if shown_real.is_some() {
+            header.extend([
+                "real before",
+                "real peak (sampled every 100 ms)",
+                "used_memory_peak after",
+                "real at the end",
+            ]);
+        }
+        let mut t = Table::new(&header);
+        for row in &cost.memory {
+            let mut cells = vec![
+                row.address.clone(),
+                mib(row.now),
+                mib(row.peak),
+                mib(row.end),
+            ];
+            if let Some(r) = shown_real {
+                match r.memory.iter().find(|m| m.address == row.address) {
+                    Some(m) => cells.extend([
+                        mib(m.before),
+                        mib(m.sampled_peak),
+                        mib(m.server_peak),
+                        mib(m.after),
+                    ]),
+                    None => cells.extend(["-".to_string(), "-".into(), "-".into(), "-".into()]),
+                }
+            }
+            t.push(cells);
+        }
+        md.push_str(&t.markdown());
+        if let Some(r) = shown_real {
+            let error = (cost.seconds - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
+            md.push_str(&format!(
+                "\nReal moves: {:.1} s (estimate error {:+.0}%){}.\n",
+                r.rebalance_seconds,
+                error * 100.0,
+                if r.method == Method::Atomic {
+                    format!(
+                        "; the forks copied {} on write (`cow_size` summed over the jobs)",
+                        mib(r.cow_bytes as f64)
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    md.push_str(match p.methods.len() {
+        0 | 1 => "",
+        _ => {
+            "\nAtomic: the peak of a source is its memory now plus the job's payload waiting \
+             in its output buffer (at most the job's DUMP bytes; less when the target keeps \
+             up) and the fork's copy-on-write (pages written while the child runs: next to \
+             none on an idle cluster, more under writes), held until the trim that ends the \
+             job; a target also holds the writes buffered while the job runs (none on an idle \
+             cluster). Per key: a source shrinks and a target grows as each key lands. The \
+             Valkey wheel allocates with libc malloc and the Redis builds with jemalloc, so \
+             used_memory figures do not carry from one to the other.\n"
+        }
+    });
+    md
 }
 
 /// The section that sets the read-only prediction beside the one with the module.

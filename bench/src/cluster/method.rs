@@ -1,0 +1,236 @@
+//! How the slots of a plan will move, and what that costs: the duration and each master's
+//! `used_memory` at its peak and at the end, under each migration method. Which slots and keys
+//! move does not depend on the method (the CLIs build the same table); the costs do.
+//!
+//! - **Per key** (`redis-cli --cluster rebalance`, any server): slot by slot, `MIGRATE` of
+//!   `--cluster-pipeline` keys at a time, each key deleted on the source as it lands on the
+//!   target. The duration is [`super::model::FITTED`]'s; memory moves a key at a time, so a
+//!   source shrinks and a target grows step by step: each master's peak is the highest level
+//!   of that walk through the plan's moves in their order.
+//! - **Atomic** (Valkey 9's `CLUSTER MIGRATESLOTS`, as `valkey-cli --cluster rebalance
+//!   --cluster-use-atomic-slot-migration` runs it, valkey-io/valkey#2755: one job per move of
+//!   the plan, its slots as ranges, one job after another, each polled every 100 ms): the
+//!   source forks, its child sends the moving slots' keys as commands through the source's
+//!   output buffer to the target, writes made meanwhile follow, writes pause briefly at the
+//!   handoff, and the source deletes the slots afterwards (the trim). So the target grows by
+//!   the job's keys (plus the writes buffered meanwhile, none on an idle cluster), while the
+//!   source keeps all of its copy until the trim, plus the fork's copy-on-write (reported
+//!   afterwards as `cow_size` by `CLUSTER GETSLOTMIGRATIONS`; pages the parent writes while
+//!   the child runs, next to none on an idle cluster) and at most the job's payload waiting
+//!   in its output buffer. The duration is [`ATOMIC`]'s: a fixed cost a job (the fork, the
+//!   connection, the handoff) and the job's bytes at a throughput.
+
+use super::predict::MoveCost;
+
+/// The way slots move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Method {
+    /// `MIGRATE`, key batch by key batch, as `redis-cli --cluster rebalance` does.
+    PerKey,
+    /// Valkey 9's atomic slot migration, as `valkey-cli --cluster-use-atomic-slot-migration`.
+    Atomic,
+}
+
+impl Method {
+    /// The name shown in reports.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Method::PerKey => "per key (MIGRATE, as redis-cli --cluster rebalance)",
+            Method::Atomic => {
+                "atomic (CLUSTER MIGRATESLOTS, as valkey-cli --cluster-use-atomic-slot-migration)"
+            }
+        }
+    }
+}
+
+/// The atomic method's duration: `seconds = per_job x jobs + bytes / bytes_per_second`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct AtomicModel {
+    /// Seconds a job costs besides its bytes (fork, connection, handoff, the 100 ms polls).
+    pub(super) per_job: f64,
+    /// `DUMP` bytes a second the snapshot moves.
+    pub(super) bytes_per_second: f64,
+}
+
+/// Fitted on 2026-12-02 to the atomic runs of `ringslot-bench cluster --local ... --atomic`
+/// on Valkey 9.1.2 (loopback, 2 vCPUs; BENCHMARKS.md "Per key against atomic" gives the runs
+/// and the error).
+pub(super) const ATOMIC: AtomicModel = AtomicModel {
+    per_job: 0.25,
+    bytes_per_second: 150e6,
+};
+
+impl AtomicModel {
+    /// Seconds for `jobs` jobs carrying `bytes` `DUMP` bytes in all.
+    pub(super) fn seconds(&self, jobs: usize, bytes: f64) -> f64 {
+        self.per_job * jobs as f64 + bytes / self.bytes_per_second
+    }
+}
+
+/// One master's memory under a method, in bytes of `used_memory`.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct MemoryRow {
+    /// The master (`ip:port`).
+    pub(super) address: String,
+    /// Now, before the change.
+    pub(super) now: f64,
+    /// The highest it reaches while the slots move.
+    pub(super) peak: f64,
+    /// When the change is done.
+    pub(super) end: f64,
+}
+
+/// What one method costs.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct MethodCost {
+    /// The method.
+    pub(super) method: Method,
+    /// The estimated duration of the moves, in seconds.
+    pub(super) seconds: f64,
+    /// Migration jobs (atomic: one `CLUSTER MIGRATESLOTS` a move; per key: the moves).
+    pub(super) jobs: usize,
+    /// Each master's memory, in the order of `used`.
+    pub(super) memory: Vec<MemoryRow>,
+}
+
+/// The slot runs of `slots` (ascending) as `(start, end)` ranges, for `SLOTSRANGE`.
+pub(super) fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
+    ringslot_engine::slot_runs(slots)
+}
+
+/// The cost of moving `plan` (its moves in order) by `method`, from each master's
+/// `used_memory` now (`used`: address and bytes, every master of the plan). `per_key_seconds`
+/// is the per-key duration estimate (the fitted model of slots and keys). A master the plan
+/// names but `used` does not starts at 0.
+pub(super) fn cost(
+    plan: &[MoveCost],
+    used: &[(String, f64)],
+    method: Method,
+    per_key_seconds: f64,
+) -> MethodCost {
+    let mut level: Vec<(String, f64, f64)> =
+        used.iter().map(|(a, b)| (a.clone(), *b, *b)).collect();
+    let index = |level: &mut Vec<(String, f64, f64)>, address: &str| -> usize {
+        match level.iter().position(|(a, _, _)| a == address) {
+            Some(i) => i,
+            None => {
+                level.push((address.to_string(), 0.0, 0.0));
+                level.len() - 1
+            }
+        }
+    };
+    let mut bytes = 0.0;
+    for m in plan {
+        let memory = m.memory.value;
+        bytes += m.bytes.value;
+        let from = m.from.as_deref().map(|a| index(&mut level, a));
+        let to = m.to.as_deref().map(|a| index(&mut level, a));
+        match method {
+            Method::PerKey => {
+                // Keys leave the source as they reach the target: the target's level rises
+                // to its end, the source's falls from where it was.
+                if let Some(t) = to {
+                    level[t].1 += memory;
+                    level[t].2 = level[t].2.max(level[t].1);
+                }
+                if let Some(f) = from {
+                    level[f].1 -= memory;
+                }
+            }
+            Method::Atomic => {
+                // The source keeps its copy until the trim, with at most the job's payload
+                // in its output buffer meanwhile; the target holds the job's keys at the end.
+                if let Some(f) = from {
+                    level[f].2 = level[f].2.max(level[f].1 + m.bytes.value);
+                }
+                if let Some(t) = to {
+                    level[t].1 += memory;
+                    level[t].2 = level[t].2.max(level[t].1);
+                }
+                if let Some(f) = from {
+                    level[f].1 -= memory;
+                }
+            }
+        }
+    }
+    let seconds = match method {
+        Method::PerKey => per_key_seconds,
+        Method::Atomic => ATOMIC.seconds(plan.len(), bytes),
+    };
+    MethodCost {
+        method,
+        seconds,
+        jobs: plan.len(),
+        memory: level
+            .into_iter()
+            .map(|(address, end, peak)| MemoryRow {
+                now: used
+                    .iter()
+                    .find(|(a, _)| *a == address)
+                    .map_or(0.0, |(_, b)| *b),
+                address,
+                peak,
+                end: end.max(0.0),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sizing::Estimate;
+    use super::*;
+
+    fn step(
+        from: &str,
+        to: &str,
+        slots: std::ops::Range<u16>,
+        bytes: f64,
+        memory: f64,
+    ) -> MoveCost {
+        let exact = |value| Estimate {
+            value,
+            error: 0.0,
+            exact: true,
+        };
+        MoveCost {
+            from: Some(from.into()),
+            to: Some(to.into()),
+            slots: slots.collect(),
+            keys: 0,
+            bytes: exact(bytes),
+            memory: exact(memory),
+        }
+    }
+
+    #[test]
+    fn per_key_moves_memory_step_by_step_and_atomic_keeps_the_source_until_the_trim() {
+        // Two masters give 100 and 200 bytes of memory (DUMP 50 and 80) to a new one.
+        let plan = [
+            step("a", "c", 0..10, 50.0, 100.0),
+            step("b", "c", 10..20, 80.0, 200.0),
+        ];
+        let used = [
+            ("a".into(), 1000.0),
+            ("b".into(), 1000.0),
+            ("c".into(), 10.0),
+        ];
+        let per_key = cost(&plan, &used, Method::PerKey, 3.0);
+        let row = |c: &MethodCost, a: &str| {
+            let r = c.memory.iter().find(|r| r.address == a).unwrap();
+            (r.now, r.peak, r.end)
+        };
+        assert_eq!(per_key.seconds, 3.0);
+        assert_eq!(row(&per_key, "a"), (1000.0, 1000.0, 900.0));
+        assert_eq!(row(&per_key, "b"), (1000.0, 1000.0, 800.0));
+        assert_eq!(row(&per_key, "c"), (10.0, 310.0, 310.0));
+        let atomic = cost(&plan, &used, Method::Atomic, 3.0);
+        assert_eq!(row(&atomic, "a"), (1000.0, 1050.0, 900.0));
+        assert_eq!(row(&atomic, "b"), (1000.0, 1080.0, 800.0));
+        assert_eq!(row(&atomic, "c"), (10.0, 310.0, 310.0));
+        assert_eq!(atomic.jobs, 2);
+        let expected = 2.0 * ATOMIC.per_job + 130.0 / ATOMIC.bytes_per_second;
+        assert!((atomic.seconds - expected).abs() < 1e-12);
+        assert_eq!(ranges(&[0, 1, 2, 7, 9, 10]), vec![(0, 2), (7, 7), (9, 10)]);
+    }
+}
