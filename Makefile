@@ -2,6 +2,8 @@
 CARGO ?= cargo
 MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
+# The other servers the tests run on (scripts/servers.sh fetches them).
+VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 
 .PHONY: all deps servers build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-fit bench-cache bench-spread clean
 
@@ -63,10 +65,12 @@ test-repeat: build
 
 ## soak: the long data-safety runs (100000 fuzzed calls that must leave rings unchanged,
 ## 20000 replicated writes with replica restarts, 20 SIGKILLs under appendfsync always,
-## 20000 damaged DUMP payloads fed to RESTORE); minutes, so not part of `make test`, which
-## runs short versions of each
-soak: build
+## 20000 damaged DUMP payloads fed to RESTORE, and on Valkey 9.1.2 an atomic slot migration
+## of a ring of 1M points); minutes, so not part of `make test`, which runs short versions of
+## each
+soak: build servers
 	RINGSLOT_SOAK=1 $(CARGO) test --test module_soak --test module_errors --test module_payloads -- --nocapture
+	RINGSLOT_SOAK=1 RINGSLOT_SERVER=$(VALKEY_SERVER) $(CARGO) test --test cluster_atomic_migration -- --nocapture
 
 ## lint: formatting and clippy, as CI would want them
 lint:
@@ -159,7 +163,6 @@ bench-cluster: release
 ## MIGRATESLOTS a move, polled every 100 ms), each predicted first: duration and each master's
 ## used_memory now, at its peak and at the end; then smaller runs for the atomic model's fit.
 ## Reports in bench/out/atomic-*.{md,csv,svg}.
-VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 BENCH_VALKEY = $(CARGO) run --release -p ringslot-bench -- --redis-server $(VALKEY_SERVER) \
   --module $(MODULE_RELEASE) --out bench/out
 bench-cluster-atomic: release servers

@@ -86,15 +86,6 @@ fn fill(con: &mut Connection, tag: &str, n: usize) {
     pipe.query::<()>(con).expect("SET");
 }
 
-/// `INFO ringslot`'s `ringslot_<name>`.
-fn info_field(con: &mut Connection, name: &str) -> i64 {
-    let info = text(&q(con, "INFO ringslot"));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("ringslot_{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in INFO ringslot:\n{info}"))
-}
-
 /// Waits (at most a minute) until `test` holds on `con`.
 fn wait_for(con: &mut Connection, what: &str, mut test: impl FnMut(&mut Connection) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -111,12 +102,13 @@ fn wait_for(con: &mut Connection, what: &str, mut test: impl FnMut(&mut Connecti
 fn paused_walk(server: &Server, ring: &str) -> std::thread::JoinHandle<Result<Value, String>> {
     let mut con = server.client();
     q(&mut con, "CONFIG SET ringslot.debug-pause-background 1");
-    let before = info_field(&mut con, "background_evaluated");
+    let before = ringslot_info(&mut con, "background_evaluated");
     let mut walker = server.client();
     let line = format!("RING.MOVES {ring} ADD probe KEYS *");
     let handle = std::thread::spawn(move || call(&mut walker, &words(&line)));
     wait_for(&mut con, "the walk has read its first slice", |c| {
-        info_field(c, "background_runs") == 1 && info_field(c, "background_evaluated") > before
+        ringslot_info(c, "background_runs") == 1
+            && ringslot_info(c, "background_evaluated") > before
     });
     handle
 }

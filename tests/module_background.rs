@@ -7,19 +7,10 @@ use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 use std::time::{Duration, Instant};
 
-/// A field of `INFO ringslot`.
-fn info(con: &mut redis::Connection, name: &str) -> i64 {
-    let text = text(&q(con, "INFO ringslot"));
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("ringslot_{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in INFO ringslot:\n{text}"))
-}
-
 /// Waits (at most 10 s) until `INFO ringslot` shows `running` background runs.
 fn wait_running(con: &mut redis::Connection, running: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while info(con, "background_runs") != running {
+    while ringslot_info(con, "background_runs") != running {
         assert!(
             Instant::now() < deadline,
             "background_runs never became {running}"
@@ -71,18 +62,18 @@ fn background_answers_equal_inline_ones() {
     for args in cases {
         q(&mut con, "CONFIG SET ringslot.inline-limit 1000000");
         let inline = moves(&mut con, args);
-        let runs = info(&mut con, "runs_done");
+        let runs = ringslot_info(&mut con, "runs_done");
         q(&mut con, "CONFIG SET ringslot.inline-limit 10");
         let background = moves(&mut con, args);
         assert_eq!(
-            info(&mut con, "runs_done"),
+            ringslot_info(&mut con, "runs_done"),
             runs + 1,
             "{args:?} ran in the background"
         );
         assert_eq!(background, inline, "{args:?}");
     }
-    assert!(info(&mut con, "last_run_evaluated") > 0);
-    assert!(info(&mut con, "total_evaluated") >= 6000);
+    assert!(ringslot_info(&mut con, "last_run_evaluated") > 0);
+    assert!(ringslot_info(&mut con, "total_evaluated") >= 6000);
 }
 
 #[test]
@@ -101,7 +92,7 @@ fn other_clients_are_served_and_a_snapshot_is_evaluated() {
     wait_running(&mut con, 1);
     // Progress shows once the first slice is evaluated (the worker then waits).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while info(&mut con, "background_evaluated") == 0 {
+    while ringslot_info(&mut con, "background_evaluated") == 0 {
         assert!(Instant::now() < deadline, "no progress shown");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -111,9 +102,13 @@ fn other_clients_are_served_and_a_snapshot_is_evaluated() {
     q(&mut con, "RING.ADD snap:ring WEIGHT 5 e f");
     q(&mut con, "RING.DEL snap:ring a");
     q(&mut con, "DEL snap:ring");
-    assert_eq!(info(&mut con, "background_runs"), 1, "still running");
     assert_eq!(
-        info(&mut con, "background_evaluated"),
+        ringslot_info(&mut con, "background_runs"),
+        1,
+        "still running"
+    );
+    assert_eq!(
+        ringslot_info(&mut con, "background_evaluated"),
         1024,
         "one slice done"
     );
@@ -145,8 +140,8 @@ fn a_client_that_leaves_cancels_its_run() {
     q(&mut con, &format!("CLIENT KILL ID {id}"));
     wait_running(&mut con, 0);
     assert!(run.join().unwrap().is_err(), "the connection was closed");
-    assert_eq!(info(&mut con, "runs_cancelled"), 1);
-    assert!(info(&mut con, "last_run_evaluated") < 1_000_000_000);
+    assert_eq!(ringslot_info(&mut con, "runs_cancelled"), 1);
+    assert!(ringslot_info(&mut con, "last_run_evaluated") < 1_000_000_000);
 }
 
 #[test]
@@ -246,13 +241,13 @@ fn shutdown_and_reload_during_a_run_are_safe() {
     let walk = spawn(&server, "RING.MOVES down:ring ADD c KEYS *");
     wait_running(&mut con, 2);
     assert_eq!(q(&mut con, "DEBUG RELOAD"), redis::Value::Okay);
-    assert_eq!(info(&mut con, "background_runs"), 2);
+    assert_eq!(ringslot_info(&mut con, "background_runs"), 2);
     q(&mut con, "CONFIG SET ringslot.debug-pause-background 0");
     let walked = walk.join().unwrap();
     assert!(walked.is_ok(), "{walked:?}");
     assert_pong(&mut con);
     // Shutdown while the sample run still goes.
-    assert_eq!(info(&mut con, "background_runs"), 1);
+    assert_eq!(ringslot_info(&mut con, "background_runs"), 1);
     let _ = call(&mut con, &words("SHUTDOWN NOSAVE"));
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.is_alive() {

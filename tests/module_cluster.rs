@@ -414,15 +414,6 @@ fn slots_evaluate_the_keys_of_a_node() {
     );
 }
 
-/// A field of `INFO ringslot`.
-fn info_field(con: &mut Connection, name: &str) -> i64 {
-    let text = text(&q(con, "INFO ringslot"));
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("ringslot_{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in INFO ringslot:\n{text}"))
-}
-
 #[test]
 fn a_slot_too_big_to_read_at_once_is_walked_in_slices() {
     // A hot hash tag: 20000 keys in slot 16000 (one GETKEYSINSLOT of them held the trial's
@@ -494,11 +485,11 @@ fn a_slot_too_big_to_read_at_once_is_walked_in_slices() {
     let line = format!("RING.MOVES {tag}ring ADD d SLOTS 15990 16010");
     let run = std::thread::spawn(move || call(&mut client, &words(&line)));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while info_field(&mut con, "background_evaluated") == 0 {
+    while ringslot_info(&mut con, "background_evaluated") == 0 {
         assert!(std::time::Instant::now() < deadline, "no progress shown");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let first = info_field(&mut con, "background_evaluated");
+    let first = ringslot_info(&mut con, "background_evaluated");
     assert!(first <= 2048, "one slice read, not the slot: {first}");
     q(&mut con, "CONFIG SET ringslot.debug-pause-background 0");
     assert_eq!(run.join().unwrap().unwrap(), inline);

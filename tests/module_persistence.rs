@@ -296,45 +296,56 @@ fn the_aof_rewrite_adds_runs_of_nodes_and_replays_a_big_ring_exactly() {
     // incremental changes (quadratic). Now one RING.ADD per run of nodes of one weight, at
     // most 4096 nodes each: 5000 nodes of weight 1, 2 of weight 3, 1000 of weight 1 make
     // 2 + 1 + 1 commands, and the replay rebuilds the same ring (history-dependent slots
-    // included).
+    // included). And at most 65536 points each (a replayed command holds the server a few
+    // ms, also on the target of an atomic slot migration, which replays these commands):
+    // 1000 nodes of 160 points make 3 commands of 409, 409 and 182 nodes.
     let server = Server::start_with(&[], &aof_args());
     let mut con = server.client();
     wait_aof_rewrite(&mut con);
     q(&mut con, "RING.CREATE big:aof VNODES 4");
-    let add = |con: &mut Connection, weight: u32, range: std::ops::Range<u32>| {
+    q(&mut con, "RING.CREATE dense:aof VNODES 160");
+    let add_to = |con: &mut Connection, key: &str, weight: u32, range: std::ops::Range<u32>| {
         let names: Vec<String> = range
             .map(|i| format!("10.{}.{}.1:6379", i / 250, i % 250))
             .collect();
-        let mut args: Vec<&[u8]> = vec![b"RING.ADD", b"big:aof", b"WEIGHT"];
+        let mut args: Vec<&[u8]> = vec![b"RING.ADD", key.as_bytes(), b"WEIGHT"];
         let w = weight.to_string();
         args.push(w.as_bytes());
         args.extend(names.iter().map(|n| n.as_bytes()));
         call(con, &args).unwrap();
     };
+    let add = |con: &mut Connection, weight: u32, range: std::ops::Range<u32>| {
+        add_to(con, "big:aof", weight, range)
+    };
     add(&mut con, 1, 0..5000);
     add(&mut con, 3, 5000..5002);
     add(&mut con, 1, 5002..6002);
     q(&mut con, "RING.ASSIGN big:aof 100 200 10.0.7.1:6379");
-    let before = (
-        snapshot(&mut con, b"big:aof"),
-        info_state(&mut con, b"big:aof"),
-    );
+    add_to(&mut con, "dense:aof", 1, 0..1000);
+    let rings = |con: &mut Connection| {
+        [&b"big:aof"[..], b"dense:aof"].map(|k| (snapshot(con, k), info_state(con, k)))
+    };
+    let before = rings(&mut con);
     q(&mut con, "BGREWRITEAOF");
     wait_aof_rewrite(&mut con);
     let text = String::from_utf8_lossy(&base_aof(&server)).into_owned();
     assert_eq!(
-        text.matches("RING.ADD").count(),
+        text.matches("RING.ADD\r\n$7\r\nbig:aof\r\n").count(),
         4,
         "runs of one weight, 4096 at most"
     );
+    let dense: Vec<usize> = text
+        .split("RING.ADD\r\n$9\r\ndense:aof\r\n")
+        .skip(1)
+        .map(|rest| {
+            // The command's own arguments: up to the next command's array header.
+            let command = rest.split("\r\n*").next().unwrap_or_default();
+            command.matches(":6379").count()
+        })
+        .collect();
+    assert_eq!(dense, vec![409, 409, 182], "65536 points at most");
     let dir = server.stop();
     let server = Server::start_in(dir, &[], &aof_args());
     let mut con = server.client();
-    assert_eq!(
-        (
-            snapshot(&mut con, b"big:aof"),
-            info_state(&mut con, b"big:aof")
-        ),
-        before
-    );
+    assert_eq!(rings(&mut con), before);
 }

@@ -156,6 +156,15 @@ pub fn info_state(con: &mut Connection, key: &[u8]) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The integer field `ringslot_<name>` of `INFO ringslot` (`background_runs`, ...).
+pub fn ringslot_info(con: &mut Connection, name: &str) -> i64 {
+    let info = text(&q(con, "INFO ringslot"));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("ringslot_{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO ringslot:\n{info}"))
+}
+
 /// A small deterministic PRNG (xorshift64*), so that failures replay.
 pub struct Rng(u64);
 

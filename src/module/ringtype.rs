@@ -15,7 +15,8 @@
 //!
 //! AOF rewrite emits the commands of [`rebuild_commands`]: `RING.CREATE` with the
 //! configuration (the flavour named), then the nodes in order as `RING.ADD key WEIGHT w node
-//! ...`, one command per run of consecutive nodes of one weight (at most 4096 nodes each),
+//! ...`, one command per run of consecutive nodes of one weight (at most 4096 nodes and 65536
+//! points each),
 //! then one `RING.ASSIGN key start end node` per slot range (and `RING.UNASSIGN` per range no
 //! node owns), so that the replayed file ends with the same slot table whatever the
 //! rebalancing in between did.
@@ -264,6 +265,12 @@ const RING_UNASSIGN: &CStr = c"RING.UNASSIGN";
 /// The most nodes one `RING.ADD` of an AOF rewrite names.
 const ADD_CHUNK: usize = 4096;
 
+/// The most points one `RING.ADD` of an AOF rewrite brings (but a node of more comes alone):
+/// each replayed command then holds the server for a few milliseconds, where one of 4096 nodes
+/// of 160 points (655360 points) held a Valkey target 156 ms (debug build) during an atomic
+/// slot migration, which replays these commands on a serving master.
+const ADD_POINTS: u64 = 65536;
+
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -280,7 +287,7 @@ pub type RebuildCommand = (&'static CStr, Vec<Vec<u8>>);
 
 /// The commands that rebuild `topo` at a key (see the module docs): `RING.CREATE` with the
 /// configuration (the flavour named), `RING.ADD key WEIGHT w node ...` per run of consecutive
-/// nodes of one weight (at most 4096 nodes), then `RING.ASSIGN key start end node` per slot
+/// nodes of one weight (at most 4096 nodes and 65536 points), then `RING.ASSIGN key start end node` per slot
 /// range and, for a ring with nodes, `RING.UNASSIGN key start end` per range no node owns (a
 /// mirror of a cluster can have such). Used by the AOF rewrite and by writes that replicate
 /// their effect instead of themselves.
@@ -299,12 +306,16 @@ pub fn rebuild_commands(topo: &Topology) -> Vec<RebuildCommand> {
     let nodes = topo.nodes();
     let mut from = 0;
     while let Some(first) = nodes.get(from) {
+        let mut points = 0u64;
         let run = nodes
             .get(from..)
             .unwrap_or(&[])
             .iter()
             .take(ADD_CHUNK)
-            .take_while(|n| n.weight == first.weight)
+            .take_while(|n| {
+                points += u64::from(n.points);
+                n.weight == first.weight && points <= ADD_POINTS
+            })
             .count()
             .max(1);
         let mut args = vec![b"WEIGHT".to_vec(), first.weight.to_string().into_bytes()];

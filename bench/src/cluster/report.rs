@@ -429,11 +429,10 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
             },
         ));
         let shown_real = real.filter(|r| r.method == cost.method);
-        let peak = match cost.method {
-            Method::PerKey => "peak",
-            Method::Atomic => "peak (at most)",
-        };
-        let mut header = vec!["master", "used_memory now", peak, "at the end"];
+        let mut header = vec!["master", "used_memory now", "peak", "at the end"];
+        if cost.method == Method::Atomic {
+            header.push("peak if the target falls behind");
+        }
         if shown_real.is_some() {
             header.extend([
                 "real before",
@@ -450,6 +449,9 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
                 mib(row.peak),
                 mib(row.end),
             ];
+            if cost.method == Method::Atomic {
+                cells.push(mib(row.worst));
+            }
             if let Some(r) = shown_real {
                 match r.memory.iter().find(|m| m.address == row.address) {
                     Some(m) => cells.extend([
@@ -484,11 +486,11 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
     md.push_str(match p.methods.len() {
         0 | 1 => "",
         _ => {
-            "\nAtomic: the peak of a source is its memory now plus the job's payload waiting \
-             in its output buffer (at most the job's DUMP bytes; less when the target keeps \
-             up) and the fork's copy-on-write (pages written while the child runs: next to \
-             none on an idle cluster, more under writes), held until the trim that ends the \
-             job; a target also holds the writes buffered while the job runs (none on an idle \
+            "\nAtomic: a source keeps its whole copy until the trim that ends the job, plus the \
+             fork's copy-on-write (pages written while the child runs: a few MiB on an idle \
+             cluster, more under writes; not in the peak above) and, if the target falls \
+             behind, up to the job's payload waiting in its output buffer (the last column); a \
+             target also holds the writes buffered while the job runs (none on an idle \
              cluster). Per key: a source shrinks and a target grows as each key lands. The \
              Valkey wheel allocates with libc malloc and the Redis builds with jemalloc, so \
              used_memory figures do not carry from one to the other.\n"
