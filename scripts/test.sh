@@ -29,27 +29,40 @@ for line in sys.stdin:
     package = os.path.dirname(m["manifest_path"])
     name = target["name"]
     src = os.path.basename(target["src_path"])
-    local = name.startswith("engine_") or (target["kind"] == ["lib"] and name in ("ringslot", "ringslot_engine"))
+    # The module crate is a cdylib and an rlib: its kind lists both.
+    library = any(k in ("lib", "rlib") for k in target["kind"])
+    local = name.startswith("engine_") or (library and name in ("ringslot", "ringslot_engine"))
     label = name if target["kind"] == ["test"] else "unittests " + os.path.relpath(target["src_path"], os.path.dirname(package))
     print("\t".join([package, m["executable"], label, "local" if local else "live"]))
 ' >"$list"
 
-# run_pass NAME SERVER_BINARY ONLY_LIVE: runs the binaries, output to target/test-NAME.log; the
-# exit status says whether all passed.
+# run_pass NAME SERVER_BINARY ONLY_LIVE SHOW: runs the binaries, output to target/test-NAME.log
+# (and to stdout as it comes when SHOW is yes); the exit status says whether all passed.
 run_pass() {
-  local name="$1" server="$2" only_live="$3" log="$root/target/test-$1.log" failed=0
+  local name="$1" server="$2" only_live="$3" show="$4" log="$root/target/test-$1.log" failed=0
   : >"$log"
-  echo "== make test: on $("$server" --version | cut -d' ' -f1-3) (log: target/test-$name.log)" |
-    tee -a "$log"
+  say() {
+    echo "$1" >>"$log"
+    if [ "$show" = yes ]; then echo "$1"; fi
+  }
+  say "== make test: on $("$server" --version | cut -d' ' -f1-3) (log: target/test-$name.log)"
   while IFS=$'\t' read -r dir exe label kind; do
     [ "$only_live" = yes ] && [ "$kind" = local ] && continue
-    echo "     Running $label" >>"$log"
-    if ! (cd "$dir" && RINGSLOT_SERVER="$server" "$exe" </dev/null) >>"$log" 2>&1; then
+    say "     Running $label"
+    local status=0
+    if [ "$show" = yes ]; then
+      # pipefail: the pipe fails when the test binary does.
+      (cd "$dir" && RINGSLOT_SERVER="$server" "$exe" </dev/null) 2>&1 | tee -a "$log" ||
+        status=1
+    else
+      (cd "$dir" && RINGSLOT_SERVER="$server" "$exe" </dev/null) >>"$log" 2>&1 || status=1
+    fi
+    if [ $status -ne 0 ]; then
       failed=1
-      echo "== make test: $label FAILED on $name" | tee -a "$log"
+      say "== make test: $label FAILED on $name"
     fi
   done <"$list"
-  echo "== make test: $name: $(counts "$log")" | tee -a "$log"
+  say "== make test: $name: $(counts "$log")"
   return $failed
 }
 
@@ -72,24 +85,19 @@ status=0
 redis7="${RINGSLOT_SERVER:-redis-server}"
 rm -f "$root"/target/test-*.log
 # The first pass prints as it goes (the others print their summaries when they end).
-tail -n +1 -F "$root/target/test-redis-7.log" 2>/dev/null &
-follower=$!
-run_pass redis-7 "$redis7" no >/dev/null || status=1
-sleep 0.2
-kill "$follower" 2>/dev/null || true
-[ $status -eq 0 ] || show_failures redis-7
+run_pass redis-7 "$redis7" no yes || { show_failures redis-7; status=1; }
 
 pids=() names=()
 if [ "${RINGSLOT_VALKEY:-}" = skip ]; then
   echo "== make test: Valkey left out (RINGSLOT_VALKEY=skip)"
 else
-  run_pass valkey-9 "$root/.deps/valkey-9.1.2/valkey-server" yes >/dev/null &
+  run_pass valkey-9 "$root/.deps/valkey-9.1.2/valkey-server" yes no &
   pids+=($!) names+=(valkey-9)
 fi
 if [ "${RINGSLOT_REDIS8:-}" = skip ]; then
   echo "== make test: Redis 8 left out (RINGSLOT_REDIS8=skip)"
 else
-  run_pass redis-8 "$root/.deps/redis-8.2.3/redis-server" yes >/dev/null &
+  run_pass redis-8 "$root/.deps/redis-8.2.3/redis-server" yes no &
   pids+=($!) names+=(redis-8)
 fi
 for i in "${!pids[@]}"; do

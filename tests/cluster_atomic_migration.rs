@@ -266,6 +266,8 @@ fn rings_move_whole_by_atomic_slot_migration() {
     assert_eq!(job["slot_ranges"], format!("{}-{}", MOVING.0, MOVING.1));
     cluster.converge().unwrap_or_else(|e| panic!("{e}"));
     done.store(true, Ordering::Relaxed);
+    // The target's SLOWLOG before this test reads anything there (its own reads would show).
+    let log = array(&q(&mut tgt, "SLOWLOG GET -1"));
     let (writes, last, moved, created) = writer.join().expect("the writer");
     eprintln!("{writes} writes acknowledged ({moved} MOVED) while the slots moved");
 
@@ -311,7 +313,6 @@ fn rings_move_whole_by_atomic_slot_migration() {
 
     // The replay, as the target's SLOWLOG shows it: the rings' AOF-rewrite commands, the
     // 8192 slot ranges of the wide ring one RING.ASSIGN each.
-    let log = array(&q(&mut tgt, "SLOWLOG GET -1"));
     let replayed: Vec<(i64, String)> = log
         .iter()
         .filter_map(|entry| {

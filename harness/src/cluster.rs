@@ -366,7 +366,8 @@ pub fn migration_finished(job: &SlotMigration) -> bool {
     )
 }
 
-/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on `server`, oldest first. Error: a server
+/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on `server`, newest first (Valkey adds each new
+/// job at the head of its list). Error: a server
 /// without the command (Redis, Valkey before 9).
 pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
     let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;

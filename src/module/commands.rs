@@ -25,13 +25,16 @@ use crate::engine::{key_slot, slot_runs, Flavour, Limits, Topology};
 use redis_module::{ContextFlags, NotifyEvent, RedisValue};
 use std::sync::atomic::Ordering;
 
-/// `ringslot.max-points` and `ringslot.max-nodes`, except for commands replayed from the AOF
-/// or sent by a master, which were accepted once already and must rebuild the same ring
-/// whatever this server's settings.
+/// `ringslot.max-points` and `ringslot.max-nodes`, except for commands replayed from the AOF,
+/// sent by a master, or replayed by Valkey's atomic slot migration on its target (the
+/// slot-import client), which were accepted once already and must rebuild the same ring
+/// whatever this server's settings. Valkey 9.1.2 flags the slot-import client `REPLICATED`
+/// too; its own flag is read besides, in case a Valkey stops doing so.
 fn limits(call: &Call) -> Limits {
     if call
         .flags()
         .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+        || super::server::is_slot_import_client(&call.context())
     {
         Limits::NONE
     } else {

@@ -278,6 +278,7 @@ enum Mode {
     /// the database (`cursor`, made when the slot by slot part is done) that keeps the keys
     /// of those slots.
     Slots {
+        start: u16,
         next: u32,
         end: u16,
         skip: Vec<u8>,
@@ -292,9 +293,10 @@ pub struct KeyWalk {
     reader: Reader,
     weigh: Weigh,
     done: bool,
-    /// On a cluster node, the hash slots this node served at the walk's first step: every
-    /// later step checks they are still the same (see [`live::ClusterView::check_walk`]).
-    served_at_start: Option<Vec<(u16, u16)>>,
+    /// On a cluster node, the walk's slots as this node served them at the walk's first
+    /// step: every later step checks they are still the same (see
+    /// [`live::ClusterView::check_walk`]).
+    served_at_start: Option<live::ServedSlots>,
 }
 
 /// A key a walk keeps, with its weights (0 where the walk weighs nothing).
@@ -498,6 +500,7 @@ impl KeyWalk {
     pub fn slots(start: u16, end: u16, reader: Reader, skip: &[u8]) -> KeyWalk {
         KeyWalk {
             mode: Mode::Slots {
+                start,
                 next: u32::from(start),
                 end,
                 skip: skip.to_vec(),
@@ -561,12 +564,17 @@ impl KeyWalk {
         };
         let reader = ReadCheck::new(user.as_ref().map_or(ptr::null_mut(), |u| u.0));
         let context = Context::new(ctx);
-        // On a cluster node, the keys walked must stay this node's: its slots must not change
-        // between steps, and no atomic slot migration may run meanwhile (Valkey 9 loads the
-        // keys of importing slots before it owns them, and trims exported ones after).
-        let view = live::ClusterView::read(&context)?;
+        // On a cluster node, the keys walked must stay this node's: the walk's slots must not
+        // change owner or open between steps, and no atomic slot migration of them may run
+        // meanwhile (Valkey 9 loads the keys of importing slots before it owns them, and trims
+        // exported ones after). A pattern walk covers every slot; a slot walk its own.
+        let range = match &self.mode {
+            Mode::Scan { .. } => None,
+            Mode::Slots { start, end, .. } => Some((*start, *end)),
+        };
+        let view = live::ClusterView::read(&context, range)?;
         if let Some(view) = &view {
-            view.check_walk(&mut self.served_at_start)?;
+            view.check_walk(&mut self.served_at_start, range)?;
         }
         match &mut self.mode {
             Mode::Scan { cursor, pattern } => {
@@ -585,6 +593,7 @@ impl KeyWalk {
                 skip,
                 big,
                 cursor,
+                ..
             } => {
                 let nodes = match view {
                     Some(view) => view.nodes,

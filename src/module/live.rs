@@ -46,36 +46,62 @@ pub struct ClusterView {
     pub nodes: Vec<ClusterNode>,
 }
 
+/// What a walk checks is still the same at every step: the slots this node serves, and the
+/// ones it is migrating or importing the classic way (`CLUSTER SETSLOT`), within the walk's
+/// slots.
+pub type ServedSlots = (Vec<u16>, Vec<u16>, Vec<u16>);
+
 impl ClusterView {
     /// The view of the node of `context`, or `None` outside cluster mode. On a server with
-    /// Valkey's atomic slot migration, also checks that none is running on this node
-    /// ([`check_no_atomic_migration`]).
-    pub fn read(context: &Context) -> Result<Option<ClusterView>, CommandError> {
+    /// Valkey's atomic slot migration, also checks that none of this node's touches `range`
+    /// (every slot when `None`; see [`check_no_atomic_migration`]).
+    pub fn read(
+        context: &Context,
+        range: Option<(u16, u16)>,
+    ) -> Result<Option<ClusterView>, CommandError> {
         if !context.get_flags().contains(ContextFlags::CLUSTER) {
             return Ok(None);
         }
         if super::server::kind().has_valkey_atomic_migration() {
-            check_no_atomic_migration(context)?;
+            check_no_atomic_migration(context, range)?;
         }
         Ok(Some(ClusterView {
             nodes: nodes_seen(context)?,
         }))
     }
 
-    /// The slot ranges the node marked `myself` serves (empty when none is marked).
-    pub fn served(&self) -> Vec<(u16, u16)> {
-        self.nodes
+    /// The slots of `range` (every slot when `None`) that the node marked `myself` serves,
+    /// migrates and imports (empty when none is marked; a replica serves none itself).
+    pub fn served(&self, range: Option<(u16, u16)>) -> ServedSlots {
+        let (lo, hi) = range.unwrap_or((0, u16::MAX));
+        let within = |s: u16| (lo..=hi).contains(&s);
+        let Some(me) = self.nodes.iter().find(|n| n.has("myself")) else {
+            return ServedSlots::default();
+        };
+        let served = me
+            .slots
             .iter()
-            .find(|n| n.has("myself"))
-            .map(|n| n.slots.clone())
-            .unwrap_or_default()
+            .flat_map(|&(a, b)| a.max(lo)..=b.min(hi))
+            .collect();
+        let open = |list: &[(u16, String)]| {
+            list.iter()
+                .map(|(s, _)| *s)
+                .filter(|&s| within(s))
+                .collect()
+        };
+        (served, open(&me.migrating), open(&me.importing))
     }
 
-    /// Checks one step of a walk: the first step records the slots this node serves in
-    /// `at_start`, every later one fails with `SlotsChanged` when they differ (a slot moved
-    /// away or arrived while the walk ran, so that the keys counted would mix two owners).
-    pub fn check_walk(&self, at_start: &mut Option<Vec<(u16, u16)>>) -> Result<(), CommandError> {
-        let now = self.served();
+    /// Checks one step of a walk of `range` (every slot when `None`): the first step records
+    /// what [`ClusterView::served`] gives in `at_start`, every later one fails with
+    /// `SlotsChanged` when it differs (a slot moved away or arrived, or began or ended a
+    /// migration, while the walk ran, so that the keys counted would mix two owners).
+    pub fn check_walk(
+        &self,
+        at_start: &mut Option<ServedSlots>,
+        range: Option<(u16, u16)>,
+    ) -> Result<(), CommandError> {
+        let now = self.served(range);
         match at_start {
             None => {
                 *at_start = Some(now);
@@ -92,17 +118,34 @@ impl ClusterView {
 const FINISHED_MIGRATION_STATES: [&str; 3] = ["success", "cancelled", "failed"];
 
 /// Fails with `AtomicMigration` when `CLUSTER GETSLOTMIGRATIONS` (Valkey 9) lists a job of
-/// this node that is not over: while it runs, the target holds keys of slots it does not own
-/// yet and the source still holds the keys it is sending. The log it reads keeps at most
-/// `cluster-slot-migration-log-max-len` jobs (1000 by default).
-pub fn check_no_atomic_migration(context: &Context) -> Result<(), CommandError> {
+/// this node that is not over and moves a slot of `range` (any slot when `None`): while it
+/// runs, the target holds keys of slots it does not own yet and the source still holds the
+/// keys it is sending. The log it reads keeps at most `cluster-slot-migration-log-max-len`
+/// jobs (1000 by default).
+pub fn check_no_atomic_migration(
+    context: &Context,
+    range: Option<(u16, u16)>,
+) -> Result<(), CommandError> {
+    let reply = context.call("CLUSTER", &["GETSLOTMIGRATIONS"][..])?;
+    match running_migration(&reply, range)? {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The `AtomicMigration` error for the first job of a `CLUSTER GETSLOTMIGRATIONS` reply (RESP2:
+/// an array of flat field/value arrays) that is not over and touches `range`; `None` when
+/// there is none. Error: a reply of another shape.
+pub fn running_migration(
+    reply: &RedisValue,
+    range: Option<(u16, u16)>,
+) -> Result<Option<CommandError>, CommandError> {
     let unexpected = |reply: &RedisValue| CommandError::UnexpectedReply {
         command: "CLUSTER GETSLOTMIGRATIONS",
         reply: format!("{reply:?}"),
     };
-    let reply = context.call("CLUSTER", &["GETSLOTMIGRATIONS"][..])?;
-    let RedisValue::Array(jobs) = &reply else {
-        return Err(unexpected(&reply));
+    let RedisValue::Array(jobs) = reply else {
+        return Err(unexpected(reply));
     };
     for job in jobs {
         let fields = match job {
@@ -116,15 +159,38 @@ pub fn check_no_atomic_migration(context: &Context) -> Result<(), CommandError> 
             })
         };
         let state = field("state").unwrap_or_default();
-        if !FINISHED_MIGRATION_STATES.contains(&state.as_str()) {
-            return Err(CommandError::AtomicMigration {
-                operation: field("operation").unwrap_or_default().to_lowercase(),
-                slots: field("slot_ranges").unwrap_or_default(),
-                state,
-            });
+        if FINISHED_MIGRATION_STATES.contains(&state.as_str()) {
+            continue;
         }
+        let slots = field("slot_ranges").unwrap_or_default();
+        if let Some((lo, hi)) = range {
+            if !slot_ranges_touch(&slots, lo, hi) {
+                continue;
+            }
+        }
+        return Ok(Some(CommandError::AtomicMigration {
+            operation: field("operation").unwrap_or_default().to_lowercase(),
+            slots,
+            state,
+        }));
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Whether `CLUSTER GETSLOTMIGRATIONS`' `slot_ranges` text (`0-100 200-300`) has a slot in
+/// `lo..=hi`; a text it cannot read counts as touching (the walk is then refused, not wrong).
+fn slot_ranges_touch(text: &str, lo: u16, hi: u16) -> bool {
+    let ranges: Option<Vec<(u16, u16)>> = text
+        .split_whitespace()
+        .map(|r| {
+            let (a, b) = r.split_once('-')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    match ranges {
+        Some(ranges) if !ranges.is_empty() => ranges.iter().any(|&(a, b)| a <= hi && lo <= b),
+        _ => true,
+    }
 }
 
 /// The text of a string reply.
@@ -204,4 +270,89 @@ pub fn own_slots(call: &Call, start: u16, end: u16) -> Result<(u64, bool), Comma
         big |= n > SLOT_READ_WHOLE;
     }
     Ok((keys, big))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cluster::parse_cluster_nodes;
+
+    fn job(state: &str, ranges: &str) -> RedisValue {
+        let text = |t: &str| RedisValue::SimpleString(t.to_string());
+        RedisValue::Array(vec![
+            text("name"),
+            text("1a3feb7082f98dedfdc564705e68d9ea02416219"),
+            text("operation"),
+            text("EXPORT"),
+            text("slot_ranges"),
+            text(ranges),
+            text("state"),
+            text(state),
+            text("cow_size"),
+            RedisValue::Integer(0),
+        ])
+    }
+
+    #[test]
+    fn only_unfinished_jobs_that_touch_the_walk_refuse_it() {
+        // As Valkey 9.1.2 answers CLUSTER GETSLOTMIGRATIONS (RESP2, fields as seen there).
+        let reply = RedisValue::Array(vec![
+            job("success", "0-100"),
+            job("snapshotting", "200-300 500-600"),
+        ]);
+        let refused = running_migration(&reply, None).unwrap().expect("refused");
+        assert_eq!(
+            refused.to_string(),
+            "ERR an atomic slot migration (export of slots 200-300 500-600, snapshotting) is \
+             running on this node: evaluate its keys when CLUSTER GETSLOTMIGRATIONS shows it over"
+        );
+        assert!(running_migration(&reply, Some((0, 199))).unwrap().is_none());
+        assert!(running_migration(&reply, Some((301, 499)))
+            .unwrap()
+            .is_none());
+        assert!(running_migration(&reply, Some((250, 250)))
+            .unwrap()
+            .is_some());
+        assert!(running_migration(&reply, Some((600, 700)))
+            .unwrap()
+            .is_some());
+        let unreadable = RedisValue::Array(vec![job("snapshotting", "soon")]);
+        assert!(running_migration(&unreadable, Some((0, 10)))
+            .unwrap()
+            .is_some());
+        assert!(running_migration(&RedisValue::Integer(1), None).is_err());
+        assert!(running_migration(&RedisValue::Array(vec![]), None)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_walk_is_refused_when_its_slots_change_or_open_but_not_for_others() {
+        let view = |line: &str| ClusterView {
+            nodes: parse_cluster_nodes(&format!(
+                "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master \
+                 - 0 0 1 connected {line}"
+            ))
+            .unwrap(),
+        };
+        let mut whole = None;
+        let mut part = None;
+        let start = view("0-5460");
+        start.check_walk(&mut whole, None).unwrap();
+        start.check_walk(&mut part, Some((0, 100))).unwrap();
+        // Slots 5000-5460 leave: a walk of every slot is refused, one of 0-100 is not.
+        let later = view("0-4999");
+        assert_eq!(
+            later.check_walk(&mut whole, None),
+            Err(CommandError::SlotsChanged)
+        );
+        later.check_walk(&mut part, Some((0, 100))).unwrap();
+        // Slot 7 begins to migrate the classic way: both are refused.
+        let open = view("0-4999 [7->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]");
+        assert_eq!(
+            open.check_walk(&mut part, Some((0, 100))),
+            Err(CommandError::SlotsChanged)
+        );
+        assert_eq!(view("").served(None), ServedSlots::default());
+    }
 }

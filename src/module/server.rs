@@ -19,6 +19,23 @@ use std::sync::OnceLock;
 /// else) on Redis, so it is only ever set on Valkey.
 pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
+/// Valkey's `VALKEYMODULE_CTX_FLAGS_SLOT_IMPORT_CLIENT` (`valkeymodule.h`): the command runs
+/// on the target of an atomic slot migration, replayed by the slot-import client. On Redis
+/// 8.4 the same bit is `REDISMODULE_CTX_FLAGS_DEBUG_ENABLED`, so it is read on Valkey only.
+pub const CTX_FLAG_SLOT_IMPORT_CLIENT: c_int = 1 << 25;
+
+/// Whether the command of `context` is replayed by Valkey's slot-import client (see
+/// [`CTX_FLAG_SLOT_IMPORT_CLIENT`]); always false on Redis.
+pub fn is_slot_import_client(context: &Context) -> bool {
+    if kind().family != Family::Valkey {
+        return false;
+    }
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init, called with
+    // the live context of a command.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.map(|get| get(context.ctx)) };
+    flags.is_some_and(|f| f & CTX_FLAG_SLOT_IMPORT_CLIENT != 0)
+}
+
 /// The server family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {

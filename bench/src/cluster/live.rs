@@ -354,8 +354,18 @@ pub(super) fn refusal(
 /// asked: no 8.4 server was at hand to test its reply against.
 pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
     let mut con = connect(&m.info)?;
-    let Ok(jobs) = run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) else {
-        return Ok(None);
+    let jobs = match run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) {
+        Ok(jobs) => jobs,
+        // Redis and Valkey before 9 do not know the subcommand; any other error (NOPERM, a
+        // timeout, LOADING) must not pass for "no migration".
+        Err(e)
+            if format!("{e:#}")
+                .to_lowercase()
+                .contains("unknown subcommand") =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
     };
     for job in items(&jobs)? {
         let text = |name: &str| {

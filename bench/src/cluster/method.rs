@@ -99,7 +99,10 @@ pub(super) struct MethodCost {
 
 /// The slot runs of `slots` (ascending) as `(start, end)` ranges, for `SLOTSRANGE`.
 pub(super) fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
-    ringslot_engine::slot_runs(slots)
+    let mut sorted = slots.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    ringslot_engine::slot_runs(&sorted)
 }
 
 /// The cost of moving `plan` (its moves in order) by `method`, from each master's
@@ -241,5 +244,9 @@ mod tests {
         let expected = 2.0 * ATOMIC.per_job + 130.0 / ATOMIC.bytes_per_second;
         assert!((atomic.seconds - expected).abs() < 1e-12);
         assert_eq!(ranges(&[0, 1, 2, 7, 9, 10]), vec![(0, 2), (7, 7), (9, 10)]);
+        assert_eq!(
+            ranges(&[9, 0, 2, 1, 10, 7, 7]),
+            vec![(0, 2), (7, 7), (9, 10)]
+        );
     }
 }

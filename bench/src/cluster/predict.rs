@@ -503,11 +503,12 @@ pub(super) fn assemble(
 
 /// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
 /// plan says of itself ([`node_facts`]): `used_memory` now, and whether it has atomic slot
-/// migration. A joining master that cannot be reached yet starts at 0 bytes. Error: `--atomic`
-/// on a cluster where a master has no atomic slot migration.
+/// migration. A master that cannot be asked (a joining one not reachable yet, or `INFO`
+/// refused) starts at 0 bytes, and the report says why. Error: `--atomic` on a cluster where
+/// a master has no atomic slot migration.
 fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Result<()> {
     let mut used = Vec::new();
-    let mut without_atomic = Vec::new();
+    let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
     for m in &p.masters {
         match info_at(seed, &m.address).and_then(|info| node_facts(&info, &m.address)) {
             Ok(facts) => {
@@ -518,7 +519,7 @@ fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Res
             }
             Err(e) => {
                 used.push((m.address.clone(), 0.0));
-                without_atomic.push(m.address.clone());
+                unknown.push(m.address.clone());
                 p.memory_note.get_or_insert_with(|| format!("{e:#}"));
             }
         }
@@ -535,7 +536,9 @@ fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Res
         Method::PerKey
     };
     p.methods = vec![method::cost(&p.plan, &used, Method::PerKey, p.duration)];
-    if without_atomic.is_empty() {
+    // A master that could not be asked is taken to have it when the others all do (a master
+    // joining a Valkey 9 cluster, say), and the report says which could not be asked.
+    if without_atomic.is_empty() && unknown.len() < p.masters.len() {
         p.methods
             .push(method::cost(&p.plan, &used, Method::Atomic, p.duration));
     }
@@ -891,6 +894,25 @@ pub(super) fn predict(
             }
         }
         MasterChange::Rebalance { .. } => {}
+    }
+    if opts.atomic {
+        // Before any key is read: --atomic needs every master to have atomic slot migration.
+        for m in &topo.masters {
+            let facts = node_facts(&m.info, &m.address).map_err(|e| {
+                anyhow!(
+                    "--atomic: cannot tell whether {} has atomic slot migration ({e:#}); INFO \
+                     needs +info",
+                    m.address
+                )
+            })?;
+            if !facts.atomic {
+                bail!(
+                    "--atomic needs Valkey 9 or later on every master (CLUSTER MIGRATESLOTS): \
+                     not on {}",
+                    m.address
+                );
+            }
+        }
     }
     let holds = Holds::default();
     let missing = topo.without_module()?;

@@ -489,9 +489,10 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
             "\nAtomic: a source keeps its whole copy until the trim that ends the job, plus the \
              fork's copy-on-write (pages written while the child runs: a few MiB on an idle \
              cluster, more under writes; not in the peak above) and, if the target falls \
-             behind, up to the job's payload waiting in its output buffer (the last column); a \
-             target also holds the writes buffered while the job runs (none on an idle \
-             cluster). Per key: a source shrinks and a target grows as each key lands. The \
+             behind, up to the job's payload waiting in its output buffer (the last column; \
+             Valkey fails the job instead once that buffer passes its replica \
+             client-output-buffer-limit); a target also holds the writes buffered while the \
+             job runs (none on an idle cluster). Per key: a source shrinks and a target grows as each key lands. The \
              Valkey wheel allocates with libc malloc and the Redis builds with jemalloc, so \
              used_memory figures do not carry from one to the other.\n"
         }
