@@ -53,8 +53,9 @@ pub(super) struct AtomicModel {
 }
 
 /// Fitted on 2026-12-02 by least squares to the four atomic runs of `make
-/// bench-cluster-atomic` on Valkey 9.1.2 (loopback, 2 vCPUs; 3 or 4 jobs, 13 to 349 MB; its
-/// error on them was -17% to +12%; BENCHMARKS.md "Per key against atomic").
+/// bench-cluster-atomic` on Valkey 9.1.2 (loopback, 2 vCPUs; 3 or 4 jobs, 13 to 349 MB): -17%
+/// to +12% on them, and -16% to +15% on the same four run again (the published ones,
+/// BENCHMARKS.md "Per key against atomic").
 pub(super) const ATOMIC: AtomicModel = AtomicModel {
     per_job: 0.140,
     bytes_per_second: 152e6,
