@@ -398,14 +398,15 @@ pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
 /// Whether `server` has Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`): Valkey 9 or
 /// later, told by `INFO server`'s `server_name` and `valkey_version`.
 pub fn has_atomic_slot_migration(server: &Server) -> bool {
-    let info = text_reply(server, &["INFO", "server"]).unwrap_or_default();
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .map(str::to_string)
-    };
-    field("server_name:").as_deref() == Some("valkey")
-        && field("valkey_version:")
+    is_valkey_9(&text_reply(server, &["INFO", "server"]).unwrap_or_default())
+}
+
+/// Whether an `INFO server` text is Valkey 9 or later's (`server_name:valkey`,
+/// `valkey_version`): a server with atomic slot migration.
+pub fn is_valkey_9(info: &str) -> bool {
+    use crate::reply::info_field;
+    info_field(info, "server_name").as_deref() == Some("valkey")
+        && info_field(info, "valkey_version")
             .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
             .is_some_and(|major| major >= 9)
 }

@@ -110,6 +110,13 @@ pub fn field<'a>(v: &'a Value, name: &str) -> Result<&'a Value> {
         .ok_or_else(|| ReplyError(format!("no field `{name}` in {v:?}")))
 }
 
+/// The value of field `name` in an `INFO` text (`name:value` lines), trimmed.
+pub fn info_field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

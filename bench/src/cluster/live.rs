@@ -408,18 +408,9 @@ pub(super) fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFac
     };
     let server = text("server", &mut con)?;
     let memory = text("memory", &mut con)?;
-    let field = |text: &str, name: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
-            .map(str::to_string)
-    };
-    let valkey = field(&server, "server_name").as_deref() == Some("valkey");
-    let major = field(&server, "valkey_version")
-        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-        .unwrap_or(0);
     Ok(NodeFacts {
-        atomic: valkey && major >= 9,
-        used_memory: field(&memory, "used_memory")
+        atomic: ringslot_harness::cluster::is_valkey_9(&server),
+        used_memory: ringslot_harness::reply::info_field(&memory, "used_memory")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0),
     })

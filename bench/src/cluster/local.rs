@@ -96,8 +96,7 @@ pub(super) struct RealMemory {
 fn memory_of(con: &mut redis::Connection) -> Result<(f64, f64)> {
     let info: String = redis::cmd("INFO").arg("memory").query(con)?;
     let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        ringslot_harness::reply::info_field(&info, name)
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };

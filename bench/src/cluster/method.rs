@@ -116,76 +116,68 @@ pub(super) fn cost(
     method: Method,
     per_key_seconds: f64,
 ) -> MethodCost {
-    // Per master: its level now, its peak, its worst peak.
-    let mut level: Vec<(String, f64, f64, f64)> =
-        used.iter().map(|(a, b)| (a.clone(), *b, *b, *b)).collect();
-    let index = |level: &mut Vec<(String, f64, f64, f64)>, address: &str| -> usize {
-        match level.iter().position(|(a, ..)| a == address) {
+    // Each master's row, `end` following its level through the moves.
+    let mut rows: Vec<MemoryRow> = used
+        .iter()
+        .map(|(address, bytes)| MemoryRow {
+            address: address.clone(),
+            now: *bytes,
+            peak: *bytes,
+            worst: *bytes,
+            end: *bytes,
+        })
+        .collect();
+    let mut index = |address: &str| -> usize {
+        match rows.iter().position(|r| r.address == address) {
             Some(i) => i,
             None => {
-                level.push((address.to_string(), 0.0, 0.0, 0.0));
-                level.len() - 1
+                rows.push(MemoryRow {
+                    address: address.to_string(),
+                    now: 0.0,
+                    peak: 0.0,
+                    worst: 0.0,
+                    end: 0.0,
+                });
+                rows.len() - 1
             }
         }
     };
-    let mut bytes = 0.0;
+    let mut moves = Vec::with_capacity(plan.len());
     for m in plan {
-        let memory = m.memory.value;
-        bytes += m.bytes.value;
-        let from = m.from.as_deref().map(|a| index(&mut level, a));
-        let to = m.to.as_deref().map(|a| index(&mut level, a));
-        match method {
-            Method::PerKey => {
-                // Keys leave the source as they reach the target: the target's level rises
-                // to its end, the source's falls from where it was.
-                if let Some(t) = to {
-                    level[t].1 += memory;
-                    level[t].2 = level[t].2.max(level[t].1);
-                    level[t].3 = level[t].3.max(level[t].1);
-                }
-                if let Some(f) = from {
-                    level[f].1 -= memory;
-                }
-            }
-            Method::Atomic => {
-                // The source keeps its copy until the trim (its level stays); if the target
-                // falls behind, the job's payload waits in its output buffer meanwhile. The
-                // target holds the job's keys at the end.
-                if let Some(f) = from {
-                    level[f].3 = level[f].3.max(level[f].1 + m.bytes.value);
-                }
-                if let Some(t) = to {
-                    level[t].1 += memory;
-                    level[t].2 = level[t].2.max(level[t].1);
-                    level[t].3 = level[t].3.max(level[t].1);
-                }
-                if let Some(f) = from {
-                    level[f].1 -= memory;
-                }
-            }
+        let from = m.from.as_deref().map(&mut index);
+        let to = m.to.as_deref().map(&mut index);
+        moves.push((from, to, m.memory.value, m.bytes.value));
+    }
+    for (from, to, memory, bytes) in moves {
+        // Atomic: the source keeps its copy until the trim (its level stays through the job);
+        // if the target falls behind, the job's payload waits in its output buffer meanwhile.
+        // Per key, keys leave the source as they reach the target.
+        if let (Method::Atomic, Some(f)) = (method, from) {
+            let source = &mut rows[f];
+            source.worst = source.worst.max(source.end + bytes);
+        }
+        if let Some(t) = to {
+            let target = &mut rows[t];
+            target.end += memory;
+            target.peak = target.peak.max(target.end);
+            target.worst = target.worst.max(target.end);
+        }
+        if let Some(f) = from {
+            rows[f].end -= memory;
         }
     }
-    let seconds = match method {
-        Method::PerKey => per_key_seconds,
-        Method::Atomic => ATOMIC.seconds(plan.len(), bytes),
-    };
+    for row in &mut rows {
+        row.end = row.end.max(0.0);
+    }
+    let bytes: f64 = plan.iter().map(|m| m.bytes.value).sum();
     MethodCost {
         method,
-        seconds,
+        seconds: match method {
+            Method::PerKey => per_key_seconds,
+            Method::Atomic => ATOMIC.seconds(plan.len(), bytes),
+        },
         jobs: plan.len(),
-        memory: level
-            .into_iter()
-            .map(|(address, end, peak, worst)| MemoryRow {
-                now: used
-                    .iter()
-                    .find(|(a, _)| *a == address)
-                    .map_or(0.0, |(_, b)| *b),
-                address,
-                peak,
-                worst,
-                end: end.max(0.0),
-            })
-            .collect(),
+        memory: rows,
     }
 }
 
