@@ -14,6 +14,13 @@
 //!   (shorter names first, then byte order: `conf_validate_server`, `string_compare`), found
 //!   here when listed order failed for every key. With twemproxy's default `hash: fnv1a_64`
 //!   the member hash differs and only a statistical comparison holds.
+//! - Two servers' ketama points can share a hash (32-bit points: about one pool of four servers
+//!   in 20000, a few in a hundred at 100 servers). twemproxy then gives the keys before them to
+//!   the server earlier in its order (it sorts the continuum by hash alone with glibc's stable
+//!   `qsort` and its lookup takes the first of equal points); ringslot's `ketama` flavour
+//!   gives them to the node earlier in the ring's order, so the rings here list their nodes in
+//!   twemproxy's order. A random pool of CI once collided (13 keys of 20000 apart); the
+//!   collision test pins two named servers whose points collide.
 //! - A weighted ketama pool is not monotone: a server leaving changes every other server's
 //!   point count (each gets `floor(weight share x 160 x servers / 4) x 4` points), so keys
 //!   move between servers that stay; ringslot's `ketama` flavour does the same and predicts
@@ -22,7 +29,7 @@
 use ringslot_engine::{Flavour, Ring};
 use ringslot_harness::client::scan_keys;
 use ringslot_harness::prelude::*;
-use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, Proxy};
+use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, PoolServer, Proxy};
 use ringslot_harness::redis::{self, Connection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,13 +56,25 @@ fn backends(n: usize) -> Vec<Server> {
         .collect()
 }
 
+/// Sorts servers into twemproxy's order by address ([`twemproxy_order`]), so that rings
+/// built from them in this order break ties of points as twemproxy does, and a server that
+/// joins last is last in twemproxy's table too.
+fn in_twemproxy_order(fleet: &mut [Server]) {
+    let mut order: Vec<String> = fleet.iter().map(Server::address).collect();
+    twemproxy_order(&mut order);
+    fleet.sort_by_key(|s| order.iter().position(|a| *a == s.address()));
+}
+
 fn pool(distribution: Distribution, servers: &[(&Server, u32)]) -> Pool {
     Pool {
         distribution,
         hash: "md5".into(),
         hash_tag: None,
         redis: true,
-        servers: servers.iter().map(|(s, w)| (s.address(), *w)).collect(),
+        servers: servers
+            .iter()
+            .map(|(s, w)| PoolServer::new(s.address(), *w))
+            .collect(),
     }
 }
 
@@ -189,7 +208,8 @@ fn ring_owners(con: &mut Connection, ring: &str, keys: &[Vec<u8>]) -> BTreeMap<V
 
 #[test]
 fn ketama_through_twemproxy_is_ringslots_ketama_key_for_key() {
-    let fleet = backends(5);
+    let mut fleet = backends(5);
+    in_twemproxy_order(&mut fleet);
     let keys: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
     // ringslot's side: a server with the module, the same keys (for RING.MOVES ... KEYS), and
     // the rings of each pool.
@@ -298,10 +318,7 @@ fn modula_through_twemproxy_is_ringslots_modulo_with_md5() {
     // In twemproxy's order, so that the joining server is last in its table, as it is in
     // the what-if's (a joiner whose name sorts earlier shifts the others: more moves, as
     // ringslot's modulo with the nodes re-listed in that order would count).
-    fleet.sort_by(|a, b| {
-        let (a, b) = (a.address(), b.address());
-        a.len().cmp(&b.len()).then_with(|| a.cmp(&b))
-    });
+    in_twemproxy_order(&mut fleet);
     let all: Vec<&Server> = fleet.iter().collect();
     let keys: Vec<Vec<u8>> = (0..KEYS).map(key).collect();
     let three: Vec<(&Server, u32)> = fleet.iter().take(3).map(|s| (s, 1)).collect();
@@ -356,4 +373,80 @@ fn modula_through_twemproxy_is_ringslots_modulo_with_md5() {
     flush(&all);
     write_all(&joined, &keys);
     same_owners(&holders(&all), &a, "modula, 4 servers");
+}
+
+/// Two server names whose ketama points collide: MD5 of `node-546-28` and of `node-699-28`
+/// share their first little-endian u32, 1410088479 (found by a birthday search over the
+/// points of `node-0` .. `node-4999` with Python's hashlib; with two servers of weight 1 each
+/// has 160 points, from `name-0` to `name-39`, four a digest).
+const COLLIDING: [&str; 2] = ["node-699", "node-546"];
+
+#[test]
+fn collided_points_go_to_the_server_first_in_twemproxys_order() {
+    // The names are the servers' `name` fields, which twemproxy hashes instead of the
+    // address and sorts the pool by: node-546 comes first in its order, whatever the
+    // configuration's.
+    let fleet = backends(2);
+    let servers: Vec<PoolServer> = fleet
+        .iter()
+        .zip(COLLIDING)
+        .map(|(s, name)| PoolServer {
+            name: Some(name.to_string()),
+            ..PoolServer::new(s.address(), 1)
+        })
+        .collect();
+    let address_of: BTreeMap<String, String> = servers
+        .iter()
+        .filter_map(|s| Some((s.name.clone()?, s.address.clone())))
+        .collect();
+    // The keys on the tied arc are those whose owner depends on the order of the nodes.
+    let ring_in = |names: [&str; 2]| {
+        let mut ring = Ring::new(Flavour::Ketama, 160, false);
+        ring.set_nodes(names.iter().map(|n| (n.as_bytes().to_vec(), 1)).collect());
+        ring
+    };
+    let (listed, sorted) = (ring_in(COLLIDING), ring_in([COLLIDING[1], COLLIDING[0]]));
+    let owner = |ring: &Ring, k: &[u8]| {
+        let i = ring.owner(k)?;
+        ring.nodes().get(i).map(|n| n.name.clone())
+    };
+    let tied: Vec<Vec<u8>> = (0..200_000)
+        .map(|i| format!("tie:{i}").into_bytes())
+        .filter(|k| owner(&listed, k) != owner(&sorted, k))
+        .collect();
+    assert!(!tied.is_empty(), "no key on the collided point's arc");
+
+    let proxy = Proxy::start(&Pool {
+        servers,
+        ..pool(Distribution::Ketama, &[])
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    write_all(&proxy, &tied);
+    let all: Vec<&Server> = fleet.iter().collect();
+    let held = holders(&all);
+    // twemproxy: every tied key on node-546, the first of its order.
+    assert!(
+        tied.iter()
+            .all(|k| held.get(k) == address_of.get("node-546")),
+        "{} tied keys, held: {:?}",
+        tied.len(),
+        held.values().collect::<BTreeSet<_>>()
+    );
+    // ringslot: the ring with its nodes added in twemproxy's order agrees key for key (and
+    // the ring listed as configured does not, on every tied key).
+    let ringslot = Server::start();
+    let mut rs = ringslot.client();
+    q(&mut rs, "RING.CREATE tw COMPAT ketama");
+    q(
+        &mut rs,
+        &format!("RING.ADD tw {} {}", COLLIDING[1], COLLIDING[0]),
+    );
+    let want: BTreeMap<Vec<u8>, String> = ring_owners(&mut rs, "tw", &tied)
+        .into_iter()
+        .map(|(k, name)| (k, address_of[&name].clone()))
+        .collect();
+    same_owners(&held, &want, "keys on the collided point");
+    assert!(tied
+        .iter()
+        .all(|k| owner(&listed, k).as_deref() == Some(b"node-699".as_slice())));
 }

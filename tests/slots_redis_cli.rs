@@ -46,9 +46,11 @@ fn node_id(server: &Server) -> String {
         .expect("CLUSTER MYID")
 }
 
-/// redis-cli that must succeed (within 40 s).
+/// redis-cli that must succeed. The limit catches a hang, not a slow run: step 2 moves 6553
+/// slots, 7-16 s on an idle machine, and took more than 40 s once with two other test passes
+/// running beside it.
 fn cli(args: &[String]) -> CliRun {
-    redis_cli_ok(args, Duration::from_secs(40)).unwrap_or_else(|e| panic!("{e}"))
+    redis_cli_ok(args, Duration::from_secs(600)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Per-slot owner ("ip:port") from `CLUSTER SLOTS` on `server`.
@@ -146,8 +148,8 @@ fn assert_same_table(step: &str, real: &[Option<String>], topo: &Topology) {
 /// other, one full slot table, `redis-cli --cluster check` passes) and returns that table,
 /// checked against `CLUSTER SLOTS` of `entry`.
 fn wait_converged(entry: &Server, members: &[&Server]) -> Vec<Option<String>> {
-    let table =
-        cluster::wait_converged(members, Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    let table = cluster::wait_converged(members, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         table,
         owners_from_cluster_slots(entry),

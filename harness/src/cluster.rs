@@ -66,8 +66,15 @@ pub fn redis_cli(args: &[String], limit: Duration) -> Result<CliRun, Error> {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
+            let tail = |p: &PathBuf| {
+                let text = std::fs::read_to_string(p).unwrap_or_default();
+                let start = text.len().saturating_sub(2000);
+                text.get(start..).unwrap_or_default().to_string()
+            };
             return Err(Error(format!(
-                "redis-cli {args:?} did not finish in {limit:?}"
+                "redis-cli {args:?} did not finish in {limit:?}; the end of its stdout:\n{}\nstderr:\n{}",
+                tail(&out_path),
+                tail(&err_path)
             )));
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -42,9 +42,33 @@ pub struct Pool {
     pub hash_tag: Option<String>,
     /// Whether the servers speak Redis (`redis: true`) or memcached's protocol.
     pub redis: bool,
-    /// The servers, `host:port` and weight; twemproxy names each `host:port` (`host` alone
-    /// for port 11211, as libmemcached and ringslot's ketama flavour do).
-    pub servers: Vec<(String, u32)>,
+    /// The servers, in the order the configuration lists them (twemproxy sorts them: see
+    /// [`twemproxy_order`]).
+    pub servers: Vec<PoolServer>,
+}
+
+/// One server of a [`Pool`].
+#[derive(Debug, Clone)]
+pub struct PoolServer {
+    /// Where it listens, `host:port`.
+    pub address: String,
+    /// Its weight (1 and up).
+    pub weight: u32,
+    /// The `name` field: what twemproxy hashes for the server's ketama points and sorts the
+    /// pool by. Without it twemproxy names the server `host:port` (`host` alone for port
+    /// 11211, as libmemcached and ringslot's ketama flavour do).
+    pub name: Option<String>,
+}
+
+impl PoolServer {
+    /// A server at `address` with `weight` and no `name` field.
+    pub fn new(address: impl Into<String>, weight: u32) -> PoolServer {
+        PoolServer {
+            address: address.into(),
+            weight,
+            name: None,
+        }
+    }
 }
 
 impl Pool {
@@ -61,8 +85,12 @@ impl Pool {
             y.push_str(&format!("  hash_tag: \"{tag}\"\n"));
         }
         y.push_str("  servers:\n");
-        for (address, weight) in &self.servers {
-            y.push_str(&format!("   - {address}:{weight}\n"));
+        for s in &self.servers {
+            y.push_str(&format!("   - {}:{}", s.address, s.weight));
+            if let Some(name) = &s.name {
+                y.push_str(&format!(" {name}"));
+            }
+            y.push('\n');
         }
         y
     }
@@ -263,8 +291,10 @@ fn running_as_root() -> bool {
 }
 
 /// Sorts server names into twemproxy's order: shorter first, then by bytes
-/// (`conf_validate_server` sorts a pool's servers by name with `string_compare`; modula's
-/// table and so the owner of each key follow that order, not the configuration's).
+/// (`conf_validate_server` sorts a pool's servers by name with `string_compare`). Modula's
+/// table follows that order, not the configuration's, and so do ketama's collided points:
+/// twemproxy sorts its continuum by hash alone with glibc's stable `qsort`, and its lookup
+/// takes the first of equal points, so the server earlier in this order owns them.
 pub fn twemproxy_order(names: &mut [String]) {
     names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
 }

@@ -7,7 +7,7 @@ use super::workload::{key, rank_of};
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::{Flavour, Ring};
 use ringslot_harness::client::scan_keys;
-use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool};
+use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, PoolServer};
 use ringslot_harness::redis::{self, Connection};
 use ringslot_harness::reply::{field, int};
 use ringslot_harness::{Server, ServerBuilder};
@@ -115,7 +115,11 @@ impl Fleet {
             hash: "md5".into(),
             hash_tag: None,
             redis: true,
-            servers: self.names(which).into_iter().map(|n| (n, 1)).collect(),
+            servers: self
+                .names(which)
+                .into_iter()
+                .map(|n| PoolServer::new(n, 1))
+                .collect(),
         }
     }
 
