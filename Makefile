@@ -5,7 +5,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 # The other servers the tests run on (scripts/servers.sh fetches them).
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 
-.PHONY: all deps servers build release run test test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -23,6 +23,18 @@ release: deps
 
 PORT ?= 6379
 
+## dist: the operator's tool as one release binary, target/dist/ringslot, to copy onto a host
+## without a Rust toolchain (it links libc dynamically: the glibc it needs is printed; no
+## libssl). `cargo install --path tool` installs it into ~/.cargo/bin instead.
+dist:
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	@mkdir -p target/dist
+	@cp target/release/ringslot target/dist/ringslot
+	@strip target/dist/ringslot 2>/dev/null || true
+	@echo "target/dist/ringslot: $$(target/dist/ringslot --version); needs glibc" \
+	  "$$(objdump -T target/dist/ringslot | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1 | cut -d_ -f2)" \
+	  "or later"
+
 ## run: build the module and start redis-server with redis.conf (port 6379, Ctrl-C stops it;
 ## its data, RDB and AOF, stays in data/ for the next run)
 run:
@@ -34,21 +46,24 @@ run:
 	@mkdir -p data
 	redis-server redis.conf --port $(PORT)
 
-## test: every test of the workspace (the module, its harness, the benchmark program): unit,
-## property, vectors and integration against real servers. The criterion benches are
-## compiled, not run. The test binaries are built once; every one runs on redis-server
-## (Debian's 7.0.15, or $RINGSLOT_SERVER), then every one that starts servers runs again on
-## Valkey 9.1.2 and on Redis 8.2.3, those two passes side by side (scripts/test.sh; the
-## binaries scripts/servers.sh fetches into .deps/; RINGSLOT_VALKEY=skip or RINGSLOT_REDIS8=skip
-## leaves one out). Each pass's output is in target/test-<server>.log, and a failing test's
-## output names the server it ran on.
+## test: every test of the workspace (the module, the engine, the tool, the harness, the
+## benchmark program): unit, property, vectors and integration against real servers; the
+## criterion benches are compiled, not run. scripts/test.sh fetches the other servers into
+## .deps/ (scripts/servers.sh), compiles every test binary once, and runs them all on
+## redis-server (Debian's 7.0.15, or $RINGSLOT_SERVER), and those whose behaviour depends on
+## the server again on Valkey 9.1.2 and Redis 8.2.3, several binaries at a time; it prints a
+## line per binary and the time of each phase. RINGSLOT_VALKEY=skip or RINGSLOT_REDIS8=skip
+## leaves a server out; target/test-<server>.log holds each server's output.
 ## servers: fetch valkey-server 9.1.2 and redis-server 8.2.3 into .deps/ (scripts/servers.sh)
 servers: deps
 	@./scripts/servers.sh
 
-test: build servers
-	$(CARGO) test --workspace --benches --no-run
+test: deps
 	@./scripts/test.sh
+
+## test-all: the same with every test binary on every server
+test-all: deps
+	@RINGSLOT_TEST_ALL=1 ./scripts/test.sh
 
 ## test-repeat: the tests against live servers REPEAT times in a row (default 20), stopping
 ## at the first failure: no test may depend on a timing window
@@ -139,8 +154,8 @@ bench-whatif: release
 ## key by key and byte by byte: 3 -> 4, 3 -> 6 in one rebalance, 6 -> 4 (two drained in
 ## one), the rebalance pending after add-node; then 3 -> 4 at 100k and 300k keys; then the
 ## duration model's error on every run (cluster-fit). Every server is stopped at the end;
-## reports in bench/out/cluster-*.{md,csv,svg}. On your own cluster, read-only:
-## cargo run --release -p ringslot-bench -- --url redis://host:port cluster --add ip:port
+## reports in bench/out/cluster-*.{md,csv,svg}. On your own cluster, the operator's tool:
+## ringslot predict --url redis://host:port --add ip:port (make dist, or cargo install --path tool)
 CLUSTER_KEYS ?= 1000000
 BENCH_RELEASE = $(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out
 bench-cluster: release

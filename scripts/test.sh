@@ -1,21 +1,55 @@
 #!/usr/bin/env bash
-# `make test`: builds every test binary of the workspace once (one feature set, so nothing is
-# compiled twice), runs them all on Redis 7.0.15 (Debian's redis-server, or $RINGSLOT_SERVER),
-# then runs the ones that start servers again on Valkey 9.1.2 and on Redis 8.2.3 (fetched by
-# scripts/servers.sh into .deps/), those two side by side: the live tests spend most of their
-# time waiting on servers, so two passes at once take little longer than one.
+# `make test` (and `make test-all` with RINGSLOT_TEST_ALL=1): fetches the other servers, builds
+# every test binary of the workspace once (one cargo invocation, one feature set, the criterion
+# benches compiled too), then runs them:
+#   - on Redis 7.0.15 (Debian's redis-server, or $RINGSLOT_SERVER): every test binary;
+#   - on Valkey 9.1.2 and Redis 8.2.3 (scripts/servers.sh fetches them into .deps/): the
+#     binaries that start servers, but those listed in SAME_ON_EVERY_SERVER below (make
+#     test-all runs those too).
+# The runs go through one pool of $RINGSLOT_TEST_JOBS (default 4) binaries at a time, the
+# longest first (by the times of the last run, target/test-times.tsv): live tests spend most
+# of their time waiting on servers, so several at once take little longer than one. The
+# binaries in ALONE (they measure time) run after the pool, one at a time.
 # RINGSLOT_VALKEY=skip or RINGSLOT_REDIS8=skip leaves a server out.
-# Each pass's output goes to target/test-<server>.log; a failing pass prints its failures.
+# Output: a line per binary as it ends; each binary's output in
+# target/test-logs/<server>/<binary>.log, each server's in target/test-<server>.log; the
+# failures' output and the time of each phase at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 cargo="${CARGO:-cargo}"
+jobs="${RINGSLOT_TEST_JOBS:-4}"
+all="${RINGSLOT_TEST_ALL:-}"
 
-# Every test binary: "package directory<TAB>binary<TAB>its name<TAB>live or local", from cargo's
-# JSON messages. Local binaries (the engine's tests, run in-process) run on the first pass only.
+# Binaries whose behaviour does not depend on the server (the module's replies, its error
+# texts, its schemes, a proxy in front of plain servers, the benchmark program's reports):
+# run on Redis 7.0.15 only, unless make test-all. Everything that touches a cluster, a
+# keyspace walk, persistence, replication, ACL, DUMP payloads or memory is run everywhere.
+SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak module_limits
+  keyslot_live cache_twemproxy program members docs"
+# Binaries that measure how long the server takes: never beside other tests.
+ALONE="module_limits program"
+
+phases=()
+phase() { phases+=("$(printf '%-44s %6ss' "$1" "$2")"); }
+now() { date +%s; }
+started_all=$(now)
+
+# 1. The other servers (downloads).
+t=$(now)
+./scripts/servers.sh
+phase "fetch the other servers" $(($(now) - t))
+
+# 2. One compilation: every test binary and the benches, as "package dir<TAB>binary<TAB>name
+# <TAB>local or live" from cargo's JSON messages. Local binaries (the engine's tests and the
+# unit tests of the module's and the engine's libraries, all in-process) run on the first
+# server only. The module (target/debug/libringslot.so, which the live tests load) is built by
+# the same invocation.
+t=$(now)
 list="$root/target/test-binaries.tsv"
 mkdir -p target
-"$cargo" test --workspace --lib --bins --tests --no-run --message-format=json-render-diagnostics |
+"$cargo" test --workspace --lib --bins --tests --benches --no-run \
+  --message-format=json-render-diagnostics |
   python3 -c '
 import json, os, sys
 for line in sys.stdin:
@@ -26,44 +60,70 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m.get("profile", {}).get("test"):
         continue
     target = m["target"]
+    if "bench" in target["kind"]:
+        continue  # compiled, not run
     package = os.path.dirname(m["manifest_path"])
     name = target["name"]
-    src = os.path.basename(target["src_path"])
     # The module crate is a cdylib and an rlib: its kind lists both.
     library = any(k in ("lib", "rlib") for k in target["kind"])
-    local = name.startswith("engine_") or (library and name in ("ringslot", "ringslot_engine"))
-    label = name if target["kind"] == ["test"] else "unittests " + os.path.relpath(target["src_path"], os.path.dirname(package))
+    local = os.path.basename(package) == "engine" or (library and name == "ringslot")
+    kind = "lib" if library else "bin"
+    label = name if target["kind"] == ["test"] else "unittests-" + kind + "-" + name
     print("\t".join([package, m["executable"], label, "local" if local else "live"]))
 ' >"$list"
+# A no-op when the test build made it (the module's cdylib comes with its rlib).
+"$cargo" build --lib
+phase "build (one compilation)" $(($(now) - t))
 
-# run_pass NAME SERVER_BINARY ONLY_LIVE SHOW: runs the binaries, output to target/test-NAME.log
-# (and to stdout as it comes when SHOW is yes); the exit status says whether all passed.
-run_pass() {
-  local name="$1" server="$2" only_live="$3" show="$4" log="$root/target/test-$1.log" failed=0
-  : >"$log"
-  say() {
-    echo "$1" >>"$log"
-    if [ "$show" = yes ]; then echo "$1"; fi
-  }
-  say "== make test: on $("$server" --version | cut -d' ' -f1-3) (log: target/test-$name.log)"
+# The servers: name, binary.
+servers=("redis-7" "${RINGSLOT_SERVER:-redis-server}")
+[ "${RINGSLOT_VALKEY:-}" = skip ] || servers+=("valkey-9" "$root/.deps/valkey-9.1.2/valkey-server")
+[ "${RINGSLOT_REDIS8:-}" = skip ] || servers+=("redis-8" "$root/.deps/redis-8.2.3/redis-server")
+
+in_list() { case " $(echo $2) " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The jobs: "seconds<TAB>server<TAB>binary path<TAB>label<TAB>package dir", longest first by
+# the last run's times (a binary not timed yet counts as long).
+times="$root/target/test-times.tsv"
+touch "$times"
+queue=() alone=()
+for ((s = 0; s < ${#servers[@]}; s += 2)); do
+  name="${servers[$s]}"
   while IFS=$'\t' read -r dir exe label kind; do
-    [ "$only_live" = yes ] && [ "$kind" = local ] && continue
-    say "     Running $label"
-    local status=0
-    if [ "$show" = yes ]; then
-      # pipefail: the pipe fails when the test binary does.
-      (cd "$dir" && RINGSLOT_SERVER="$server" "$exe" </dev/null) 2>&1 | tee -a "$log" ||
-        status=1
-    else
-      (cd "$dir" && RINGSLOT_SERVER="$server" "$exe" </dev/null) >>"$log" 2>&1 || status=1
+    if [ "$s" -gt 0 ]; then
+      [ "$kind" = local ] && continue
+      [ -z "$all" ] && in_list "$label" "$SAME_ON_EVERY_SERVER" && continue
     fi
-    if [ $status -ne 0 ]; then
-      failed=1
-      say "== make test: $label FAILED on $name"
-    fi
+    last=$(awk -F'\t' -v n="$name" -v l="$label" '$1 == n && $2 == l { print $3 }' "$times")
+    job="${last:-999}"$'\t'"$name"$'\t'"$exe"$'\t'"$label"$'\t'"$dir"
+    if in_list "$label" "$ALONE"; then alone+=("$job"); else queue+=("$job"); fi
   done <"$list"
-  say "== make test: $name: $(counts "$log")"
-  return $failed
+done
+if [ ${#queue[@]} -gt 0 ]; then
+  mapfile -t queue < <(printf '%s\n' "${queue[@]}" | sort -t$'\t' -k1,1 -g -r)
+fi
+
+binary_of() { for ((s = 0; s < ${#servers[@]}; s += 2)); do
+  [ "${servers[$s]}" = "$1" ] && echo "${servers[$((s + 1))]}"; done; }
+
+rm -rf "$root/target/test-logs" "$root"/target/test-*.log
+results="$root/target/test-logs/results.tsv"
+mkdir -p "$root/target/test-logs"
+: >"$results"
+
+# run_job JOB: runs one binary on its server; appends "server label status seconds counts" to
+# the results and prints one line.
+run_job() {
+  local _ name exe label dir
+  IFS=$'\t' read -r _ name exe label dir <<<"$1"
+  local log="$root/target/test-logs/$name/$label.log" start status=ok
+  mkdir -p "$(dirname "$log")"
+  start=$(now)
+  (cd "$dir" && RINGSLOT_SERVER="$(binary_of "$name")" "$exe" </dev/null) >"$log" 2>&1 || status=FAILED
+  local took=$(($(now) - start)) counted
+  counted=$(counts "$log")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$label" "$status" "$took" "$counted" >>"$results"
+  printf '%-6s %-9s %-36s %5ss  %s\n' "$status" "$name" "$label" "$took" "$counted"
 }
 
 # counts LOG...: "N passed, N failed" summed over the "test result:" lines of the logs.
@@ -76,38 +136,52 @@ counts() {
     } END { printf "%d passed, %d failed\n", p, f }'
 }
 
-# show_failures NAME: the failing tests' output of a pass.
-show_failures() {
-  grep -E -B 2 -A 30 'panicked|FAILED' "$root/target/test-$1.log" | head -200 || true
-}
-
-status=0
-redis7="${RINGSLOT_SERVER:-redis-server}"
-rm -f "$root"/target/test-*.log
-# The first pass prints as it goes (the others print their summaries when they end).
-run_pass redis-7 "$redis7" no yes || { show_failures redis-7; status=1; }
-
-pids=() names=()
-if [ "${RINGSLOT_VALKEY:-}" = skip ]; then
-  echo "== make test: Valkey left out (RINGSLOT_VALKEY=skip)"
-else
-  run_pass valkey-9 "$root/.deps/valkey-9.1.2/valkey-server" yes no &
-  pids+=($!) names+=(valkey-9)
-fi
-if [ "${RINGSLOT_REDIS8:-}" = skip ]; then
-  echo "== make test: Redis 8 left out (RINGSLOT_REDIS8=skip)"
-else
-  run_pass redis-8 "$root/.deps/redis-8.2.3/redis-server" yes no &
-  pids+=($!) names+=(redis-8)
-fi
-for i in "${!pids[@]}"; do
-  name="${names[$i]}"
-  if ! wait "${pids[$i]}"; then
-    show_failures "$name"
-    status=1
+# 3. The pool, then the binaries that run alone.
+t=$(now)
+running=0
+for job in "${queue[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
   fi
-  grep -E '^== make test' "$root/target/test-$name.log"
+  run_job "$job" &
+  running=$((running + 1))
 done
-# The closing line, over every pass.
+wait || true
+phase "tests, $jobs at a time" $(($(now) - t))
+t=$(now)
+for job in "${alone[@]}"; do run_job "$job"; done
+phase "tests that run alone ($(echo $ALONE))" $(($(now) - t))
+
+# Each server's log, in the order of the binaries; the times for the next run's order.
+status=0
+for ((s = 0; s < ${#servers[@]}; s += 2)); do
+  name="${servers[$s]}"
+  out="$root/target/test-$name.log"
+  echo "== make test: on $("$(binary_of "$name")" --version | cut -d' ' -f1-3)" >"$out"
+  while IFS=$'\t' read -r _ _ label _; do
+    f="$root/target/test-logs/$name/$label.log"
+    [ -f "$f" ] && { echo "     Running $label"; cat "$f"; } >>"$out"
+  done <"$list"
+  secs=$(awk -F'\t' -v n="$name" '$1 == n { s += $4 } END { print s + 0 }' "$results")
+  phase "  $name: $(counts "$out") (test binaries' own time)" "$secs"
+done
+awk -F'\t' '{ print $1 "\t" $2 "\t" $4 }' "$results" >"$times"
+
+if grep -q $'\tFAILED\t' "$results"; then
+  status=1
+  echo
+  echo "== make test: the failures"
+  while IFS=$'\t' read -r name label st _; do
+    [ "$st" = FAILED ] || continue
+    echo "---- $label on $name (target/test-logs/$name/$label.log)"
+    grep -E -B 2 -A 30 'panicked|FAILED|error' "$root/target/test-logs/$name/$label.log" | head -120 || true
+  done <"$results"
+fi
+
+phase "total" $(($(now) - started_all))
+echo
+echo "== make test: time of each phase"
+printf '%s\n' "${phases[@]}"
 echo "total: $(counts "$root"/target/test-*.log)"
 exit $status

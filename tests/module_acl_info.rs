@@ -2,38 +2,40 @@
 //! specs), ACL key permissions built on those key specs, and keyspace notifications.
 
 use redis::Value;
+use ringslot::module::table::COMMANDS;
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// (command, arity, flags besides `module`)
-const COMMANDS: [(&str, i64, &[&str]); 12] = [
-    ("ring.create", -2, &["write", "denyoom"]),
-    ("ring.add", -3, &["write", "denyoom"]),
-    ("ring.del", -3, &["write", "denyoom"]),
-    ("ring.assign", 5, &["write", "denyoom"]),
-    ("ring.get", -3, &["readonly", "fast"]),
-    ("ring.mget", -3, &["readonly"]),
-    ("ring.slot", 3, &["readonly", "fast"]),
-    ("ring.slots", 2, &["readonly"]),
-    ("ring.nodes", 2, &["readonly"]),
-    ("ring.info", 2, &["readonly"]),
-    ("ring.moves", -3, &["readonly"]),
-    ("ring.plan", -3, &["readonly"]),
-];
+/// The command table's flags as `COMMAND INFO` names them (`deny-oom` is `denyoom` there).
+fn info_flags(flags: &str) -> BTreeSet<String> {
+    flags
+        .split(' ')
+        .map(|f| if f == "deny-oom" { "denyoom" } else { f }.to_string())
+        .collect()
+}
 
 #[test]
 fn command_info_getkeys_and_docs() {
     let server = shared_server();
     let mut con = server.client();
-    for (name, arity, flags) in COMMANDS {
+    // The server knows every command of the table, and no other of the module.
+    let listed: BTreeSet<String> = array(&q(&mut con, "COMMAND LIST FILTERBY MODULE ringslot"))
+        .iter()
+        .map(text)
+        .collect();
+    let table: BTreeSet<String> = COMMANDS.iter().map(|c| c.name.to_string()).collect();
+    assert_eq!(listed, table);
+    for command in &COMMANDS {
+        let name = command.name;
+        let flags = info_flags(command.flags);
         let info = array(&q(&mut con, &format!("COMMAND INFO {name}")));
         let info = array(&info[0]);
         assert_eq!(text(&info[0]), name);
-        assert_eq!(int(&info[1]), arity, "{name} arity");
+        assert_eq!(int(&info[1]), i64::from(command.arity), "{name} arity");
         let got: BTreeSet<String> = array(&info[2]).iter().map(text).collect();
-        let mut want: BTreeSet<String> = flags.iter().map(|f| f.to_string()).collect();
+        let mut want = flags.clone();
         want.insert("module".into());
         assert_eq!(got, want, "{name} flags");
         assert_eq!(
@@ -46,7 +48,7 @@ fn command_info_getkeys_and_docs() {
         assert_eq!(specs.len(), 1, "{name} key specs");
         let spec = map(&specs[0]);
         let spec_flags: BTreeSet<String> = array(&spec["flags"]).iter().map(text).collect();
-        let access = if flags.contains(&"write") { "RW" } else { "RO" };
+        let access = if flags.contains("write") { "RW" } else { "RO" };
         assert!(spec_flags.contains(access), "{name}: {spec_flags:?}");
         let begin = map(&spec["begin_search"]);
         assert_eq!(text(&begin["type"]), "index");

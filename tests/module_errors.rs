@@ -3,6 +3,7 @@
 //! exactly as it was (RING.NODES and RING.SLOTS compared before/after).
 
 use redis::{Connection, Value};
+use ringslot::module::table::COMMANDS;
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
@@ -505,20 +506,6 @@ const POOL: &[&[u8]] = &[
     b"fuzz:*",
 ];
 
-const COMMANDS: &[&[u8]] = &[
-    b"RING.CREATE",
-    b"RING.ADD",
-    b"RING.DEL",
-    b"RING.GET",
-    b"RING.MGET",
-    b"RING.SLOT",
-    b"RING.SLOTS",
-    b"RING.ASSIGN",
-    b"RING.NODES",
-    b"RING.INFO",
-    b"RING.MOVES",
-];
-
 const KEYS: &[&[u8]] = &[
     b"fuzz:ring",
     b"fuzz:ketama",
@@ -540,9 +527,14 @@ fn random_and_malformed_calls_never_hurt() {
     q(&mut con, "RING.ADD fuzz:ketama a:11211 b:11211");
     q(&mut con, "SET fuzz:str v");
     let mut rng = Rng::new(0x5eed_1234_abcd_0001);
+    // Every command of the table, as a client spells it.
+    let commands: Vec<Vec<u8>> = COMMANDS
+        .iter()
+        .map(|c| c.name.to_ascii_uppercase().into_bytes())
+        .collect();
     let (mut failed, mut succeeded) = (0, 0);
     for round in 0..soak(1500, 100_000) {
-        let command = *rng.pick(COMMANDS);
+        let command = rng.pick(&commands).as_slice();
         let key = *rng.pick(KEYS);
         let extra = rng.below(7);
         let mut args: Vec<&[u8]> = vec![command];

@@ -10,11 +10,12 @@ use crate::common::{self, Global, Target};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::node_name;
 use crate::scratch::Scratch;
-use crate::server::{field, float, int, items, query, text};
+use crate::server::{field, float, items, query};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::{Flavour, Scheme};
 use ringslot_harness::redis::Connection;
+use ringslot_tool::replies::RingInfo;
 use std::path::Path;
 
 /// The ring key the balance runs use (re-created for every configuration).
@@ -228,7 +229,7 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
                     let mut add = vec!["RING.ADD".to_string(), BALANCE_KEY.to_string()];
                     add.extend(names.iter().cloned());
                     query(con, &add)?;
-                    let info = query(con, &["RING.INFO", BALANCE_KEY])?;
+                    let info = RingInfo::read(&query(con, &["RING.INFO", BALANCE_KEY])?)?;
                     let nodes = query(con, &["RING.NODES", BALANCE_KEY])?;
                     let nodes = items(&nodes)?;
                     if nodes.len() != n {
@@ -241,19 +242,13 @@ pub fn run_balance(con: &mut Connection, scratch: &Scratch, opts: &Options) -> R
                             .collect::<Result<Vec<f64>, _>>()
                     };
                     let (min, max, stddev) = spread(&shares("ring_share")?);
-                    draws.push((float(field(&info, "ring_peak_to_mean")?)?, min, max, stddev));
-                    scheme =
-                        text(field(&info, "compat")?).unwrap_or_else(|| flavour.name().to_string());
-                    points = int(field(&info, "points")?)? as u64;
-                    shown_vnodes = Some(v.unwrap_or(int(field(&info, "vnodes")?)? as u32));
+                    draws.push((info.ring_peak_to_mean, min, max, stddev));
+                    scheme = info.compat.clone();
+                    points = info.points;
+                    shown_vnodes = Some(v.unwrap_or(info.vnodes as u32));
                     if first_config {
                         let (min, max, stddev) = spread(&shares("slot_share")?);
-                        slot_draws.push((
-                            float(field(&info, "slot_peak_to_mean")?)?,
-                            min,
-                            max,
-                            stddev,
-                        ));
+                        slot_draws.push((info.slot_peak_to_mean, min, max, stddev));
                     }
                     progress.inc(1);
                 }

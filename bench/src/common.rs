@@ -8,10 +8,11 @@ use crate::server;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use ringslot_engine::{Flavour, Scheme};
+use ringslot_engine::Flavour;
 use ringslot_harness::redis::Connection;
 use ringslot_harness::server::{find_module, Profile};
 use ringslot_harness::Server;
+pub use ringslot_tool::args::{flavour, other_schemes, schemes_of};
 use std::path::PathBuf;
 
 /// The options every subcommand takes.
@@ -152,14 +153,6 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// A flavour by its name, for clap.
-pub fn flavour(name: &str) -> Result<Flavour, String> {
-    Flavour::from_name(name.as_bytes()).ok_or_else(|| {
-        let names: Vec<&str> = Flavour::ALL.iter().map(|f| f.name()).collect();
-        format!("unknown flavour `{name}` ({})", names.join(", "))
-    })
-}
-
 /// A flavour by its name, or `none` (no flavour), for clap.
 pub fn flavours_or_none(name: &str) -> Result<Vec<Flavour>, String> {
     if name == "none" {
@@ -167,41 +160,6 @@ pub fn flavours_or_none(name: &str) -> Result<Vec<Flavour>, String> {
     } else {
         flavour(name).map(|f| vec![f])
     }
-}
-
-/// A scheme beyond the rings, the slot table and modulo (which every run measures) by its
-/// name, or `all` / `none`, for clap: the schemes it stands for.
-pub fn other_schemes(name: &str) -> Result<Vec<Scheme>, String> {
-    let others: Vec<Scheme> = Scheme::ALL
-        .into_iter()
-        .filter(|s| !Scheme::DEFAULT.contains(s))
-        .collect();
-    match name {
-        "none" => Ok(Vec::new()),
-        "all" => Ok(others),
-        _ => match Scheme::from_name(name.as_bytes()) {
-            Some(s) if others.contains(&s) => Ok(vec![s]),
-            _ => {
-                let names: Vec<&str> = others.iter().map(|s| s.name()).collect();
-                Err(format!(
-                    "unknown scheme `{name}` ({}, all or none)",
-                    names.join(", ")
-                ))
-            }
-        },
-    }
-}
-
-/// The schemes of a `--schemes` list (each entry parsed by [`other_schemes`]), in order, once
-/// each.
-pub fn schemes_of(lists: &[Vec<Scheme>]) -> Vec<Scheme> {
-    let mut out: Vec<Scheme> = Vec::new();
-    for s in lists.iter().flatten() {
-        if !out.contains(s) {
-            out.push(*s);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -213,28 +171,5 @@ mod tests {
         assert_eq!(median(&[]), 0.0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-    }
-
-    #[test]
-    fn flavours_and_schemes_parse_into_the_engines_types() {
-        assert_eq!(flavour("KETAMA"), Ok(Flavour::Ketama));
-        assert!(flavour("jump").unwrap_err().contains("native, ketama"));
-        assert_eq!(other_schemes("none"), Ok(vec![]));
-        assert_eq!(other_schemes("maglev"), Ok(vec![Scheme::Maglev]));
-        assert_eq!(
-            other_schemes("all"),
-            Ok(vec![
-                Scheme::Jump,
-                Scheme::Rendezvous,
-                Scheme::Maglev,
-                Scheme::MultiProbe,
-                Scheme::Bounded
-            ])
-        );
-        assert!(other_schemes("ring").is_err(), "measured anyway");
-        assert_eq!(
-            schemes_of(&[vec![Scheme::Jump], vec![Scheme::Jump, Scheme::Maglev]]),
-            vec![Scheme::Jump, Scheme::Maglev]
-        );
     }
 }

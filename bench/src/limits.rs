@@ -6,11 +6,12 @@
 use crate::common::Global;
 use crate::report::{fixed, Table};
 use crate::server;
-use crate::server::{field, int, query, text};
+use crate::server::{int, query, text};
 use anyhow::{bail, Context, Result};
 use ringslot_engine::cost::{self, Source};
 use ringslot_engine::{Change, Flavour, Limits, Scheme, SchemeParams, Topology};
 use ringslot_harness::redis::{Connection, Value};
+use ringslot_tool::replies::{Moves, RingInfo};
 use std::time::{Duration, Instant};
 
 /// The most a read-only command may hold Redis' main thread at the default limits (issue 18),
@@ -182,12 +183,12 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
     )?;
     let mut limited = crate::server::connect(url)?;
     query(&mut limited, &["AUTH", "limited", "pw"])?;
-    let mut members = |pattern: &str| -> Result<i64> {
+    let mut members = |pattern: &str| -> Result<u64> {
         let reply = query(
             &mut limited,
             &["RING.MOVES", "app:ring", "ADD", "x", "KEYS", pattern],
         )?;
-        Ok(int(field(&reply, "members")?)?)
+        Ok(Moves::read(&reply)?.members)
     };
     let all = members("*")?;
     let secret = members("other:secret:*")?;
@@ -266,7 +267,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         .map(String::from),
         opts.repeat,
     )?;
-    let points_one = int(field(&query(con, &["RING.INFO", "bulk:one"])?, "points")?)?;
+    let points_one = RingInfo::read(&query(con, &["RING.INFO", "bulk:one"])?)?.points;
     query(con, &["FLUSHALL"])?;
 
     // 3. What-if on a 10M-point ring of big nodes.
@@ -284,7 +285,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         ],
     )?;
     query(con, &add_args("huge", &nodes("11", opts.huge_nodes, true)))?;
-    let points = int(field(&query(con, &["RING.INFO", "huge"])?, "points")?)?;
+    let points = RingInfo::read(&query(con, &["RING.INFO", "huge"])?)?.points;
     let join_big = median_held(
         con,
         &["RING.MOVES", "huge", "ADD", "nX", "SAMPLE", "1"].map(String::from),
@@ -339,7 +340,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         for batch in names.chunks(count.div_ceil(10).max(1)) {
             query(con, &add_args("aof:ring", batch))?;
         }
-        let points = int(field(&query(con, &["RING.INFO", "aof:ring"])?, "points")?)?;
+        let points = RingInfo::read(&query(con, &["RING.INFO", "aof:ring"])?)?.points;
         query(con, &["SAVE"])?;
         let rdb = wall(|| query(con, &["DEBUG", "RELOAD", "NOSAVE"]))?;
         query(con, &["CONFIG", "SET", "appendonly", "yes"])?;

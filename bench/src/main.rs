@@ -10,7 +10,6 @@ mod cache;
 mod cluster;
 mod common;
 mod limits;
-mod members;
 mod migration;
 mod report;
 mod scenario;
@@ -50,10 +49,9 @@ enum Command {
     /// RING.MOVES ... KEYS over millions of real keys: background against inline, and the
     /// latency another client sees meanwhile, on its own server.
     Whatif(whatif::Args),
-    /// What a change of masters costs on a real Redis Cluster: predicted from the live
-    /// cluster at --url (`--add ip:port` or `--del ip:port`), or, without --url, on a
-    /// throw-away cluster (--local N masters, --keys K) where the change is then made for
-    /// real and compared.
+    /// The operator tool's prediction of a change of masters checked on a throw-away
+    /// cluster (--local N masters, --keys K), where the change is then made for real and
+    /// compared. On a live cluster, predict with the tool: `ringslot predict --url ...`.
     Cluster(cluster::Args),
     /// Fits the rebalance duration model of `cluster` to the runs of local `cluster` runs
     /// (their `<name>-run.csv` files) and prints each run's error.
@@ -62,10 +60,6 @@ enum Command {
     /// requests that miss, predicted by ringslot and measured on loopback (--local), and the
     /// same keys' migration on a Redis Cluster.
     Cache(cache::Args),
-    /// What a change of nodes costs keys that are not in Redis: memcached's, from a file
-    /// (one key per line, or `lru_crawler metadump` lines) or a live memcached, weighed by
-    /// their sizes.
-    Members(members::Args),
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.
     Spread(spread::Args),
@@ -83,7 +77,6 @@ fn main() {
         Command::Cluster(a) => cluster::run(g, a),
         Command::ClusterFit(a) => cluster::model::run_fit(a),
         Command::Spread(a) => spread::run(g, a),
-        Command::Members(a) => members::run(g, a),
         Command::Cache(a) => cache::run(g, a),
     };
     if let Err(e) = done {

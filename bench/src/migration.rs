@@ -6,10 +6,11 @@ use crate::common::{self, Global, Target};
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use crate::scenario::{self, Scenario, Step};
 use crate::scratch::Scratch;
-use crate::server::{field, float, int, query};
+use crate::server::{int, query};
 use anyhow::{bail, Context, Result};
 use ringslot_engine::{Flavour, Scheme};
-use ringslot_harness::redis::{Connection, Value};
+use ringslot_harness::redis::Connection;
+use ringslot_tool::replies::Moves;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -273,16 +274,6 @@ pub struct Row {
     pub space: Option<f64>,
 }
 
-/// The moves of one scheme in a `RING.MOVES` reply.
-fn scheme_row(reply: &Value, name: &str) -> Result<(u64, u64, f64)> {
-    let m = field(reply, name)?;
-    Ok((
-        int(field(m, "moved")?)? as u64,
-        int(field(m, "between_old")?)? as u64,
-        float(field(m, "fraction")?)?,
-    ))
-}
-
 /// Runs `scenario` on the server behind `con`; returns one row per step and scheme (rings in
 /// `opts.rings` order, then `slot table` and `modulo`, from the first ring's replies). Changes
 /// no key it did not create (`scratch` makes and deletes the rest): with `reuse_keys` the keys
@@ -348,7 +339,7 @@ fn members_matching(con: &mut Connection, ring: &RingConf, members: &Members) ->
         con,
         &["RING.MOVES", &ring.key(), "ADD", probe, &kw, &pattern],
     )?;
-    Ok(int(field(&reply, "members")?)? as u64)
+    Ok(Moves::read(&reply)?.members)
 }
 
 fn measure(
@@ -371,20 +362,19 @@ fn measure(
             Step::Del { .. } => nodes - 1,
             Step::Weight { .. } => nodes,
         };
-        let row = |scheme: String, reply: &Value, moves: &str, space: Option<f64>| -> Result<Row> {
-            let members = int(field(reply, "members")?)? as u64;
-            let (moved, between_old, fraction) = scheme_row(reply, moves)?;
+        let row = |scheme: String, reply: &Moves, moves: &str, space: Option<f64>| -> Result<Row> {
+            let part = reply.scheme(moves)?;
             Ok(Row {
                 step: step_no,
                 change: step.describe(),
                 nodes_before,
                 nodes_after: nodes,
                 scheme,
-                members,
-                moved,
-                between_old,
-                fraction,
-                ideal: float(field(reply, "ideal")?)?,
+                members: reply.members,
+                moved: part.moved,
+                between_old: part.between_old,
+                fraction: part.fraction.unwrap_or(0.0),
+                ideal: reply.ideal,
                 space,
             })
         };
@@ -412,17 +402,14 @@ fn measure(
                 args.extend(opts.members.moves_args());
                 args.push("SCHEMES".into());
                 args.extend(opts.schemes.iter().map(|s| s.name().to_string()));
-                let reply = query(con, &args)?;
+                let reply = Moves::read(&query(con, &args)?)?;
                 let factor = query(con, &["CONFIG", "GET", "ringslot.balance-factor"])?;
                 let factor = crate::server::items(&factor)?
                     .get(1)
                     .and_then(crate::server::text)
                     .unwrap_or_else(|| "?".into());
                 for s in opts.schemes.iter().map(|s| s.name()) {
-                    let space = field(field(&reply, s)?, "space")
-                        .ok()
-                        .map(float)
-                        .transpose()?;
+                    let space = reply.scheme(s)?.space;
                     let label = match s {
                         "bounded" => format!("bounded {factor}% over {}", ring.label()),
                         other => other.to_string(),
@@ -433,12 +420,12 @@ fn measure(
             let mut args = vec!["RING.MOVES".to_string(), ring.key()];
             args.extend(change.iter().cloned());
             args.extend(opts.members.moves_args());
-            let reply = query(con, &args)?;
-            let space = float(field(field(&reply, "ring")?, "space")?)?;
-            rows.push(row(ring.label(), &reply, "ring", Some(space))?);
+            let reply = Moves::read(&query(con, &args)?)?;
+            let space = reply.scheme("ring")?.space;
+            rows.push(row(ring.label(), &reply, "ring", space)?);
             // The slot table and modulo do not depend on the ring's flavour or VNODES.
             if i == base {
-                let slots_moved = int(field(field(&reply, "slots")?, "slots_moved")?)?;
+                let slots_moved = reply.scheme("slots")?.slots_moved.unwrap_or(0);
                 let space = slots_moved as f64 / 16384.0;
                 extra.push(row("slot table".into(), &reply, "slots", Some(space))?);
                 extra.push(row("modulo".into(), &reply, "modulo", None)?);

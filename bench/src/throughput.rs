@@ -9,10 +9,11 @@
 use crate::common::{median, Global};
 use crate::report::{fixed, Table};
 use crate::server;
-use crate::server::{field, int, query, text};
+use crate::server::{int, query, text};
 use anyhow::{bail, Context, Result};
 use ringslot_harness::redis::{Connection, Value};
 use ringslot_harness::Server;
+use ringslot_tool::replies::RingInfo;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Instant;
@@ -251,10 +252,8 @@ fn prepare(con: &mut Connection, opts: &Options) -> Result<(f64, i64)> {
     }
     query(con, &["SET", "plain", "value"])?;
     query(con, &["RING.ADD", "one", "10.0.0.1:6379"])?;
-    let info = query(con, &["RING.INFO", "ring"])?;
-    let points = int(field(&info, "points")?)? as f64;
-    let vnodes = int(field(&info, "vnodes")?)?;
-    Ok((points, vnodes))
+    let info = RingInfo::read(&query(con, &["RING.INFO", "ring"])?)?;
+    Ok((info.points as f64, info.vnodes as i64))
 }
 
 impl Bench<'_> {
@@ -423,7 +422,7 @@ pub fn measure(
         Some(b) => Some(int(&query(&mut b.con, &["MEMORY", "USAGE", "ring"])?)? as f64),
         None => None,
     };
-    let memory_bytes = int(field(&query(con, &["RING.INFO", "ring"])?, "memory_bytes")?)?;
+    let memory_bytes = RingInfo::read(&query(con, &["RING.INFO", "ring"])?)?.memory_bytes;
     let table_bytes = 16384.0 * 4.0;
     let used_before = info_field(con, "memory", "used_memory")?;
     for r in 2..=opts.rings {

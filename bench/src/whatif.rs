@@ -6,10 +6,11 @@
 use crate::common::Global;
 use crate::report::{fixed, Table};
 use crate::server;
-use crate::server::{field, int, query, text};
+use crate::server::{query, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_harness::redis::{self, Connection, Value};
+use ringslot_tool::replies::Moves;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,12 +123,13 @@ fn info_field(con: &mut Connection, name: &str) -> Result<u64> {
 }
 
 /// The figures a what-if reply gives for the comparison: members and every scheme's moves.
-fn figures(reply: &Value) -> Result<Vec<i64>> {
-    let mut v = vec![int(field(reply, "members")?)?];
+fn figures(reply: &Value) -> Result<Vec<u64>> {
+    let m = Moves::read(reply)?;
+    let mut v = vec![m.members];
     for scheme in ["ring", "slots", "modulo"] {
-        let s = field(reply, scheme)?;
-        v.push(int(field(s, "moved")?)?);
-        v.push(int(field(s, "between_old")?)?);
+        let s = m.scheme(scheme)?;
+        v.push(s.moved);
+        v.push(s.between_old);
     }
     Ok(v)
 }
@@ -189,7 +191,7 @@ pub fn measure(con: &mut Connection, url: &str, opts: &Options) -> Result<String
         done.store(true, Ordering::Relaxed);
         let _ = watcher.join();
         bar.finish_and_clear();
-        let evaluated = int(field(&reply, "members")?)? as f64;
+        let evaluated = Moves::read(&reply)?.members as f64;
         if evaluated as u64 != keys {
             bail!("the background what-if evaluated {evaluated} keys of {keys}");
         }

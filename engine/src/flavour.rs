@@ -101,7 +101,7 @@ impl Flavour {
 
     /// Virtual nodes per unit of weight when `VNODES` is not given: 160 (native; and ketama's
     /// fixed 160 per equal share), 50 for groupcache (its tests' replica count).
-    pub fn default_vnodes(self) -> u32 {
+    pub const fn default_vnodes(self) -> u32 {
         match self {
             Flavour::Native | Flavour::NativeFnv | Flavour::Ketama => KETAMA_POINTS_PER_SERVER,
             Flavour::Groupcache => 50,

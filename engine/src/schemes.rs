@@ -144,13 +144,18 @@ pub struct SchemeParams {
     pub balance_factor: u32,
 }
 
+impl SchemeParams {
+    /// The defaults: Maglev's table of 65537 entries, 21 probes, bounded loads at 125%.
+    pub const DEFAULT: SchemeParams = SchemeParams {
+        maglev_size: 65537,
+        probes: 21,
+        balance_factor: 125,
+    };
+}
+
 impl Default for SchemeParams {
     fn default() -> Self {
-        SchemeParams {
-            maglev_size: 65537,
-            probes: 21,
-            balance_factor: 125,
-        }
+        SchemeParams::DEFAULT
     }
 }
 

@@ -7,7 +7,9 @@
 use ringslot_engine::schemes::{jump, key_hash};
 use ringslot_engine::Limits;
 use ringslot_engine::{Change, Flavour, Scheme, SchemeParams, Topology, WhatIf};
-use ringslot_harness::prelude::Rng;
+mod common;
+
+use common::Rng;
 
 fn ring_of(names: &[String], weights: &[u32]) -> Topology {
     let mut t = Topology::new(Flavour::Native, None, false).expect("ring");
@@ -189,13 +191,13 @@ fn frozen_owners(t: &Topology, params: &SchemeParams, member: &str) -> [String; 
 
 #[test]
 fn frozen_owners_stay() {
-    // tests/vectors/schemes.tsv was written by this build on 2026-12-01 (the test
+    // engine/tests/vectors/schemes.tsv was written by this build on 2026-12-01 (the test
     // `print_frozen_owners`, run with --ignored --nocapture): the owner of 40 members under
     // the schemes that have no published vectors for these inputs, and under jump and Maglev
     // too. A change here moves keys: it must be a new scheme, not an edit.
     let t = frozen_ring();
     let params = SchemeParams::default();
-    let rows = ringslot_harness::prelude::vectors("schemes.tsv");
+    let rows = common::vectors("schemes.tsv");
     assert_eq!(rows.len(), 40);
     for row in rows {
         let got = frozen_owners(&t, &params, &row[0]);

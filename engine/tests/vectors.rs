@@ -1,8 +1,10 @@
-//! Known answers from named sources (tests/vectors/, verbatim copies of the project's shared
+//! Known answers from named sources (engine/tests/vectors/, verbatim copies of the project's shared
 //! vectors): Redis Cluster key slots, libmemcached's weighted-ketama test ring, and the FNV-1a
 //! and CRC32 reference values.
 
-use ringslot_harness::prelude::*;
+mod common;
+
+use common::{from_hex, vectors};
 
 use ringslot_engine::flavour::{fmix64, fnv1a64, md5_le_u32, native_hash};
 use ringslot_engine::Limits;

@@ -5,6 +5,7 @@
 use crate::server::{Error, Server, ServerBuilder};
 pub use ringslot_engine::cluster::ClusterNode;
 use ringslot_engine::SLOT_COUNT;
+pub use ringslot_tool::reply::is_valkey_9;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -406,16 +407,6 @@ pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
 /// later, told by `INFO server`'s `server_name` and `valkey_version`.
 pub fn has_atomic_slot_migration(server: &Server) -> bool {
     is_valkey_9(&text_reply(server, &["INFO", "server"]).unwrap_or_default())
-}
-
-/// Whether an `INFO server` text is Valkey 9 or later's (`server_name:valkey`,
-/// `valkey_version`): a server with atomic slot migration.
-pub fn is_valkey_9(info: &str) -> bool {
-    use crate::reply::info_field;
-    info_field(info, "server_name").as_deref() == Some("valkey")
-        && info_field(info, "valkey_version")
-            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-            .is_some_and(|major| major >= 9)
 }
 
 impl Cluster {

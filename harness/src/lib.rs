@@ -2,23 +2,22 @@
 //!
 //! - [`server`]: a real `redis-server` (with the module, or plain and cluster-enabled) on a
 //!   free loopback port, in its own temporary directory, stopped when dropped;
-//! - [`reply`]: one decoder of RESP2/RESP3 replies (integers, doubles, strings, arrays, maps
-//!   that are flat arrays under RESP2), returning errors;
+//! - [`reply`]: one decoder of RESP2/RESP3 replies (the operator tool's, `ringslot_tool::reply`);
 //! - [`cluster`]: real Redis Clusters (`redis-cli --cluster`, `CLUSTER NODES`, convergence);
 //! - [`proxy`]: twemproxy (`nutcracker`) pools and `memcached` on free loopback ports;
 //! - [`dump`]: `DUMP` payloads of module values taken apart and made, for `RESTORE` tests;
-//! - [`client`]: sending commands with binary arguments and reading errors as their text;
+//! - [`client`]: sending commands with binary arguments and reading errors as their text (the
+//!   operator tool's, `ringslot_tool::client`);
 //! - [`prelude`]: the same for tests, panicking with the reply in the message, plus ring
 //!   snapshots, a seeded PRNG and the known-answer files.
 
-pub mod client;
 pub mod cluster;
 pub mod dump;
 pub mod prelude;
 pub mod proxy;
-pub mod reply;
 pub mod server;
 
 pub use redis;
+pub use ringslot_tool::{client, reply};
 pub use server::{Server, ServerBuilder};
 pub use tempfile;

@@ -4,9 +4,13 @@
 
 pub use crate::client::{call as call_any, cmd, error_text, words};
 pub use crate::server::{free_port, Server};
+pub use known_answers::{from_hex, Rng};
 use redis::{Connection, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+
+/// The engine's reader of known-answer files and its PRNG, shared with its own tests.
+#[path = "../../engine/tests/common/known_answers.rs"]
+mod known_answers;
 use std::time::{Duration, Instant};
 
 fn must<T>(r: crate::reply::Result<T>) -> T {
@@ -165,36 +169,6 @@ pub fn ringslot_info(con: &mut Connection, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("no {name} in INFO ringslot:\n{info}"))
 }
 
-/// A small deterministic PRNG (xorshift64*), so that failures replay.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed` (0 is replaced).
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// One element of `items`.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 /// How long a soak test runs: `short` rounds in `make test`, `long` when `RINGSLOT_SOAK` is
 /// set (`make soak`).
 pub fn soak(short: usize, long: usize) -> usize {
@@ -235,29 +209,15 @@ pub fn shared_server() -> std::sync::Arc<Server> {
     server
 }
 
-/// Bytes from a hex string (vectors files); panics on bad hex, which is a broken vectors file.
-pub fn from_hex(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
-/// The rows of a known-answer file under `tests/vectors/` (verbatim copies of the project's
-/// shared vectors, each naming its source in its comments), comment lines and header dropped,
-/// each row split on tabs.
+/// The rows of a known-answer file under `engine/tests/vectors/` (verbatim copies of the
+/// project's shared vectors, each naming its source in its comments), comment lines and
+/// header dropped, each row split on tabs.
 pub fn vectors(name: &str) -> Vec<Vec<String>> {
-    let path: PathBuf = crate::server::workspace_root()
-        .join("tests")
-        .join("vectors")
-        .join(name);
-    let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .skip(1)
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect()
+    known_answers::rows(
+        &crate::server::workspace_root()
+            .join("engine/tests/vectors")
+            .join(name),
+    )
 }
 
 /// Makes `replica` a replica of `master` (`REPLICAOF`) and waits (at most 20 s) until its link

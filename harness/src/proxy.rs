@@ -5,8 +5,7 @@
 //! proxy process, which is what its users do and what [`Proxy::start`] makes.
 
 use crate::server::{free_port, Error};
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+pub use ringslot_tool::memcached::text_command;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -245,7 +244,8 @@ impl Memcached {
 
     /// Sends one text-protocol line and returns the first line of the answer.
     pub fn command(&self, line: &str) -> Result<String, Error> {
-        let mut lines = text_command(&self.address(), line, |l| !l.is_empty())?;
+        let mut lines = text_command(&self.address(), line, |l| !l.is_empty())
+            .map_err(|e| Error(format!("{e:#}")))?;
         Ok(lines.pop().unwrap_or_default())
     }
 }
@@ -297,38 +297,6 @@ fn running_as_root() -> bool {
 /// takes the first of equal points, so the server earlier in this order owns them.
 pub fn twemproxy_order(names: &mut [String]) {
     names.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
-}
-
-/// Sends `line` over memcached's text protocol to `address` and reads answer lines until
-/// `last` says a line ends the answer (that line included). Error: a connection that fails
-/// or closes first.
-pub fn text_command(
-    address: &str,
-    line: &str,
-    last: impl Fn(&str) -> bool,
-) -> Result<Vec<String>, Error> {
-    let io = |e: std::io::Error| Error(format!("memcached {address}: {e}"));
-    let mut stream = TcpStream::connect(address).map_err(io)?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .map_err(io)?;
-    stream
-        .write_all(format!("{line}\r\n").as_bytes())
-        .map_err(io)?;
-    let mut reader = BufReader::new(stream);
-    let mut out = Vec::new();
-    loop {
-        let mut l = String::new();
-        if reader.read_line(&mut l).map_err(io)? == 0 {
-            return Err(Error(format!("memcached {address} closed the connection")));
-        }
-        let l = l.trim_end_matches(['\r', '\n']).to_string();
-        let done = last(&l);
-        out.push(l);
-        if done {
-            return Ok(out);
-        }
-    }
 }
 
 impl Drop for Memcached {

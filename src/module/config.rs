@@ -29,26 +29,51 @@ pub fn get(value: &AtomicI64) -> u64 {
     u64::try_from(value.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
+/// Each setting's default, written once: the statics below start at it and [`SETTINGS`]
+/// reports it (`CONFIG GET`, the docs' table, checked by a test).
+pub mod defaults {
+    use crate::engine::{Flavour, SchemeParams};
+
+    /// `ringslot.default-vnodes`: the native flavour's 160.
+    pub const DEFAULT_VNODES: i64 = Flavour::Native.default_vnodes() as i64;
+    /// `ringslot.max-points`.
+    pub const MAX_POINTS: i64 = 1_000_000;
+    /// `ringslot.max-nodes`.
+    pub const MAX_NODES: i64 = 10_000;
+    /// `ringslot.max-sample`.
+    pub const MAX_SAMPLE: i64 = 1_000_000_000;
+    /// `ringslot.inline-limit`.
+    pub const INLINE_LIMIT: i64 = 100_000;
+    /// `ringslot.max-background`.
+    pub const MAX_BACKGROUND: i64 = 2;
+    /// `ringslot.maglev-size`, `ringslot.probes`, `ringslot.balance-factor`: the engine's.
+    pub const MAGLEV_SIZE: i64 = SchemeParams::DEFAULT.maglev_size as i64;
+    /// See [`MAGLEV_SIZE`].
+    pub const PROBES: i64 = SchemeParams::DEFAULT.probes as i64;
+    /// See [`MAGLEV_SIZE`].
+    pub const BALANCE_FACTOR: i64 = SchemeParams::DEFAULT.balance_factor as i64;
+}
+
 /// `ringslot.default-vnodes`: VNODES of the rings `RING.ADD` creates.
-pub static DEFAULT_VNODES: AtomicI64 = AtomicI64::new(160);
+pub static DEFAULT_VNODES: AtomicI64 = AtomicI64::new(defaults::DEFAULT_VNODES);
 /// `ringslot.max-points`: the most points a command may give one ring.
-pub static MAX_POINTS: AtomicI64 = AtomicI64::new(1_000_000);
+pub static MAX_POINTS: AtomicI64 = AtomicI64::new(defaults::MAX_POINTS);
 /// `ringslot.max-nodes`: the most nodes a command may give one ring.
-pub static MAX_NODES: AtomicI64 = AtomicI64::new(10_000);
+pub static MAX_NODES: AtomicI64 = AtomicI64::new(defaults::MAX_NODES);
 /// `ringslot.max-sample`: the most members one `RING.MOVES` evaluates.
-pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(1_000_000_000);
+pub static MAX_SAMPLE: AtomicI64 = AtomicI64::new(defaults::MAX_SAMPLE);
 /// `ringslot.inline-limit`: the most work, in the units of [`crate::engine::cost`] (about 0.3
 /// µs each), a `RING.MOVES`, `RING.OWNERS` or `RING.BALANCE` does on Redis' main thread; past
 /// it, it runs in the background.
-pub static INLINE_LIMIT: AtomicI64 = AtomicI64::new(100_000);
+pub static INLINE_LIMIT: AtomicI64 = AtomicI64::new(defaults::INLINE_LIMIT);
 /// `ringslot.max-background`: the most `RING.MOVES` running in the background at once.
-pub static MAX_BACKGROUND: AtomicI64 = AtomicI64::new(2);
+pub static MAX_BACKGROUND: AtomicI64 = AtomicI64::new(defaults::MAX_BACKGROUND);
 /// `ringslot.maglev-size`: entries of a Maglev table; must be a prime (checked where used).
-pub static MAGLEV_SIZE: AtomicI64 = AtomicI64::new(65537);
+pub static MAGLEV_SIZE: AtomicI64 = AtomicI64::new(defaults::MAGLEV_SIZE);
 /// `ringslot.probes`: multi-probe consistent hashing's probes per member.
-pub static PROBES: AtomicI64 = AtomicI64::new(21);
+pub static PROBES: AtomicI64 = AtomicI64::new(defaults::PROBES);
 /// `ringslot.balance-factor`: bounded loads' capacity, in percent of the mean load.
-pub static BALANCE_FACTOR: AtomicI64 = AtomicI64::new(125);
+pub static BALANCE_FACTOR: AtomicI64 = AtomicI64::new(defaults::BALANCE_FACTOR);
 
 /// `ringslot.debug-pause-background`: for tests, as Redis' `key-load-delay`: while 1, every
 /// background worker waits before each slice of members (see [`super::background`]).
@@ -60,63 +85,63 @@ pub static SETTINGS: [Setting; 10] = [
     Setting {
         name: "default-vnodes",
         value: &DEFAULT_VNODES,
-        default: 160,
+        default: defaults::DEFAULT_VNODES,
         min: 1,
         max: MAX_VNODES as i64,
     },
     Setting {
         name: "max-points",
         value: &MAX_POINTS,
-        default: 1_000_000,
+        default: defaults::MAX_POINTS,
         min: 1,
         max: MAX_POINTS_CEILING as i64,
     },
     Setting {
         name: "max-nodes",
         value: &MAX_NODES,
-        default: 10_000,
+        default: defaults::MAX_NODES,
         min: 1,
         max: MAX_POINTS_CEILING as i64,
     },
     Setting {
         name: "max-sample",
         value: &MAX_SAMPLE,
-        default: 1_000_000_000,
+        default: defaults::MAX_SAMPLE,
         min: 1,
         max: 1_000_000_000_000,
     },
     Setting {
         name: "inline-limit",
         value: &INLINE_LIMIT,
-        default: 100_000,
+        default: defaults::INLINE_LIMIT,
         min: 1,
         max: 1_000_000_000,
     },
     Setting {
         name: "max-background",
         value: &MAX_BACKGROUND,
-        default: 2,
+        default: defaults::MAX_BACKGROUND,
         min: 1,
         max: 64,
     },
     Setting {
         name: "maglev-size",
         value: &MAGLEV_SIZE,
-        default: 65537,
+        default: defaults::MAGLEV_SIZE,
         min: 7,
         max: 1_000_003,
     },
     Setting {
         name: "probes",
         value: &PROBES,
-        default: 21,
+        default: defaults::PROBES,
         min: 1,
         max: 1000,
     },
     Setting {
         name: "balance-factor",
         value: &BALANCE_FACTOR,
-        default: 125,
+        default: defaults::BALANCE_FACTOR,
         min: 100,
         max: 1000,
     },
@@ -140,9 +165,11 @@ pub fn limits() -> Limits {
 /// The schemes' parameters as configured.
 pub fn scheme_params() -> crate::engine::SchemeParams {
     crate::engine::SchemeParams {
-        maglev_size: u32::try_from(get(&MAGLEV_SIZE)).unwrap_or(65537),
-        probes: u32::try_from(get(&PROBES)).unwrap_or(21),
-        balance_factor: u32::try_from(get(&BALANCE_FACTOR)).unwrap_or(125),
+        maglev_size: u32::try_from(get(&MAGLEV_SIZE))
+            .unwrap_or(crate::engine::SchemeParams::DEFAULT.maglev_size),
+        probes: u32::try_from(get(&PROBES)).unwrap_or(crate::engine::SchemeParams::DEFAULT.probes),
+        balance_factor: u32::try_from(get(&BALANCE_FACTOR))
+            .unwrap_or(crate::engine::SchemeParams::DEFAULT.balance_factor),
     }
 }
 

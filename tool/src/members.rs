@@ -1,17 +1,19 @@
-//! `members`: what a change of nodes costs keys that are not in Redis: memcached's keys, read
-//! from a file (one key per line, or `lru_crawler metadump` lines) or dumped from a live
-//! memcached, each weighing its item size in bytes. Evaluated in-process by the engine
+//! `ringslot members`: what a change of nodes costs keys that are not in Redis: memcached's
+//! keys, read from a file (one key per line, or `lru_crawler metadump` lines) or dumped from a
+//! live memcached, each weighing its item size in bytes. Evaluated in-process by the engine
 //! (`Topology::what_if_weighed`, the code `RING.MOVES ... WEIGH BYTES` runs), on nodes named
 //! as the client names them (`host:port` for ketama clients and twemproxy).
 
-use crate::common::{self, Global};
-use crate::report::{self, fixed, Table};
+use crate::args::{flavour, other_schemes, schemes_of};
+use crate::memcached::text_command;
+use crate::output::{fixed, Table};
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams, Topology};
-use ringslot_harness::proxy::text_command;
+use serde::Serialize;
 use std::path::PathBuf;
 
+/// `ringslot members`'s options.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
     /// Members from this file: one key per line, or memcached `lru_crawler metadump` lines
@@ -36,7 +38,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', conflicts_with = "add")]
     pub del: Vec<String>,
     /// The ring flavour (ketama: libmemcached's and twemproxy's ring).
-    #[arg(long, default_value = "ketama", value_parser = common::flavour)]
+    #[arg(long, default_value = "ketama", value_parser = flavour)]
     pub flavour: Flavour,
     /// Points per unit of weight (not for ketama, which fixes them).
     #[arg(long)]
@@ -45,11 +47,8 @@ pub struct Args {
     #[arg(long)]
     pub hashtag: bool,
     /// Schemes beyond the ring, the slot table and modulo: a name, `all` or `none`.
-    #[arg(long, value_delimiter = ',', value_parser = common::other_schemes, default_value = "none")]
+    #[arg(long, value_delimiter = ',', value_parser = other_schemes, default_value = "none")]
     pub schemes: Vec<Vec<Scheme>>,
-    /// Base name of the output files.
-    #[arg(long, default_value = "members")]
-    pub name: String,
 }
 
 /// One member of a dump: its key (decoded) and its item size (0 when the line gave none).
@@ -128,8 +127,43 @@ fn node(spec: &str) -> Result<(String, i64)> {
     }
 }
 
-/// Reads the members, evaluates the change, prints and writes the report.
-pub fn run(g: &Global, a: &Args) -> Result<()> {
+/// One scheme's row of [`Evaluation`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemeRow {
+    /// The scheme (`ring`, `slots`, `modulo`, ...).
+    pub scheme: String,
+    /// Members whose owner changes, and their bytes (item sizes).
+    pub moved: u64,
+    pub moved_bytes: u64,
+    /// The most loaded node's share over the mean after the change, by members and by bytes.
+    pub keys_peak_to_mean_after: f64,
+    pub bytes_peak_to_mean_after: f64,
+    /// The share of the hash space that changes owner (rings), if exact.
+    pub space: Option<f64>,
+}
+
+/// What a change of nodes costs the members. Its JSON form (`ringslot members --json`) has
+/// these fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    /// Members read, and their bytes (item sizes summed).
+    pub members: u64,
+    pub bytes: u64,
+    /// The share of weight that changes hands under a perfect scheme (0 to 1).
+    pub ideal: f64,
+    /// Per scheme, what moves.
+    pub schemes: Vec<SchemeRow>,
+    /// The report people read (Markdown).
+    #[serde(skip)]
+    pub markdown: String,
+    /// The table of the report (`members.csv` under `--out`).
+    #[serde(skip)]
+    pub table: Table,
+}
+
+/// Reads the members, evaluates the change. Errors: no source, an unreadable file or
+/// memcached, a bad node or weight, no change named.
+pub fn evaluate(a: &Args) -> Result<Evaluation> {
     let items = match (&a.file, &a.memcached) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
@@ -161,7 +195,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         _ => bail!("say what changes: --add node[,node...] or --del node[,node...]"),
     };
     let mut schemes = Scheme::DEFAULT.to_vec();
-    schemes.extend(common::schemes_of(&a.schemes));
+    schemes.extend(schemes_of(&a.schemes));
     let w = topo.what_if_weighed(
         &change,
         items.iter().map(|i| {
@@ -198,8 +232,17 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
             fixed(part as f64 / of as f64, 4)
         }
     };
+    let mut rows = Vec::new();
     for r in &w.schemes {
         let peaks = r.loads.as_ref().map_or([0.0; 3], |l| l.peak_to_mean);
+        rows.push(SchemeRow {
+            scheme: r.scheme.name().to_string(),
+            moved: r.moves.moved,
+            moved_bytes: r.moves.moved_bytes,
+            keys_peak_to_mean_after: peaks[0],
+            bytes_peak_to_mean_after: peaks[1],
+            space: r.space,
+        });
         t.push(vec![
             r.scheme.name().to_string(),
             r.moves.moved.to_string(),
@@ -229,8 +272,14 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         fixed(w.ideal, 4),
         t.markdown()
     );
-    report::write(&g.out, &format!("{}.csv", a.name), &t.csv())?;
-    g.publish(&a.name, &md)
+    Ok(Evaluation {
+        members: w.members,
+        bytes: w.bytes,
+        ideal: w.ideal,
+        schemes: rows,
+        markdown: md,
+        table: t,
+    })
 }
 
 #[cfg(test)]

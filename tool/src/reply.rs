@@ -117,6 +117,15 @@ pub fn info_field(info: &str, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether an `INFO server` text is Valkey 9 or later's (`server_name:valkey`,
+/// `valkey_version`): a server with atomic slot migration.
+pub fn is_valkey_9(info: &str) -> bool {
+    info_field(info, "server_name").as_deref() == Some("valkey")
+        && info_field(info, "valkey_version")
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+            .is_some_and(|major| major >= 9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

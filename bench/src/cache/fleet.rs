@@ -9,8 +9,8 @@ use ringslot_engine::{Flavour, Ring};
 use ringslot_harness::client::scan_keys;
 use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, PoolServer};
 use ringslot_harness::redis::{self, Connection};
-use ringslot_harness::reply::{field, int};
 use ringslot_harness::{Server, ServerBuilder};
+use ringslot_tool::replies::Moves;
 
 /// The ring key ringslot-bench makes on each backend for its what-if (deleted after, with a
 /// TTL meanwhile).
@@ -272,18 +272,16 @@ pub fn ask_backends(fleet: &Fleet, change: &Change, scheme: &str) -> Result<Weig
                 .context("RING.MOVES ... WEIGH BYTES HITS")
         })();
         redis::cmd("DEL").arg(RING_KEY).query::<()>(&mut con)?;
-        let answer = answer?;
-        let get = |v: &redis::Value, name: &str| -> Result<u64> {
-            let f = field(v, name).map_err(|e| anyhow!("{name}: {e}"))?;
-            Ok(int(f).map_err(|e| anyhow!("{name}: {e}"))? as u64)
-        };
-        let part = field(&answer, scheme).map_err(|e| anyhow!("{scheme}: {e}"))?;
-        sum.members += get(&answer, "members")?;
-        sum.bytes += get(&answer, "bytes")?;
-        sum.hits += get(&answer, "hits")?;
-        sum.moved += get(part, "moved")?;
-        sum.moved_bytes += get(part, "moved_bytes")?;
-        sum.moved_hits += get(part, "moved_hits")?;
+        let answer = Moves::read(&answer?).map_err(|e| anyhow!("RING.MOVES: {e}"))?;
+        let part = answer
+            .scheme(scheme)
+            .map_err(|e| anyhow!("RING.MOVES: {e}"))?;
+        sum.members += answer.members;
+        sum.bytes += answer.bytes.unwrap_or(0);
+        sum.hits += answer.hits.unwrap_or(0);
+        sum.moved += part.moved;
+        sum.moved_bytes += part.moved_bytes.unwrap_or(0);
+        sum.moved_hits += part.moved_hits.unwrap_or(0);
     }
     Ok(sum)
 }

@@ -6,7 +6,6 @@
 //! mirrored, as `RING.MIRROR` does) before the change.
 
 use super::workload::{key, Shape};
-use crate::cluster::live::{read_topology, LiveCluster, Prober};
 use anyhow::{anyhow, Context, Result};
 use ringslot_engine::cluster::{mirror, parse_cluster_nodes, MirrorOptions};
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams};
@@ -14,6 +13,7 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
+use ringslot_tool::predict::live::{connect, read_topology, LiveCluster, Prober};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -42,7 +42,7 @@ pub struct SlotCost {
 fn scan(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, (String, u64)>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
-        let mut con = crate::cluster::live::connect(&m.info)?;
+        let mut con = connect(&m.info)?;
         scan_keys(&mut con, "*", |con: &mut redis::Connection, batch| {
             let mut pipe = redis::pipe();
             for k in &batch {
@@ -84,7 +84,7 @@ pub fn slot_cost(
     }
     let filler = vec![b'v'; shape.value_max.max(1)];
     for (m, list) in topo.masters.iter().zip(&per_master) {
-        let mut con = crate::cluster::live::connect(&m.info)?;
+        let mut con = connect(&m.info)?;
         for part in list.chunks(2000) {
             let mut pipe = redis::pipe();
             for &r in part {

@@ -8,10 +8,7 @@
 //! small, with the `DUMP` bytes of each key that moved, and the bytes the receiving masters
 //! read from the network meanwhile.
 
-use super::live::{connect, read_topology, s, slot_counts, LiveCluster};
-use super::method::{ranges, Method};
-use super::predict::{predict, MoveCost};
-use super::{MasterChange, Options, Outcome, CHILDREN};
+use super::CHILDREN;
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::key_slot;
@@ -19,6 +16,11 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{redis_cli_ok, Cluster};
 use ringslot_harness::redis::{self, IntoConnectionInfo};
 use ringslot_harness::{Server, ServerBuilder};
+use ringslot_tool::predict::live::{connect, read_topology, s, slot_counts, LiveCluster};
+use ringslot_tool::predict::method::{ranges, Method};
+use ringslot_tool::predict::plan::MoveCost;
+use ringslot_tool::predict::real::{Real, RealMemory};
+use ringslot_tool::predict::{predict, MasterChange, Options, Outcome};
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -45,58 +47,17 @@ pub(super) struct Local {
     pub(super) base_port: u16,
     /// Predict with the module and read-only.
     pub(super) both_modes: bool,
-}
-
-/// What really happened, in a local run.
-#[derive(Debug, Clone)]
-pub(super) struct Real {
-    /// Keys in slots whose owner changed, and those between masters there before and after.
-    pub(super) moved: u64,
-    pub(super) between: u64,
-    /// Key by key (`SCAN` before and after, small keyspaces): keys whose master changed, and
-    /// the sum of their `DUMP` lengths on their new master.
-    pub(super) scan_moved: Option<u64>,
-    pub(super) scan_bytes: Option<u64>,
-    /// Bytes the masters that gained slots read from clients meanwhile
-    /// (`total_net_input_bytes`: the `RESTORE-ASKING` commands `MIGRATE` sends, with their
-    /// protocol, and redis-cli's own commands).
-    pub(super) net_in: u64,
-    pub(super) owner_after: Vec<Option<String>>,
-    /// Keys per master after.
-    pub(super) keys_after: HashMap<String, u64>,
-    /// Seconds of the `redis-cli --cluster rebalance` run, and of the whole change.
-    pub(super) rebalance_seconds: f64,
-    pub(super) seconds: f64,
-    pub(super) moves_printed: Vec<String>,
-    /// How the slots moved.
-    pub(super) method: Method,
-    /// Each master's memory around the moves.
-    pub(super) memory: Vec<RealMemory>,
-    /// Atomic: the jobs' `cow_size` summed (bytes the forks copied on write).
-    pub(super) cow_bytes: u64,
-}
-
-/// One master's `used_memory` around the real moves, in bytes.
-#[derive(Debug, Clone, Default)]
-pub(super) struct RealMemory {
-    pub(super) address: String,
-    /// Just before the moves.
-    pub(super) before: f64,
-    /// The highest of the samples taken every 100 ms while the slots moved (a peak between
-    /// two samples is missed: a lower bound of the peak).
-    pub(super) sampled_peak: f64,
-    /// `used_memory_peak` after the moves: the server's own peak over its whole life, loading
-    /// included (these servers are fresh: an upper bound of the moves' peak).
-    pub(super) server_peak: f64,
-    /// When the change is done.
-    pub(super) after: f64,
+    /// `SCAN` every master before and after when the keys are at most this.
+    pub(super) scan_limit: u64,
+    /// redis-cli's `--cluster-pipeline` for the real rebalance.
+    pub(super) pipeline: u32,
 }
 
 /// `used_memory` and `used_memory_peak` of a server, from `INFO memory`.
 fn memory_of(con: &mut redis::Connection) -> Result<(f64, f64)> {
     let info: String = redis::cmd("INFO").arg("memory").query(con)?;
     let field = |name: &str| {
-        ringslot_harness::reply::info_field(&info, name)
+        ringslot_tool::reply::info_field(&info, name)
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
@@ -426,13 +387,13 @@ pub(super) fn local(
     } else {
         None
     };
-    let before_scan = if plan.keys + plan.hot_keys <= opts.scan_limit {
+    let before_scan = if plan.keys + plan.hot_keys <= plan.scan_limit {
         Some(scan_all(&before_topo)?)
     } else {
         None
     };
     eprintln!("cluster: performing the change for real ...");
-    let mut extra = s(&["--cluster-pipeline", &opts.pipeline.to_string()]);
+    let mut extra = s(&["--cluster-pipeline", &plan.pipeline.to_string()]);
     if plan.pending {
         extra.extend(s(&["--cluster-threshold", &plan.threshold.to_string()]));
     }

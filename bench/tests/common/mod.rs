@@ -1,6 +1,8 @@
 //! What the program's tests share: running `ringslot-bench` with the module `make test`
 //! builds (`ringslot_harness::server::test_module`).
 
+#![allow(dead_code)]
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};

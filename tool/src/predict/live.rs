@@ -3,40 +3,44 @@
 //! be stable; which masters have the module; the key count of every slot; and the longest
 //! any of the run's commands held each master.
 
+use crate::client::error_text;
+use crate::reply::{array as items, field};
 use anyhow::{anyhow, bail, Context, Result};
+use redis::{Connection, ConnectionAddr, ConnectionInfo, Value};
 use ringslot_engine::cluster::{parse_cluster_nodes, ClusterNode};
 use ringslot_engine::{key_slot, SLOT_COUNT};
-use ringslot_harness::client::error_text;
-use ringslot_harness::redis::{self, Connection, ConnectionAddr, ConnectionInfo, Value};
-use ringslot_harness::reply::{array as items, field};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Set by Ctrl-C: the reads stop at their next batch, and the run cleans up.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
 /// One master of the cluster.
 #[derive(Debug, Clone)]
-pub(crate) struct Master {
-    pub(crate) address: String,
-    pub(super) slots: Vec<u16>,
-    pub(crate) info: ConnectionInfo,
+pub struct Master {
+    pub address: String,
+    pub slots: Vec<u16>,
+    pub info: ConnectionInfo,
 }
 
 /// The checked topology: its masters in the order of their first slot, and the owner of
 /// every slot.
 #[derive(Debug, Clone)]
-pub(crate) struct LiveCluster {
-    pub(crate) masters: Vec<Master>,
-    pub(crate) owner: Vec<Option<usize>>,
+pub struct LiveCluster {
+    pub masters: Vec<Master>,
+    pub owner: Vec<Option<usize>>,
     /// The seed, when it is a master.
-    pub(super) seed: Option<usize>,
+    pub seed: Option<usize>,
     /// The seed's `CLUSTER NODES` (its own line marked `myself`): what `redis-cli --cluster`
     /// loads when run against it.
-    pub(super) nodes: Vec<ClusterNode>,
+    pub nodes: Vec<ClusterNode>,
 }
 
 impl LiveCluster {
     /// The masters without the module loaded.
-    pub(super) fn without_module(&self) -> Result<Vec<String>> {
+    pub fn without_module(&self) -> Result<Vec<String>> {
         let mut missing = Vec::new();
         for m in &self.masters {
             if !has_module(m)? {
@@ -50,11 +54,11 @@ impl LiveCluster {
 /// The longest any command of the run held each master, as the client timed it (a round trip:
 /// an upper bound of the server's time), and the keys read from each.
 #[derive(Debug, Default)]
-pub(super) struct Holds(Mutex<BTreeMap<String, (Duration, u64)>>);
+pub struct Holds(Mutex<BTreeMap<String, (Duration, u64)>>);
 
 impl Holds {
     /// Runs `f` (one command or pipeline to `at`) and notes how long it took.
-    pub(super) fn time<T>(&self, at: &str, f: impl FnOnce() -> T) -> T {
+    pub fn time<T>(&self, at: &str, f: impl FnOnce() -> T) -> T {
         let started = Instant::now();
         let out = f();
         let took = started.elapsed();
@@ -66,14 +70,14 @@ impl Holds {
     }
 
     /// Notes `keys` keys read from `at`.
-    pub(super) fn read(&self, at: &str, keys: u64) {
+    pub fn read(&self, at: &str, keys: u64) {
         if let Ok(mut map) = self.0.lock() {
             map.entry(at.to_string()).or_default().1 += keys;
         }
     }
 
     /// Per master: the longest hold in seconds, and the keys read.
-    pub(super) fn list(&self) -> Vec<(String, f64, u64)> {
+    pub fn list(&self) -> Vec<(String, f64, u64)> {
         self.0.lock().map_or_else(
             |_| Vec::new(),
             |map| {
@@ -88,14 +92,14 @@ impl Holds {
 /// What another client sees of each master while the run works: a `PING` every 10 ms on a
 /// connection of its own, and the longest it waited for the answer (the server busy with the
 /// run's commands, or with anything else).
-pub(crate) struct Prober {
+pub struct Prober {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handles: Vec<std::thread::JoinHandle<(String, Duration)>>,
 }
 
 impl Prober {
     /// Starts probing `masters`.
-    pub(crate) fn start(masters: &[Master]) -> Prober {
+    pub fn start(masters: &[Master]) -> Prober {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handles = masters
             .iter()
@@ -122,7 +126,7 @@ impl Prober {
     }
 
     /// Stops probing; per master, the longest wait in seconds.
-    pub(crate) fn finish(self) -> BTreeMap<String, f64> {
+    pub fn finish(self) -> BTreeMap<String, f64> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handles
             .into_iter()
@@ -134,14 +138,14 @@ impl Prober {
 
 /// Keeps a reader at most `rate` keys a second (0: no limit), from its first key.
 #[derive(Debug)]
-pub(super) struct Limiter {
+pub struct Limiter {
     rate: u64,
     started: Instant,
     taken: u64,
 }
 
 impl Limiter {
-    pub(super) fn new(rate: u64) -> Limiter {
+    pub fn new(rate: u64) -> Limiter {
         Limiter {
             rate,
             started: Instant::now(),
@@ -150,7 +154,7 @@ impl Limiter {
     }
 
     /// Counts `keys` more keys and sleeps until the rate allows them.
-    pub(super) fn take(&mut self, keys: u64) {
+    pub fn take(&mut self, keys: u64) {
         self.taken += keys;
         if self.rate == 0 {
             return;
@@ -165,7 +169,7 @@ impl Limiter {
 
 /// `info` with its address replaced by `address` (`ip:port`): the seed's credentials and
 /// database on another node.
-pub(super) fn info_at(info: &ConnectionInfo, address: &str) -> Result<ConnectionInfo> {
+pub fn info_at(info: &ConnectionInfo, address: &str) -> Result<ConnectionInfo> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| anyhow!("not an ip:port address: {address}"))?;
@@ -188,7 +192,7 @@ pub(super) fn info_at(info: &ConnectionInfo, address: &str) -> Result<Connection
 }
 
 /// A plain connection (no cluster redirection) to one node.
-pub(crate) fn connect(info: &ConnectionInfo) -> Result<Connection> {
+pub fn connect(info: &ConnectionInfo) -> Result<Connection> {
     let client = redis::Client::open(info.clone())
         .map_err(|e| anyhow!("bad address {:?}: {e}", info.addr))?;
     client
@@ -197,36 +201,34 @@ pub(crate) fn connect(info: &ConnectionInfo) -> Result<Connection> {
 }
 
 /// Runs a command; an error names the node and the command and quotes the reply.
-pub(super) fn run(con: &mut Connection, at: &str, args: &[String]) -> Result<Value> {
+pub fn run(con: &mut Connection, at: &str, args: &[String]) -> Result<Value> {
     let parts: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    ringslot_harness::client::cmd(&parts)
-        .query::<Value>(con)
-        .map_err(|e| {
-            let line: Vec<&str> = args.iter().map(String::as_str).take(8).collect();
-            anyhow!("{at}: `{}` failed: {}", line.join(" "), error_text(&e))
-        })
+    crate::client::cmd(&parts).query::<Value>(con).map_err(|e| {
+        let line: Vec<&str> = args.iter().map(String::as_str).take(8).collect();
+        anyhow!("{at}: `{}` failed: {}", line.join(" "), error_text(&e))
+    })
 }
 
-pub(super) fn s(args: &[&str]) -> Vec<String> {
+pub fn s(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
 }
 
 /// `CLUSTER NODES` of the node at `info`, parsed.
-pub(super) fn nodes_of(info: &ConnectionInfo) -> Result<Vec<ClusterNode>> {
+pub fn nodes_of(info: &ConnectionInfo) -> Result<Vec<ClusterNode>> {
     let mut con = connect(info)?;
     let at = format!("{:?}", info.addr);
-    let text = ringslot_harness::reply::text(&run(&mut con, &at, &s(&["CLUSTER", "NODES"]))?)
+    let text = crate::reply::text(&run(&mut con, &at, &s(&["CLUSTER", "NODES"]))?)
         .map_err(|e| anyhow!("{at}: CLUSTER NODES: {e}"))?;
     parse_cluster_nodes(&text).map_err(|e| anyhow!("{at}: {e}"))
 }
 
 /// Every slot `node` serves, ascending.
-pub(super) fn slots_of(node: &ClusterNode) -> Vec<u16> {
+pub fn slots_of(node: &ClusterNode) -> Vec<u16> {
     node.slots.iter().flat_map(|&(a, b)| a..=b).collect()
 }
 
 /// The first slot `node` is migrating or importing, if any.
-pub(super) fn first_open(node: &ClusterNode) -> Option<u16> {
+pub fn first_open(node: &ClusterNode) -> Option<u16> {
     node.migrating
         .iter()
         .chain(&node.importing)
@@ -237,7 +239,7 @@ pub(super) fn first_open(node: &ClusterNode) -> Option<u16> {
 /// Reads and checks the topology from the seed (see the module docs): refused while a node is
 /// failing or in handshake, a slot is migrating or importing, or the nodes disagree on the
 /// masters and the slot table.
-pub(crate) fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
+pub fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
     let nodes = nodes_of(seed)?;
     if let Some(why) = refusal(&nodes, &[]) {
         bail!("{why}");
@@ -307,10 +309,7 @@ fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
 /// handshake or without an address; a slot migrating or importing (a node lists its own open
 /// slots only, on its `myself` line); a node whose masters or slot table differ from the
 /// seed's. `None` when it may run.
-pub(super) fn refusal(
-    seed_view: &[ClusterNode],
-    views: &[(String, Vec<ClusterNode>)],
-) -> Option<String> {
+pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) -> Option<String> {
     let open = |slot: u16, at: &str| {
         format!(
             "slot {slot} of {at} is migrating or importing: run when the migration ends \
@@ -352,7 +351,7 @@ pub(super) fn refusal(
 /// not own yet). `None` when none runs, or on a server without the command (Redis: an error
 /// reply, taken as "no atomic migration"). Redis 8.4's own `CLUSTER MIGRATION STATUS` is not
 /// asked: no 8.4 server was at hand to test its reply against.
-pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
+pub fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
     let mut con = connect(&m.info)?;
     let jobs = match run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) {
         Ok(jobs) => jobs,
@@ -371,7 +370,7 @@ pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
         let text = |name: &str| {
             field(job, name)
                 .ok()
-                .and_then(|v| ringslot_harness::reply::text(v).ok())
+                .and_then(|v| crate::reply::text(v).ok())
                 .unwrap_or_default()
         };
         let state = text("state");
@@ -390,46 +389,46 @@ pub(super) fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
 
 /// What a node says of itself in `INFO server` and `INFO memory`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct NodeFacts {
+pub struct NodeFacts {
     /// Valkey 9 or later (`server_name:valkey`, `valkey_version`): it has atomic slot
     /// migration (`CLUSTER MIGRATESLOTS`).
-    pub(super) atomic: bool,
+    pub atomic: bool,
     /// `used_memory`, bytes.
-    pub(super) used_memory: f64,
+    pub used_memory: f64,
 }
 
 /// [`NodeFacts`] of the node at `info` (`address` names it in errors). Error: the node cannot
 /// be reached, or refuses `INFO` (an ACL user without `+info`).
-pub(super) fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFacts> {
+pub fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFacts> {
     let mut con = connect(info)?;
     let text = |section: &str, con: &mut Connection| -> Result<String> {
         let v = run(con, address, &s(&["INFO", section]))?;
-        ringslot_harness::reply::text(&v).map_err(|e| anyhow!("{address}: INFO {section}: {e}"))
+        crate::reply::text(&v).map_err(|e| anyhow!("{address}: INFO {section}: {e}"))
     };
     let server = text("server", &mut con)?;
     let memory = text("memory", &mut con)?;
     Ok(NodeFacts {
-        atomic: ringslot_harness::cluster::is_valkey_9(&server),
-        used_memory: ringslot_harness::reply::info_field(&memory, "used_memory")
+        atomic: crate::reply::is_valkey_9(&server),
+        used_memory: crate::reply::info_field(&memory, "used_memory")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0),
     })
 }
 
 /// Whether `MODULE LIST` of the master names ringslot.
-pub(super) fn has_module(m: &Master) -> Result<bool> {
+pub fn has_module(m: &Master) -> Result<bool> {
     let mut con = connect(&m.info)?;
     let list = run(&mut con, &m.address, &s(&["MODULE", "LIST"]))?;
     Ok(items(&list)?.iter().any(|module| {
         field(module, "name")
             .ok()
-            .and_then(|n| ringslot_harness::reply::text(n).ok())
+            .and_then(|n| crate::reply::text(n).ok())
             .is_some_and(|n| n == "ringslot")
     }))
 }
 
 /// For every slot, a hash tag `{...}` whose key slot it is.
-pub(super) fn tags() -> Vec<String> {
+pub fn tags() -> Vec<String> {
     let mut tags = vec![String::new(); SLOT_COUNT];
     let mut missing = SLOT_COUNT;
     let mut i = 0u64;
@@ -452,7 +451,7 @@ pub(super) fn tags() -> Vec<String> {
 /// COUNTKEYSINSLOT` of each of its slots, pipelined. Both count what the slot's dictionary
 /// holds: keys past their expiry that the server has not reclaimed yet are counted (a walk of
 /// live keys skips them, and `MIGRATE` never moves them).
-pub(super) fn slot_counts(topo: &LiveCluster) -> Result<Vec<u64>> {
+pub fn slot_counts(topo: &LiveCluster) -> Result<Vec<u64>> {
     let mut counts = vec![0u64; SLOT_COUNT];
     for m in &topo.masters {
         let mut con = connect(&m.info)?;
@@ -488,7 +487,7 @@ fn count_keys_in_slots(con: &mut Connection, m: &Master) -> Result<Vec<(u16, u64
 /// The key count of each slot this node serves, from `CLUSTER SLOT-STATS SLOTSRANGE 0 16383`
 /// (one reply of `[slot, [key-count, n, ...]]` per served slot); `None` on a server without
 /// the command (Redis before 8.2, Valkey before 8), or one that answers in another shape.
-pub(super) fn slot_stats(con: &mut Connection) -> Result<Option<BTreeMap<u16, u64>>> {
+pub fn slot_stats(con: &mut Connection) -> Result<Option<BTreeMap<u16, u64>>> {
     let reply: Value = match redis::cmd("CLUSTER")
         .arg("SLOT-STATS")
         .arg("SLOTSRANGE")
@@ -505,14 +504,11 @@ pub(super) fn slot_stats(con: &mut Connection) -> Result<Option<BTreeMap<u16, u6
     };
     for row in rows {
         let entry = match items(row) {
-            Ok([slot, fields]) => ringslot_harness::reply::int(slot)
+            Ok([slot, fields]) => crate::reply::int(slot)
                 .ok()
                 .zip(field(fields, "key-count").ok())
                 .and_then(|(slot, n)| {
-                    Some((
-                        u16::try_from(slot).ok()?,
-                        ringslot_harness::reply::int(n).ok()?,
-                    ))
+                    Some((u16::try_from(slot).ok()?, crate::reply::int(n).ok()?))
                 }),
             _ => None,
         };
@@ -522,6 +518,52 @@ pub(super) fn slot_stats(con: &mut Connection) -> Result<Option<BTreeMap<u16, u6
         stats.insert(slot, u64::try_from(n).unwrap_or(0));
     }
     Ok(Some(stats))
+}
+
+/// Every live key name of master `m`, a `SCAN` batch at a time (about 1000 names), handed to
+/// `visit` with the connection.
+pub fn scan_master(
+    m: &Master,
+    con: &mut Connection,
+    holds: &Holds,
+    mut visit: impl FnMut(&mut Connection, Vec<Vec<u8>>) -> Result<()>,
+) -> Result<()> {
+    let mut cursor: u64 = 0;
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let (next, names): (u64, Vec<Vec<u8>>) = holds
+            .time(&m.address, || {
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query(con)
+            })
+            .map_err(|e| anyhow!("{}: SCAN: {e}", m.address))?;
+        visit(con, names)?;
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
+/// must be the keys counted.
+pub fn check_unchanged(seed: &ConnectionInfo, topo: &LiveCluster) -> Result<()> {
+    let after = read_topology(seed)?;
+    let unchanged = after.masters.len() == topo.masters.len()
+        && after
+            .masters
+            .iter()
+            .zip(&topo.masters)
+            .all(|(a, b)| a.address == b.address && a.slots == b.slots);
+    if !unchanged {
+        bail!("the cluster's slot table changed while the prediction ran: run again");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,11 +20,12 @@
 //!   in its output buffer. The duration is [`ATOMIC`]'s: a fixed cost a job (the fork, the
 //!   connection, the handoff) and the job's bytes at a throughput.
 
-use super::predict::MoveCost;
+use super::plan::MoveCost;
 
 /// The way slots move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Method {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
     /// `MIGRATE`, key batch by key batch, as `redis-cli --cluster rebalance` does.
     PerKey,
     /// Valkey 9's atomic slot migration, as `valkey-cli --cluster-use-atomic-slot-migration`.
@@ -33,7 +34,7 @@ pub(super) enum Method {
 
 impl Method {
     /// The name shown in reports.
-    pub(super) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Method::PerKey => "per key (MIGRATE, as redis-cli --cluster rebalance)",
             Method::Atomic => {
@@ -45,61 +46,61 @@ impl Method {
 
 /// The atomic method's duration: `seconds = per_job x jobs + bytes / bytes_per_second`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct AtomicModel {
+pub struct AtomicModel {
     /// Seconds a job costs besides its bytes (fork, connection, handoff, the 100 ms polls).
-    pub(super) per_job: f64,
+    pub per_job: f64,
     /// `DUMP` bytes a second the snapshot moves.
-    pub(super) bytes_per_second: f64,
+    pub bytes_per_second: f64,
 }
 
 /// Fitted on 2026-12-02 by least squares to the four atomic runs of `make
 /// bench-cluster-atomic` on Valkey 9.1.2 (loopback, 2 vCPUs; 3 or 4 jobs, 13 to 349 MB): -17%
 /// to +12% on them, and -16% to +15% on the same four run again (the published ones,
 /// BENCHMARKS.md "Per key against atomic").
-pub(super) const ATOMIC: AtomicModel = AtomicModel {
+pub const ATOMIC: AtomicModel = AtomicModel {
     per_job: 0.140,
     bytes_per_second: 152e6,
 };
 
 impl AtomicModel {
     /// Seconds for `jobs` jobs carrying `bytes` `DUMP` bytes in all.
-    pub(super) fn seconds(&self, jobs: usize, bytes: f64) -> f64 {
+    pub fn seconds(&self, jobs: usize, bytes: f64) -> f64 {
         self.per_job * jobs as f64 + bytes / self.bytes_per_second
     }
 }
 
 /// One master's memory under a method, in bytes of `used_memory`.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct MemoryRow {
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MemoryRow {
     /// The master (`ip:port`).
-    pub(super) address: String,
+    pub address: String,
     /// Now, before the change.
-    pub(super) now: f64,
+    pub now: f64,
     /// The highest it reaches while the slots move (atomic: with the target keeping up, as it
     /// did on loopback).
-    pub(super) peak: f64,
+    pub peak: f64,
     /// Atomic: the highest if the target falls behind, so that a job's whole payload waits in
     /// the source's output buffer until it is sent; per key, the same as `peak`.
-    pub(super) worst: f64,
+    pub worst: f64,
     /// When the change is done.
-    pub(super) end: f64,
+    pub end: f64,
 }
 
 /// What one method costs.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct MethodCost {
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MethodCost {
     /// The method.
-    pub(super) method: Method,
+    pub method: Method,
     /// The estimated duration of the moves, in seconds.
-    pub(super) seconds: f64,
+    pub seconds: f64,
     /// Migration jobs (atomic: one `CLUSTER MIGRATESLOTS` a move; per key: the moves).
-    pub(super) jobs: usize,
+    pub jobs: usize,
     /// Each master's memory, in the order of `used`.
-    pub(super) memory: Vec<MemoryRow>,
+    pub memory: Vec<MemoryRow>,
 }
 
 /// The slot runs of `slots` (ascending) as `(start, end)` ranges, for `SLOTSRANGE`.
-pub(super) fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
+pub fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
     let mut sorted = slots.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
@@ -110,7 +111,7 @@ pub(super) fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
 /// `used_memory` now (`used`: address and bytes, every master of the plan). `per_key_seconds`
 /// is the per-key duration estimate (the fitted model of slots and keys). A master the plan
 /// names but `used` does not starts at 0.
-pub(super) fn cost(
+pub fn cost(
     plan: &[MoveCost],
     used: &[(String, f64)],
     method: Method,
@@ -183,7 +184,7 @@ pub(super) fn cost(
 
 #[cfg(test)]
 mod tests {
-    use super::super::sizing::Estimate;
+    use super::super::estimate::Estimate;
     use super::*;
 
     fn step(

@@ -1,5 +1,5 @@
 //! How long a rebalance takes: a linear model of its slots, keys and bytes, fitted to real
-//! `redis-cli --cluster rebalance` runs of `--local` (redis-cli 7.0.15, `--cluster-pipeline
+//! `redis-cli --cluster rebalance` runs of `ringslot-bench cluster --local` (redis-cli 7.0.15, `--cluster-pipeline
 //! 10`, loopback, 2 vCPUs; BENCHMARKS.md "On a Redis Cluster" gives the runs and the error).
 //!
 //! Per slot, redis-cli sends `CLUSTER SETSLOT` to both ends, `CLUSTER GETKEYSINSLOT`, and a
@@ -37,69 +37,6 @@ impl Model {
 /// Seconds to send `bytes` at `megabits` Mbit/s.
 pub fn network_seconds(bytes: f64, megabits: f64) -> f64 {
     bytes * 8.0 / (megabits * 1e6)
-}
-
-/// `ringslot-bench cluster-fit`: fits the model to the runs local `cluster` runs wrote.
-#[derive(clap::Args, Debug)]
-pub struct FitArgs {
-    /// The `<name>-run.csv` files of local runs (`slots,masters,keys,bytes,seconds,estimate`).
-    #[arg(required = true)]
-    runs: Vec<std::path::PathBuf>,
-}
-
-/// Prints each run's error under [`FITTED`] and under a fit to the runs given (which needs
-/// four runs or more).
-pub fn run_fit(a: &FitArgs) -> anyhow::Result<()> {
-    use crate::report::{fixed, Table};
-    let mut runs = Vec::new();
-    for path in &a.runs {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
-            let f: Vec<&str> = line.split(',').collect();
-            let num = |i: usize| -> anyhow::Result<f64> {
-                f.get(i)
-                    .and_then(|v| v.trim().parse().ok())
-                    .ok_or_else(|| anyhow::anyhow!("{}: bad line {line:?}", path.display()))
-            };
-            // slots, masters, keys, bytes, seconds, estimate
-            runs.push((num(0)? as u64, num(2)? as u64, num(4)?));
-        }
-    }
-    let fitted = fit(&runs);
-    let mut t = Table::new(&[
-        "slots",
-        "keys",
-        "real s",
-        "estimate s",
-        "error",
-        "refit s",
-        "refit error",
-    ]);
-    for &(slots, keys, secs) in &runs {
-        let e = FITTED.seconds(slots, keys);
-        let refit = fitted.map(|m| m.seconds(slots, keys));
-        t.push(vec![
-            slots.to_string(),
-            keys.to_string(),
-            fixed(secs, 2),
-            fixed(e, 2),
-            format!("{:+.0}%", (e - secs) / secs.max(1e-9) * 100.0),
-            refit.map_or("-".into(), |r| fixed(r, 2)),
-            refit.map_or("-".into(), |r| {
-                format!("{:+.0}%", (r - secs) / secs.max(1e-9) * 100.0)
-            }),
-        ]);
-    }
-    println!("{}", t.markdown());
-    match fitted {
-        Some(m) => println!(
-            "fit: per_slot {:.6} s, per_key {:.8} s",
-            m.per_slot, m.per_key
-        ),
-        None => println!("fit: needs 2 runs or more that tell slots and keys apart"),
-    }
-    Ok(())
 }
 
 /// One run: slots moved, keys moved, seconds.

@@ -11,14 +11,17 @@
 //! access time (LRU or LFU) as a `GET` would; on 7.2 and later the connection is made with
 //! `CLIENT NO-TOUCH on`, so that it does not.
 
-use super::live::{connect, Holds, Limiter, LiveCluster, Master};
-use super::predict::{check_unchanged, scan_master, Gathered, Mode, PlanStep, Sums};
-use super::sizing::{Sizer, Sizes};
-use super::{MasterChange, Options};
+use super::change::MasterChange;
+use super::estimate::Sizes;
+use super::live::{check_unchanged, connect, scan_master, Holds, Limiter, LiveCluster, Master};
+use super::options::Options;
+use super::plan::PlanStep;
+use super::prediction::{Gathered, Mode, Sums};
+use super::sizing::Sizer;
 use anyhow::{anyhow, Result};
+use redis::ConnectionInfo;
 use ringslot_engine::cluster::{mirror, MirrorOptions};
 use ringslot_engine::{key_slot, Limits, Scheme, SchemeParams, Topology, WhatIf, SLOT_COUNT};
-use ringslot_harness::redis::{self, ConnectionInfo};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -27,7 +30,7 @@ const BATCH: usize = 65536;
 
 impl Sums {
     /// The sums of one engine what-if over ring, slots and modulo.
-    pub(super) fn of_what_if(w: &WhatIf) -> Sums {
+    pub fn of_what_if(w: &WhatIf) -> Sums {
         let part = |s: Scheme| w.scheme(s).map(|r| r.moves).unwrap_or_default();
         Sums {
             members: w.members,
@@ -49,7 +52,7 @@ struct MasterPass {
 }
 
 /// Predicts `change` read-only (see the module docs); `why` says why this way ran.
-pub(super) fn predict_readonly(
+pub fn predict_readonly(
     seed: &ConnectionInfo,
     topo: &LiveCluster,
     change: &MasterChange,

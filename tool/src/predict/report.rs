@@ -1,17 +1,19 @@
-//! The report of a cluster run: the Markdown (the plan with the keys and bytes of each move,
-//! each scheme's moves, the masters before and after, the duration, and for a local run the
-//! real run beside the prediction), the CSVs (schemes; moves) and the chart.
+//! The report of a prediction: the Markdown (the plan with the keys and bytes of each move,
+//! each scheme's moves, the masters before and after, the duration and memory of each
+//! migration method, and for a local run the real change beside the prediction) and the CSVs
+//! (schemes; moves).
 
+use super::change::MasterChange;
 use super::method::Method;
 use super::model::{network_seconds, FITTED};
-use super::predict::{Mode, Prediction};
-use super::{Options, Outcome, Real};
-use crate::report::{self, fixed, Chart, Panel, Series, Table};
+use super::options::Options;
+use super::prediction::{Mode, Prediction};
+use super::real::Real;
+use crate::output::{self, fixed, Table};
 use anyhow::Result;
-use plotters::prelude::SeriesLabelPosition;
 use std::path::Path;
 
-pub(super) fn fraction(moved: u64, keys: u64) -> f64 {
+pub fn fraction(moved: u64, keys: u64) -> f64 {
     if keys == 0 {
         0.0
     } else {
@@ -20,7 +22,7 @@ pub(super) fn fraction(moved: u64, keys: u64) -> f64 {
 }
 
 /// Bytes as a report shows them: `12.3 MiB`.
-fn mib(bytes: f64) -> String {
+pub fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
 }
 
@@ -65,8 +67,40 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
     )
 }
 
-/// Writes the Markdown, CSVs and SVG of `outcome` under `dir/name.*`; returns the Markdown.
-pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) -> Result<String> {
+/// A prediction and what a report sets beside it.
+pub struct Outcome {
+    /// The prediction.
+    pub prediction: Prediction,
+    /// The read-only prediction of the same change, when both ways ran.
+    pub read_only: Option<Prediction>,
+    /// What the real change measured, when it was made (the benchmark's local runs).
+    pub real: Option<Real>,
+    /// The change predicted.
+    pub change: MasterChange,
+}
+
+/// A prediction's report: the Markdown people read, and its two tables as CSV.
+pub struct Report {
+    /// The whole report.
+    pub markdown: String,
+    /// Each scheme's moved keys (`<name>.csv`).
+    pub schemes: Table,
+    /// The plan, move by move (`<name>-moves.csv`).
+    pub moves: Table,
+}
+
+impl Report {
+    /// Writes `dir/name.md`, `dir/name.csv` (the schemes) and `dir/name-moves.csv`.
+    pub fn write(&self, dir: &Path, name: &str) -> Result<()> {
+        output::write(dir, &format!("{name}.md"), &self.markdown)?;
+        output::write(dir, &format!("{name}.csv"), &self.schemes.csv())?;
+        output::write(dir, &format!("{name}-moves.csv"), &self.moves.csv())?;
+        Ok(())
+    }
+}
+
+/// The report of `outcome` (a prediction, and for a local run the real change beside it).
+pub fn report(outcome: &Outcome, opts: &Options) -> Report {
     let p = &outcome.prediction;
     let real = outcome.real.as_ref();
     let label = outcome.change.label();
@@ -350,37 +384,12 @@ pub fn write_outputs(dir: &Path, name: &str, outcome: &Outcome, opts: &Options) 
             }
         ));
     }
-    if let Some(r) = real {
-        // The run for a fit of the duration model (`ringslot-bench cluster-fit`).
-        let mut run = Table::new(&["slots", "masters", "keys", "bytes", "seconds", "estimate"]);
-        run.push(vec![
-            slots_planned.to_string(),
-            p.masters.len().to_string(),
-            p.slots_moved.to_string(),
-            format!("{:.0}", p.bytes.value),
-            fixed(r.rebalance_seconds, 3),
-            fixed(p.duration, 3),
-        ]);
-        if r.method == Method::PerKey {
-            report::write(dir, &format!("{name}-run.csv"), &run.csv())?;
-        } else if let Some(cost) = p.methods.iter().find(|c| c.method == Method::Atomic) {
-            // The run for a fit of the atomic model: jobs, DUMP bytes, seconds.
-            let mut atomic = Table::new(&["jobs", "bytes", "seconds", "estimate"]);
-            atomic.push(vec![
-                cost.jobs.to_string(),
-                format!("{:.0}", p.bytes.value),
-                fixed(r.rebalance_seconds, 3),
-                fixed(cost.seconds, 3),
-            ]);
-            report::write(dir, &format!("{name}-atomic-run.csv"), &atomic.csv())?;
-        }
-    }
     md.push_str(&format!("\n## Time\n\n{}", times.markdown()));
-    report::write(dir, &format!("{name}.md"), &md)?;
-    report::write(dir, &format!("{name}.csv"), &t.csv())?;
-    report::write(dir, &format!("{name}-moves.csv"), &moves.csv())?;
-    chart(dir, name, outcome, &label)?;
-    Ok(md)
+    Report {
+        markdown: md,
+        schemes: t,
+        moves,
+    }
 }
 
 /// The section on how the slots will move: per method the estimated duration and each
@@ -546,117 +555,5 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
         longest(ro) * 1000.0,
         p.seconds,
         ro.seconds
-    )
-}
-
-/// The chart: moved fraction over the ideal per scheme (1.0 is best; a scheme that moves
-/// less than the ideal left a node short of its share), and keys per master before and after.
-fn chart(dir: &Path, name: &str, outcome: &Outcome, label: &str) -> Result<()> {
-    let p = &outcome.prediction;
-    let real = outcome.real.as_ref();
-    let over_ideal = |f: f64| if p.ideal > 0.0 { f / p.ideal } else { 0.0 };
-    let mut schemes = vec!["slots".to_string()];
-    let mut predicted = vec![(0.0, over_ideal(fraction(p.slots_moved, p.keys)))];
-    for (k, (flavour, sums)) in p.rings.iter().enumerate() {
-        schemes.push(flavour.clone());
-        predicted.push((
-            (k + 1) as f64,
-            over_ideal(fraction(sums.ring_moved, sums.members)),
-        ));
-    }
-    if let Some((_, sums)) = p.rings.first() {
-        schemes.push("modulo".into());
-        predicted.push((
-            (schemes.len() - 1) as f64,
-            over_ideal(fraction(sums.modulo_moved, sums.members)),
-        ));
-    }
-    let last = (schemes.len() - 1) as f64;
-    let mut left = vec![
-        Series::reference("1.0 = the ideal share moved", 1.0, -0.3, last + 0.3),
-        Series {
-            markers_only: true,
-            ..Series::line("predicted".into(), predicted, 0)
-        },
-    ];
-    if let Some(r) = real {
-        left.push(Series {
-            markers_only: true,
-            dashed: true,
-            ..Series::line(
-                "real (slots)".into(),
-                vec![(0.15, over_ideal(fraction(r.moved, p.keys)))],
-                1,
-            )
-        });
-    }
-    let all: Vec<String> = p.masters.iter().map(|m| m.address.clone()).collect();
-    // Before, after as planned and after for real side by side, so that none hides another.
-    let points = |shift: f64, f: &dyn Fn(usize) -> f64| -> Vec<(f64, f64)> {
-        (0..all.len()).map(|i| (i as f64 + shift, f(i))).collect()
-    };
-    let mut right = vec![
-        Series {
-            markers_only: true,
-            ..Series::line(
-                "before".into(),
-                points(-0.15, &|i| p.masters[i].keys_before as f64),
-                2,
-            )
-        },
-        Series {
-            markers_only: true,
-            dashed: true,
-            ..Series::line(
-                "after (plan)".into(),
-                points(0.0, &|i| p.masters[i].keys_after as f64),
-                3,
-            )
-        },
-    ];
-    if let Some(r) = real {
-        right.push(Series {
-            markers_only: true,
-            ..Series::line(
-                "after (real)".into(),
-                points(0.15, &|i| {
-                    r.keys_after.get(&all[i]).copied().unwrap_or(0) as f64
-                }),
-                4,
-            )
-        });
-    }
-    let title = format!("{} live keys: {label}", p.keys);
-    report::svg_panels(
-        &dir.join(format!("{name}.svg")),
-        &title,
-        vec![
-            Panel {
-                chart: Chart {
-                    title: "Keys moved over the ideal (1.0 is best)",
-                    x_label: "scheme",
-                    y_label: "moved fraction / ideal fraction",
-                    x_log: false,
-                    y_log: false,
-                    x_names: schemes,
-                    legend: SeriesLabelPosition::UpperLeft,
-                },
-                series: left,
-                width: 1,
-            },
-            Panel {
-                chart: Chart {
-                    title: "Keys per master (slot scheme)",
-                    x_label: "master",
-                    y_label: "keys",
-                    x_log: false,
-                    y_log: false,
-                    x_names: all.clone(),
-                    legend: SeriesLabelPosition::LowerRight,
-                },
-                series: right,
-                width: 1,
-            },
-        ],
     )
 }

@@ -1,0 +1,224 @@
+//! `ringslot`: the operator's tool. `ringslot predict` says what a change of masters will cost
+//! a live Redis Cluster (the slot plan of `redis-cli --cluster rebalance`, keys, bytes,
+//! duration and memory per migration method, the rings and modulo beside it); `ringslot
+//! members` what a change of nodes costs a memcached fleet's keys. The report goes to stdout,
+//! `--json` prints one object for scripts instead, and files are written only under `--out`.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use ringslot_engine::change::DEFAULT_THRESHOLD;
+use ringslot_engine::Flavour;
+use ringslot_tool::predict::{self, report, MasterChange, Options, INTERRUPTED};
+use ringslot_tool::{args, members, output};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+#[derive(Parser)]
+#[command(
+    name = "ringslot",
+    version,
+    about = "What a change of masters costs a live Redis Cluster, and a change of nodes a \
+             memcached fleet"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Predicts a change of masters on the live cluster at --url: masters joining (--add),
+    /// leaving (--del), or the rebalance pending after `redis-cli --cluster add-node`
+    /// (--rebalance).
+    Predict(PredictArgs),
+    /// What a change of nodes costs keys that are not in Redis: memcached's, from a file (one
+    /// key per line, or `lru_crawler metadump` lines) or a live memcached, weighed by their
+    /// sizes.
+    Members(MembersArgs),
+}
+
+/// Where the output goes.
+#[derive(Args, Debug)]
+struct Out {
+    /// Print one JSON object instead of the report.
+    #[arg(long)]
+    json: bool,
+    /// Also write the report (Markdown) and its tables (CSV) into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Stem of the files written under --out.
+    #[arg(long, requires = "out")]
+    name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct PredictArgs {
+    /// A node of the cluster, `redis://[user:password@]host:port`: the node `redis-cli
+    /// --cluster rebalance` would be run against (it decides the order of ties).
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// Masters that join, as ip:port (comma-separated or repeated): each one `add-node`d,
+    /// then one rebalance.
+    #[arg(long, value_name = "IP:PORT", value_delimiter = ',')]
+    add: Vec<String>,
+    /// With --add: the joining masters' weight (redis-cli --cluster-weight; default 1).
+    #[arg(long, requires = "add")]
+    weight: Option<u32>,
+    /// Masters that leave (comma-separated or repeated): drained in one rebalance (weight 0
+    /// each), then `del-node`d.
+    #[arg(
+        long,
+        value_name = "IP:PORT",
+        value_delimiter = ',',
+        conflicts_with = "add"
+    )]
+    del: Vec<String>,
+    /// The rebalance pending now (after `add-node`: the masters without slots join), as
+    /// `redis-cli --cluster rebalance <seed> --cluster-use-empty-masters` makes it.
+    #[arg(long, conflicts_with_all = ["add", "del"])]
+    rebalance: bool,
+    /// redis-cli's --cluster-threshold for --rebalance, in percent.
+    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
+    threshold: f64,
+    /// Predict read-only even when every master has the module.
+    #[arg(long)]
+    no_module: bool,
+    /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
+    #[arg(long, default_value_t = 200_000)]
+    max_keys_per_sec: u64,
+    /// Measure the bytes of this many keys a slot (the rest estimated, with the error
+    /// stated) instead of every key the plan moves.
+    #[arg(long, value_name = "N")]
+    bytes_sample: Option<u64>,
+    /// Ring flavours evaluated, comma-separated (modulo comes with them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,ketama,groupcache",
+        value_parser = args::flavour
+    )]
+    flavours: Vec<Flavour>,
+    /// With the module: slots per RING.MOVES ... SLOTS call (the work each call holds a
+    /// master for).
+    #[arg(long, default_value_t = 256)]
+    chunk: u16,
+    /// With the module: seconds the ring copies live on the masters if the run dies.
+    #[arg(long, default_value_t = 600)]
+    ttl: u64,
+    /// The slots will move by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, as
+    /// `valkey-cli --cluster rebalance --cluster-use-atomic-slot-migration` runs it): the
+    /// report's verdict is for that method. Needs Valkey 9 or later on every master.
+    #[arg(long)]
+    atomic: bool,
+    #[command(flatten)]
+    out: Out,
+}
+
+#[derive(Args, Debug)]
+struct MembersArgs {
+    #[command(flatten)]
+    members: members::Args,
+    #[command(flatten)]
+    out: Out,
+}
+
+/// `ringslot predict --json`: the change and what it costs.
+#[derive(Serialize)]
+struct PredictJson<'a> {
+    change: &'a MasterChange,
+    prediction: &'a predict::prediction::Prediction,
+}
+
+fn predict_run(a: &PredictArgs) -> Result<()> {
+    if a.chunk == 0 {
+        bail!("--chunk needs at least 1 slot");
+    }
+    if a.bytes_sample == Some(0) {
+        bail!("--bytes-sample needs at least 1 key a slot");
+    }
+    if a.flavours.is_empty() {
+        bail!("--flavours needs at least one flavour");
+    }
+    let change = if !a.add.is_empty() {
+        MasterChange::Add {
+            nodes: a.add.clone(),
+            weight: a.weight,
+        }
+    } else if !a.del.is_empty() {
+        MasterChange::Del {
+            nodes: a.del.clone(),
+        }
+    } else if a.rebalance {
+        MasterChange::Rebalance {
+            threshold: a.threshold,
+        }
+    } else {
+        bail!(
+            "name the change: --add ip:port[,ip:port...] [--weight w], --del \
+             ip:port[,ip:port...] or --rebalance (the one pending after add-node)"
+        )
+    };
+    let opts = Options {
+        flavours: a.flavours.clone(),
+        chunk: a.chunk,
+        ttl_secs: a.ttl,
+        no_module: a.no_module,
+        max_keys_per_sec: a.max_keys_per_sec,
+        bytes_sample: a.bytes_sample,
+        atomic: a.atomic,
+    };
+    // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted. A second
+    // Ctrl-C exits.
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("ringslot: interrupted; removing what the run made");
+    })
+    .context("install the Ctrl-C handler")?;
+    let outcome = predict::predict_url(&a.url, change, &opts)?;
+    let report = report::report(&outcome, &opts);
+    if let Some(dir) = &a.out.out {
+        report.write(dir, a.out.name.as_deref().unwrap_or("predict"))?;
+    }
+    if a.out.json {
+        let json = PredictJson {
+            change: &outcome.change,
+            prediction: &outcome.prediction,
+        };
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        println!("{}", report.markdown);
+    }
+    output::announce();
+    Ok(())
+}
+
+fn members_run(a: &MembersArgs) -> Result<()> {
+    let e = members::evaluate(&a.members)?;
+    if let Some(dir) = &a.out.out {
+        let name = a.out.name.as_deref().unwrap_or("members");
+        output::write(dir, &format!("{name}.md"), &e.markdown)?;
+        output::write(dir, &format!("{name}.csv"), &e.table.csv())?;
+    }
+    if a.out.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+    } else {
+        println!("{}", e.markdown);
+    }
+    output::announce();
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let done = match &cli.command {
+        Command::Predict(a) => predict_run(a),
+        Command::Members(a) => members_run(a),
+    };
+    if let Err(e) = done {
+        eprintln!("ringslot: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,132 @@
+//! Totals of the keys' sizes over slots, exact or estimated from a sample of each slot's
+//! keys with the error of the estimate.
+
+use std::collections::BTreeMap;
+
+/// Live keys of one slot and their measured sizes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SlotSize {
+    /// Live keys.
+    pub keys: u64,
+    /// Keys whose sizes were measured.
+    pub sampled: u64,
+    /// Sum and sum of squares of their `DUMP` lengths.
+    pub dump: f64,
+    pub dump_sq: f64,
+    /// Sum and sum of squares of their `MEMORY USAGE`.
+    pub memory: f64,
+    pub memory_sq: f64,
+}
+
+/// A total that may be estimated: its value and, when estimated, the half-width of its 95%
+/// interval (two standard errors).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Estimate {
+    pub value: f64,
+    /// Two standard errors; 0 when every key was measured.
+    pub error: f64,
+    /// Every key measured.
+    pub exact: bool,
+}
+
+impl Estimate {
+    /// The value as a report shows it: exact, or `value ± error`.
+    pub fn shown(&self) -> String {
+        if self.exact || self.error == 0.0 {
+            format!("{:.0}", self.value)
+        } else {
+            format!("{:.0} ± {:.0}", self.value, self.error)
+        }
+    }
+}
+
+/// The total of `sum` over the slots `sizes`, each slot's keys estimated from its measured
+/// ones: `keys x mean`, with the variance of a sample without replacement,
+/// `keys^2 s^2 / n (1 - n / keys)`.
+fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64)) -> Estimate {
+    let (mut value, mut variance, mut exact) = (0.0, 0.0, true);
+    for s in sizes {
+        let (x, x_sq) = sum(s);
+        if s.sampled >= s.keys {
+            value += x;
+            continue;
+        }
+        exact = false;
+        if s.sampled == 0 {
+            continue;
+        }
+        let (n, k) = (s.sampled as f64, s.keys as f64);
+        let mean = x / n;
+        value += k * mean;
+        if s.sampled > 1 {
+            let var = ((x_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+            variance += k * k * var / n * (1.0 - n / k);
+        }
+    }
+    Estimate {
+        value,
+        error: 2.0 * variance.sqrt(),
+        exact,
+    }
+}
+
+/// The bytes `MIGRATE` sends for the keys of `sizes` (their `DUMP` lengths).
+pub fn dump_bytes(sizes: &[&SlotSize]) -> Estimate {
+    total(sizes, |s| (s.dump, s.dump_sq))
+}
+
+/// The memory the keys of `sizes` take (`MEMORY USAGE ... SAMPLES 0`).
+pub fn memory_bytes(sizes: &[&SlotSize]) -> Estimate {
+    total(sizes, |s| (s.memory, s.memory_sq))
+}
+
+/// Sizes per slot, filled by [`Sizer::measure`].
+pub type Sizes = BTreeMap<u16, SlotSize>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(keys: u64, sizes: &[f64]) -> SlotSize {
+        SlotSize {
+            keys,
+            sampled: sizes.len() as u64,
+            dump: sizes.iter().sum(),
+            dump_sq: sizes.iter().map(|x| x * x).sum(),
+            ..SlotSize::default()
+        }
+    }
+
+    #[test]
+    fn every_key_measured_is_exact() {
+        let a = slot(3, &[10.0, 20.0, 30.0]);
+        let b = slot(1, &[5.0]);
+        let e = dump_bytes(&[&a, &b]);
+        assert_eq!(
+            e,
+            Estimate {
+                value: 65.0,
+                error: 0.0,
+                exact: true
+            }
+        );
+        assert_eq!(e.shown(), "65");
+    }
+
+    #[test]
+    fn a_sample_is_scaled_with_its_error() {
+        // 100 keys, 4 measured: 10, 20, 30, 40 (mean 25, s^2 = 166.67).
+        let a = slot(100, &[10.0, 20.0, 30.0, 40.0]);
+        let e = dump_bytes(&[&a]);
+        assert!(!e.exact);
+        assert!((e.value - 2500.0).abs() < 1e-9);
+        let var = 100.0 * 100.0 * (500.0 / 3.0) / 4.0 * (1.0 - 4.0 / 100.0);
+        assert!((e.error - 2.0 * f64::sqrt(var)).abs() < 1e-6, "{e:?}");
+        assert!(e.shown().contains(" ± "));
+        // A slot measured whole adds no error.
+        let whole = slot(2, &[1.0, 1.0]);
+        let both = dump_bytes(&[&a, &whole]);
+        assert!((both.value - 2502.0).abs() < 1e-9);
+        assert!((both.error - e.error).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,21 @@
+//! How a prediction runs.
+
+/// How a prediction runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Ring flavours evaluated besides the slot scheme (modulo comes with the first).
+    pub flavours: Vec<ringslot_engine::Flavour>,
+    /// Slots per `RING.MOVES ... SLOTS` call.
+    pub chunk: u16,
+    /// Seconds the ring copies live if the run dies.
+    pub ttl_secs: u64,
+    /// Predict read-only even when the module is everywhere.
+    pub no_module: bool,
+    /// Keys a second read from each master; 0: no limit.
+    pub max_keys_per_sec: u64,
+    /// Keys a slot whose bytes are measured (`None`: every key the plan moves).
+    pub bytes_sample: Option<u64>,
+    /// The slots will move by Valkey 9's atomic slot migration (the report's verdict is for
+    /// that method).
+    pub atomic: bool,
+}

@@ -1,0 +1,346 @@
+//! What a prediction is, whichever way it ran: the plan's moves with their keys and bytes,
+//! the masters before and after, each scheme's moved keys, the duration and memory of each
+//! migration method ([`assemble`] builds it from what a way gathered).
+
+use super::change::MasterChange;
+use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
+use super::live::{info_at, node_facts, Holds, LiveCluster};
+use super::method::{self, Method, MethodCost};
+use super::model::FITTED;
+use super::options::Options;
+use super::plan::{MoveCost, PlanStep};
+use anyhow::{bail, Result};
+use redis::ConnectionInfo;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+/// Keys counted and moved under the ring of one flavour, the slot table and modulo, summed
+/// over the masters (the fields of `RING.MOVES`'s reply, or of the engine's what-if).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Sums {
+    /// Live keys evaluated.
+    pub members: u64,
+    /// Keys whose ring owner changes, and those of them moving between nodes there before
+    /// and after.
+    pub ring_moved: u64,
+    pub ring_between: u64,
+    /// Keys whose slot owner changes.
+    pub slots_moved: u64,
+    /// Keys whose `hash mod N` owner changes, and those between old nodes.
+    pub modulo_moved: u64,
+    pub modulo_between: u64,
+    /// The share of keys a perfect scheme moves (0 to 1).
+    pub ideal: f64,
+}
+
+impl Sums {
+    /// Adds `o`'s counts (the ideal is the same for every part: taken from `o`).
+    pub fn add(&mut self, o: &Sums) {
+        self.members += o.members;
+        self.ring_moved += o.ring_moved;
+        self.ring_between += o.ring_between;
+        self.slots_moved += o.slots_moved;
+        self.modulo_moved += o.modulo_moved;
+        self.modulo_between += o.modulo_between;
+        self.ideal = o.ideal;
+    }
+}
+
+/// How the prediction ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "way", content = "why")]
+pub enum Mode {
+    /// With the module on every master.
+    Module,
+    /// Read-only, and why (`--no-module`, or the masters without the module).
+    ReadOnly(String),
+}
+
+/// One master before and after the change, under the slot scheme.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MasterRow {
+    /// `ip:port`.
+    pub address: String,
+    /// Slots served and live keys now.
+    pub slots_before: usize,
+    pub keys_before: u64,
+    /// Slots served and live keys once the plan is carried out.
+    pub slots_after: usize,
+    pub keys_after: u64,
+    /// Bytes leaving it and arriving on it.
+    pub bytes_out: Estimate,
+    pub bytes_in: Estimate,
+}
+
+/// What a prediction found. Its JSON form (`ringslot predict --json`) has these fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    /// With the module or read-only, and why.
+    pub mode: Mode,
+    /// The node the plan is `redis-cli --cluster rebalance`'s run against.
+    pub entry: String,
+    /// The masters before and after: the cluster's, then the ones that join.
+    pub masters: Vec<MasterRow>,
+    /// The moves, in the order the rebalance makes them.
+    pub plan: Vec<MoveCost>,
+    /// The owner of each of the 16384 slots now and after the plan.
+    #[serde(skip)]
+    pub owner_before: Vec<Option<String>>,
+    #[serde(skip)]
+    pub owner_after: Vec<Option<String>>,
+    /// Per flavour, the sums over every master.
+    pub rings: Vec<(String, Sums)>,
+    /// Live keys.
+    pub keys: u64,
+    /// Keys the slot plan moves, and those between masters that serve slots before and after
+    /// and that the change does not name.
+    pub slots_moved: u64,
+    pub slots_between: u64,
+    /// The `DUMP` bytes of the keys the plan moves (what `MIGRATE` sends), and their `MEMORY
+    /// USAGE` (what they take on their targets).
+    pub bytes: Estimate,
+    pub memory: Estimate,
+    /// Mean `DUMP` bytes of the keys measured (for the rings' rows, which move other keys).
+    pub mean_bytes: f64,
+    /// The share of keys a perfect scheme moves (0 to 1).
+    pub ideal: f64,
+    /// The rebalance's duration, estimated ([`FITTED`]), in seconds.
+    pub duration: f64,
+    /// How long the prediction took, in seconds.
+    pub seconds: f64,
+    /// The time of each step, in seconds.
+    pub steps: Vec<(String, f64)>,
+    /// Per master: the longest of the run's commands took (seconds, a round trip; a
+    /// `RING.MOVES` in the background waits without holding the server) and the keys it read
+    /// there.
+    pub holds: Vec<(String, f64, u64)>,
+    /// Per master: the longest another client's `PING` waited meanwhile (seconds).
+    pub waits: BTreeMap<String, f64>,
+    /// Keys a slot measured (`None`: every key).
+    pub sample: Option<u64>,
+    /// The method the slots will move by (per key unless `--atomic`), and what each method
+    /// the cluster offers costs (per key always; atomic where every master is Valkey 9).
+    pub method: Method,
+    /// What each method costs: duration and each master's memory.
+    pub methods: Vec<MethodCost>,
+    /// Why the memory of the methods is not known (a master refused `INFO`), if so.
+    pub memory_note: Option<String>,
+}
+
+/// What either way gathers, for [`assemble`].
+pub struct Gathered {
+    /// How it ran.
+    pub mode: Mode,
+    /// The node the plan is `redis-cli --cluster rebalance`'s run against.
+    pub entry: String,
+    /// The moves.
+    pub plan: Vec<PlanStep>,
+    /// Sizes of the slots the plan moves.
+    pub sizes: Sizes,
+    /// Live keys per master before the change.
+    pub master_keys: HashMap<String, u64>,
+    /// Per flavour, the sums over every master.
+    pub rings: Vec<(String, Sums)>,
+    /// The share of keys a perfect scheme moves.
+    pub ideal: f64,
+    /// Each step and its seconds.
+    pub steps: Vec<(String, f64)>,
+}
+
+/// The prediction from what a way gathered on `topo`.
+pub fn assemble(
+    topo: &LiveCluster,
+    change: &MasterChange,
+    g: Gathered,
+    holds: &Holds,
+    waits: BTreeMap<String, f64>,
+    opts: &Options,
+    started: Instant,
+) -> Prediction {
+    let owner_before: Vec<Option<String>> = topo
+        .owner
+        .iter()
+        .map(|o| o.map(|i| topo.masters[i].address.clone()))
+        .collect();
+    let mut owner_after = owner_before.clone();
+    for mv in &g.plan {
+        for &slot in &mv.slots {
+            if let Some(o) = owner_after.get_mut(usize::from(slot)) {
+                *o = mv.to.clone();
+            }
+        }
+    }
+    let serves =
+        |owners: &[Option<String>], a: &str| owners.iter().any(|o| o.as_deref() == Some(a));
+    // Old masters: serving before and after, not named by the change.
+    let old = |a: &Option<String>| {
+        a.as_deref().is_some_and(|a| {
+            serves(&owner_before, a)
+                && serves(&owner_after, a)
+                && !change.named().iter().any(|n| n == a)
+        })
+    };
+    let empty = SlotSize::default();
+    let size_of = |slot: &u16| g.sizes.get(slot).unwrap_or(&empty);
+    let plan: Vec<MoveCost> = g
+        .plan
+        .iter()
+        .map(|m| {
+            let sizes: Vec<_> = m.slots.iter().map(size_of).collect();
+            MoveCost {
+                from: m.from.clone(),
+                to: m.to.clone(),
+                slots: m.slots.clone(),
+                keys: sizes.iter().map(|s| s.keys).sum(),
+                bytes: dump_bytes(&sizes),
+                memory: memory_bytes(&sizes),
+            }
+        })
+        .collect();
+    let (mut slots_moved, mut slots_between) = (0, 0);
+    for m in &plan {
+        slots_moved += m.keys;
+        if old(&m.from) && old(&m.to) {
+            slots_between += m.keys;
+        }
+    }
+    let moved_slots: Vec<_> = g
+        .plan
+        .iter()
+        .flat_map(|m| m.slots.iter())
+        .map(size_of)
+        .collect();
+    let bytes = dump_bytes(&moved_slots);
+    let memory = memory_bytes(&moved_slots);
+    let (measured, measured_bytes) = g
+        .sizes
+        .values()
+        .fold((0u64, 0f64), |(n, b), s| (n + s.sampled, b + s.dump));
+    let mean_bytes = if measured == 0 {
+        0.0
+    } else {
+        measured_bytes / measured as f64
+    };
+    // The masters: those of the cluster, then the ones that join.
+    let mut addresses: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    for m in &plan {
+        for a in [&m.from, &m.to].into_iter().flatten() {
+            if !addresses.contains(a) {
+                addresses.push(a.clone());
+            }
+        }
+    }
+    if let MasterChange::Add { nodes, .. } = change {
+        for n in nodes {
+            if !addresses.contains(n) {
+                addresses.push(n.clone());
+            }
+        }
+    }
+    let masters: Vec<MasterRow> = addresses
+        .iter()
+        .map(|a| {
+            let count = |owners: &[Option<String>]| {
+                owners
+                    .iter()
+                    .filter(|o| o.as_deref() == Some(a.as_str()))
+                    .count()
+            };
+            let keys_before = g.master_keys.get(a).copied().unwrap_or(0);
+            let out: Vec<&MoveCost> = plan
+                .iter()
+                .filter(|m| m.from.as_deref() == Some(a))
+                .collect();
+            let inn: Vec<&MoveCost> = plan.iter().filter(|m| m.to.as_deref() == Some(a)).collect();
+            let keys_out: u64 = out.iter().map(|m| m.keys).sum();
+            let keys_in: u64 = inn.iter().map(|m| m.keys).sum();
+            let sizes_of = |moves: &[&MoveCost]| -> Vec<&SlotSize> {
+                moves
+                    .iter()
+                    .flat_map(|m| m.slots.iter())
+                    .map(size_of)
+                    .collect()
+            };
+            MasterRow {
+                address: a.clone(),
+                slots_before: count(&owner_before),
+                keys_before,
+                slots_after: count(&owner_after),
+                keys_after: (keys_before + keys_in).saturating_sub(keys_out),
+                bytes_out: dump_bytes(&sizes_of(&out)),
+                bytes_in: dump_bytes(&sizes_of(&inn)),
+            }
+        })
+        .collect();
+    let slots_planned: u64 = plan.iter().map(|m| m.slots.len() as u64).sum();
+    Prediction {
+        mode: g.mode,
+        entry: g.entry,
+        masters,
+        duration: FITTED.seconds(slots_planned, slots_moved),
+        plan,
+        owner_before,
+        owner_after,
+        rings: g.rings,
+        keys: g.master_keys.values().sum(),
+        slots_moved,
+        slots_between,
+        bytes,
+        memory,
+        mean_bytes,
+        ideal: g.ideal,
+        seconds: started.elapsed().as_secs_f64(),
+        steps: g.steps,
+        holds: holds.list(),
+        waits,
+        sample: opts.bytes_sample,
+        method: Method::PerKey,
+        methods: Vec::new(),
+        memory_note: None,
+    }
+}
+
+/// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
+/// plan says of itself ([`node_facts`]): `used_memory` now, and whether it has atomic slot
+/// migration. A master that cannot be asked (a joining one not reachable yet, or `INFO`
+/// refused) starts at 0 bytes, and the report says why. Error: `--atomic` on a cluster where
+/// a master has no atomic slot migration.
+pub fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Result<()> {
+    let mut used = Vec::new();
+    let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
+    for m in &p.masters {
+        match info_at(seed, &m.address).and_then(|info| node_facts(&info, &m.address)) {
+            Ok(facts) => {
+                used.push((m.address.clone(), facts.used_memory));
+                if !facts.atomic {
+                    without_atomic.push(m.address.clone());
+                }
+            }
+            Err(e) => {
+                used.push((m.address.clone(), 0.0));
+                unknown.push(m.address.clone());
+                p.memory_note.get_or_insert_with(|| format!("{e:#}"));
+            }
+        }
+    }
+    if opts.atomic && !without_atomic.is_empty() {
+        bail!(
+            "--atomic needs Valkey 9 or later on every master (CLUSTER MIGRATESLOTS): not on {}",
+            without_atomic.join(", ")
+        );
+    }
+    p.method = if opts.atomic {
+        Method::Atomic
+    } else {
+        Method::PerKey
+    };
+    p.methods = vec![method::cost(&p.plan, &used, Method::PerKey, p.duration)];
+    // A master that could not be asked is taken to have it when the others all do (a master
+    // joining a Valkey 9 cluster, say), and the report says which could not be asked.
+    if without_atomic.is_empty() && unknown.len() < p.masters.len() {
+        p.methods
+            .push(method::cost(&p.plan, &used, Method::Atomic, p.duration));
+    }
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! What a real change of masters measured, for the report to set beside the prediction.
+
+use super::method::Method;
+use std::collections::HashMap;
+
+/// What a real change measured, set beside its prediction in the report (the benchmark
+/// program's local runs make the change and fill it).
+#[derive(Debug, Clone)]
+pub struct Real {
+    /// Keys in slots whose owner changed, and those between masters there before and after.
+    pub moved: u64,
+    pub between: u64,
+    /// Key by key (`SCAN` before and after, small keyspaces): keys whose master changed, and
+    /// the sum of their `DUMP` lengths on their new master.
+    pub scan_moved: Option<u64>,
+    pub scan_bytes: Option<u64>,
+    /// Bytes the masters that gained slots read from clients meanwhile
+    /// (`total_net_input_bytes`: the `RESTORE-ASKING` commands `MIGRATE` sends, with their
+    /// protocol, and redis-cli's own commands).
+    pub net_in: u64,
+    pub owner_after: Vec<Option<String>>,
+    /// Keys per master after.
+    pub keys_after: HashMap<String, u64>,
+    /// Seconds of the `redis-cli --cluster rebalance` run, and of the whole change.
+    pub rebalance_seconds: f64,
+    pub seconds: f64,
+    pub moves_printed: Vec<String>,
+    /// How the slots moved.
+    pub method: Method,
+    /// Each master's memory around the moves.
+    pub memory: Vec<RealMemory>,
+    /// Atomic: the jobs' `cow_size` summed (bytes the forks copied on write).
+    pub cow_bytes: u64,
+}
+
+/// One master's `used_memory` around the real moves, in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct RealMemory {
+    pub address: String,
+    /// Just before the moves.
+    pub before: f64,
+    /// The highest of the samples taken every 100 ms while the slots moved (a peak between
+    /// two samples is missed: a lower bound of the peak).
+    pub sampled_peak: f64,
+    /// `used_memory_peak` after the moves: the server's own peak over its whole life, loading
+    /// included (these servers are fresh: an upper bound of the moves' peak).
+    pub server_peak: f64,
+    /// When the change is done.
+    pub after: f64,
+}

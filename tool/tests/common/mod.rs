@@ -1,0 +1,44 @@
+//! What the tool's tests share: running the `ringslot` binary and reading the CSV files it
+//! writes under `--out`.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `ringslot args...`.
+pub fn ringslot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args(args)
+        .output()
+        .expect("run ringslot")
+}
+
+/// [`ringslot`] that must succeed; returns its standard output.
+pub fn ok(args: &[&str]) -> String {
+    let out = ringslot(args);
+    assert!(
+        out.status.success(),
+        "ringslot {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+}
+
+/// The rows of a CSV the tool wrote (its fields hold no commas or quotes), each a map from
+/// column name to field.
+pub fn csv_table(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).expect("read the CSV");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split(','))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
