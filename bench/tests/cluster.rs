@@ -172,7 +172,12 @@ fn two_masters_drained_and_the_pending_rebalance() {
     assert_eq!(n(slots, "moved"), n(slots, "real moved"), "{md}");
     let (predicted, error, real) = bytes_line(&md);
     assert!(error > 0.0, "{md}");
-    assert!((predicted - real).abs() <= error, "{md}");
+    // The stated error is two standard errors (a 95% interval): which keys a slot's sample
+    // takes follows the server's dictionary order (random hash seeds, per-slot dictionaries
+    // on Redis 8), so the real total falls outside it in one run of twenty. Four standard
+    // errors fail once in about 16000 runs (seen: 1480 bytes off against 1350 stated, Redis
+    // 8.2.3).
+    assert!((predicted - real).abs() <= 2.0 * error, "{md}");
     assert!(
         md.contains("slot owners after the real rebalance: equal to the plan's"),
         "{md}"
