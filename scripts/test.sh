@@ -7,8 +7,9 @@
 #     binaries that start servers, but those listed in SAME_ON_EVERY_SERVER below (make
 #     test-all runs those too).
 # The runs go through one pool of $RINGSLOT_TEST_JOBS (default 4) binaries at a time, the
-# longest first (by the times of the last run, target/test-times.tsv): live tests spend most
-# of their time waiting on servers, so several at once take little longer than one. The
+# longest first (by the times of the last run, target/test-times.tsv, else LONG below): live
+# tests spend most of their time waiting on servers, so several at once take little longer
+# than one. The
 # binaries in ALONE (they measure time) run after the pool, one at a time.
 # RINGSLOT_VALKEY=skip or RINGSLOT_REDIS8=skip leaves a server out.
 # Output: a line per binary as it ends; each binary's output in
@@ -29,6 +30,9 @@ SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak m
   keyslot_live cache_twemproxy program members docs"
 # Binaries that measure how long the server takes: never beside other tests.
 ALONE="module_limits program"
+# The longest binaries (cluster rebalances), started first when the last run's times are
+# unknown (a fresh clone), so that the pool does not end on one of them.
+LONG="cluster module_cluster slots_redis_cli cache predict properties"
 
 phases=()
 phase() { phases+=("$(printf '%-52s %6s s%s' "$1" "$2" "${3:-}")"); }
@@ -105,7 +109,10 @@ for ((s = 0; s < ${#servers[@]}; s += 2)); do
       [ -z "$all" ] && in_list "$label" "$SAME_ON_EVERY_SERVER" && continue
     fi
     last=$(awk -F'\t' -v n="$name" -v l="$label" '$1 == n && $2 == l { print $3 }' "$times")
-    job="${last:-999}"$'\t'"$name"$'\t'"$exe"$'\t'"$label"$'\t'"$dir"
+    if [ -z "$last" ]; then
+      if in_list "$label" "$LONG"; then last=999; else last=1; fi
+    fi
+    job="$last"$'\t'"$name"$'\t'"$exe"$'\t'"$label"$'\t'"$dir"
     if in_list "$label" "$ALONE"; then alone+=("$job"); else queue+=("$job"); fi
   done <"$list"
 done
