@@ -183,16 +183,16 @@ BENCH_VALKEY = $(CARGO) run --release -p ringslot-bench -- --redis-server $(VALK
 bench-cluster-atomic: release servers
 	rm -f bench/out/atomic-*-run.csv
 	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
-	  --no-module --name atomic-3-4-per-key $(BENCH_ARGS)
+	  --name atomic-3-4-per-key $(BENCH_ARGS)
 	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
-	  --no-module --atomic --name atomic-3-4-atomic $(BENCH_ARGS)
+	  --atomic --name atomic-3-4-atomic $(BENCH_ARGS)
 	$(BENCH_VALKEY) cluster --local 3 --join 3 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
-	  --no-module --name atomic-3-6-per-key $(BENCH_ARGS)
+	  --name atomic-3-6-per-key $(BENCH_ARGS)
 	$(BENCH_VALKEY) cluster --local 3 --join 3 --keys $(CLUSTER_KEYS) --hot-keys 20000 \
-	  --no-module --atomic --name atomic-3-6-atomic $(BENCH_ARGS)
-	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys 100000 --no-module --atomic \
+	  --atomic --name atomic-3-6-atomic $(BENCH_ARGS)
+	$(BENCH_VALKEY) cluster --local 3 --join 1 --keys 100000 --atomic \
 	  --name atomic-3-4-100k $(BENCH_ARGS)
-	$(BENCH_VALKEY) cluster --local 6 --leave 2 --keys 300000 --no-module --atomic \
+	$(BENCH_VALKEY) cluster --local 6 --leave 2 --keys 300000 --atomic \
 	  --name atomic-6-4-300k $(BENCH_ARGS)
 
 ## bench-cluster-fit: the calibration of the rebalance duration model (cluster/model.rs):

@@ -18,6 +18,8 @@ pub struct ClusterNode {
     pub address: String,
     /// Its flags: `myself`, `master`, `slave`, `fail?`, `fail`, `handshake`, `noaddr`, ...
     pub flags: Vec<String>,
+    /// A replica's master (its node id); `None` for a master (`-`).
+    pub master: Option<String>,
     /// The slots it serves, as inclusive ranges.
     pub slots: Vec<(u16, u16)>,
     /// Slots it is migrating away, with the id of the node they go to.
@@ -66,6 +68,7 @@ pub fn parse_cluster_nodes(text: &str) -> Result<Vec<ClusterNode>, EngineError> 
             id: id.to_string(),
             address: addr.split('@').next().unwrap_or_default().to_string(),
             flags: flags.split(',').map(str::to_string).collect(),
+            master: fields.get(3).filter(|m| **m != "-").map(|m| m.to_string()),
             slots: Vec::new(),
             migrating: Vec::new(),
             importing: Vec::new(),

@@ -16,8 +16,14 @@ pub fn cmd<A: AsRef<[u8]>>(args: &[A]) -> redis::Cmd {
     c
 }
 
-/// The error as the server wrote it (`ERR syntax error`), or the client's description.
+/// The error as the server wrote it (`ERR syntax error`), or the client's description (a
+/// timeout says so in words).
 pub fn error_text(e: &redis::RedisError) -> String {
+    if e.is_timeout() {
+        return "no answer within the timeout (--timeout): the node is stopped, overloaded or \
+                unreachable"
+            .to_string();
+    }
     match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),

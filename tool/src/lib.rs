@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod client;
+pub mod link;
 pub mod members;
 pub mod memcached;
 pub mod output;

@@ -8,11 +8,13 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 use ringslot_engine::Flavour;
+use ringslot_tool::link::{Access, TlsFiles};
 use ringslot_tool::predict::{self, report, MasterChange, Options, INTERRUPTED};
 use ringslot_tool::{args, members, output};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -52,12 +54,61 @@ struct Out {
     name: Option<String>,
 }
 
+/// How to reach the cluster's nodes.
 #[derive(Args, Debug)]
-struct PredictArgs {
-    /// A node of the cluster, `redis://[user:password@]host:port`: the node `redis-cli
-    /// --cluster rebalance` would be run against (it decides the order of ties).
+struct Connection {
+    /// A node of the cluster, `redis://[user[:password]@]host:port` or `rediss://` for TLS:
+    /// the node `redis-cli --cluster rebalance` would be run against (it decides the order of
+    /// ties). Every other node is reached the same way (user, password, TLS files). Without a
+    /// password in the URL, REDISCLI_AUTH's, else --password-file's.
     #[arg(long, value_name = "URL")]
     url: String,
+    /// The ACL user (else the URL's, else `default`).
+    #[arg(long)]
+    user: Option<String>,
+    /// A file whose first line is the password (keeps it off the command line).
+    #[arg(long, value_name = "FILE")]
+    password_file: Option<PathBuf>,
+    /// TLS: the CA certificate that signed the nodes' certificates (PEM; else the system's
+    /// trust store). Each node's certificate is checked against the address the cluster
+    /// announces for it.
+    #[arg(long, value_name = "FILE")]
+    tls_ca_cert: Option<PathBuf>,
+    /// TLS: a client certificate (PEM), for nodes with `tls-auth-clients yes`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: the client certificate's key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The most seconds to wait for a node to accept a connection or to answer a command: a
+    /// node that does not is named in an error and the run ends, having written nothing.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    timeout: f64,
+}
+
+impl Connection {
+    fn access(&self) -> Result<Access> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 3600.0) {
+            bail!("--timeout is in seconds, above 0 and at most 3600");
+        }
+        Access::new(
+            &self.url,
+            self.user.as_deref(),
+            self.password_file.as_deref(),
+            &TlsFiles {
+                ca_cert: self.tls_ca_cert.clone(),
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+            },
+            Duration::from_secs_f64(self.timeout),
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+struct PredictArgs {
+    #[command(flatten)]
+    connection: Connection,
     /// Masters that join, as ip:port (comma-separated or repeated): each one `add-node`d,
     /// then one rebalance.
     #[arg(long, value_name = "IP:PORT", value_delimiter = ',')]
@@ -81,9 +132,11 @@ struct PredictArgs {
     /// redis-cli's --cluster-threshold for --rebalance, in percent.
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     threshold: f64,
-    /// Predict read-only even when every master has the module.
+    /// Predict with the module loaded on every master (RING.MIRROR, RING.MOVES ... SLOTS on
+    /// ring copies: it writes keys with a TTL, deletes them, and says which). Without it the
+    /// prediction is read-only.
     #[arg(long)]
-    no_module: bool,
+    with_module: bool,
     /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
     #[arg(long, default_value_t = 200_000)]
     max_keys_per_sec: u64,
@@ -99,11 +152,11 @@ struct PredictArgs {
         value_parser = args::flavour
     )]
     flavours: Vec<Flavour>,
-    /// With the module: slots per RING.MOVES ... SLOTS call (the work each call holds a
+    /// With --with-module: slots per RING.MOVES ... SLOTS call (the work each call holds a
     /// master for).
     #[arg(long, default_value_t = 256)]
     chunk: u16,
-    /// With the module: seconds the ring copies live on the masters if the run dies.
+    /// With --with-module: seconds the ring copies live on the masters if the run dies.
     #[arg(long, default_value_t = 600)]
     ttl: u64,
     /// The slots will move by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, as
@@ -163,7 +216,7 @@ fn predict_run(a: &PredictArgs) -> Result<()> {
         flavours: a.flavours.clone(),
         chunk: a.chunk,
         ttl_secs: a.ttl,
-        no_module: a.no_module,
+        with_module: a.with_module,
         max_keys_per_sec: a.max_keys_per_sec,
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,
@@ -177,7 +230,8 @@ fn predict_run(a: &PredictArgs) -> Result<()> {
         eprintln!("ringslot: interrupted; removing what the run made");
     })
     .context("install the Ctrl-C handler")?;
-    let outcome = predict::predict_url(&a.url, change, &opts)?;
+    let access = a.connection.access()?;
+    let outcome = predict::predict_at(&access, change, &opts)?;
     let report = report::report(&outcome, &opts);
     if let Some(dir) = &a.out.out {
         report.write(dir, a.out.name.as_deref().unwrap_or("predict"))?;

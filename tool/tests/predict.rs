@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{csv_table, ok, ringslot};
+use common::{csv_table, ok, ringslot, ringslot_within};
 use ringslot_engine::key_slot;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::prelude::*;
@@ -76,6 +76,7 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         .collect();
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().to_str().unwrap();
+    // The module is loaded on every master: the default way is read-only all the same.
     let md = ok(&[
         "predict",
         "--url",
@@ -84,11 +85,19 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         dir,
         "--add",
         "10.9.9.9:7000",
-        "--no-module",
         "--max-keys-per-sec",
         "0",
     ]);
-    assert!(md.contains("**Read-only** (--no-module)"), "{md}");
+    assert!(md.contains("**Read-only**: nothing was loaded"), "{md}");
+    // What to run: add-node, then the rebalance, against the seed.
+    let seed_address = cluster.nodes[0].address();
+    assert!(
+        md.contains(&format!(
+            "redis-cli --cluster add-node 10.9.9.9:7000 {seed_address}\nredis-cli --cluster \
+             rebalance {seed_address} --cluster-use-empty-masters\n"
+        )),
+        "{md}"
+    );
     // Nothing changed: every master's keyspace digest and its count of writes.
     for (a, c) in cons.iter_mut() {
         assert_eq!(untouched(c), before[a], "{a}");
@@ -102,22 +111,26 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         "--json",
         "--add",
         "10.9.9.9:7000",
-        "--no-module",
         "--max-keys-per-sec",
         "0",
     ]))
     .expect("a JSON object");
     assert_eq!(json["change"]["kind"], "add");
-    assert_eq!(json["prediction"]["mode"]["way"], "read_only");
+    assert_eq!(json["prediction"]["mode"], "read_only");
     assert_eq!(json["prediction"]["keys"], 20000);
     assert_eq!(
-        json["prediction"]["slots_moved"],
+        json["prediction"]["keys_moved"],
         n(&rows[SLOTS_ROW], "moved")
     );
     assert_eq!(
         json["prediction"]["masters"].as_array().map(Vec::len),
         Some(4)
     );
+    assert_eq!(
+        json["prediction"]["rings"]["native"]["members"], 20000,
+        "rings keyed by flavour"
+    );
+    assert!(json["prediction"]["holds"][0]["keys_read"].as_u64() > Some(0));
     // The masters as redis-cli loads them from the seed: the seed, then the other masters in
     // the order of its CLUSTER NODES.
     let listed = cluster_nodes(&cluster.nodes[0]).unwrap();
@@ -165,7 +178,7 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     // CLUSTER COUNTKEYSINSLOT but never migrated: neither way counts them. (Either way's reads
     // reclaim them, so each run gets its own.)
     let slots_moved = n(&rows[SLOTS_ROW], "moved");
-    for mode in ["--no-module", "--chunk=256"] {
+    for mode in ["--max-keys-per-sec=0", "--with-module"] {
         for (a, c) in cons.iter_mut() {
             q(c, "DEBUG SET-ACTIVE-EXPIRE 0");
             for i in 0..3000 {
@@ -207,19 +220,22 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     assert!(err.contains("is migrating or importing"), "{err}");
     q(m0, "CLUSTER SETSLOT 100 STABLE");
 
-    // A master without the module (an empty one, add-node'd): the prediction runs read-only,
-    // and predicts the rebalance pending with it.
+    // A master without the module (an empty one, add-node'd): read-only predicts the
+    // rebalance pending with it; --with-module names it.
     let bare = cluster
         .add_node(|| Server::builder().no_module())
         .unwrap_or_else(|e| panic!("{e}"));
     let bare_address = cluster.nodes[bare].address();
-    let md = ok(&["predict", "--url", &seed, "--out", dir, "--rebalance"]);
+    let out = ringslot(&["predict", "--url", &seed, "--rebalance", "--with-module"]);
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        md.contains(&format!(
-            "**Read-only** (the module is not loaded on {bare_address})"
+        err.contains(&format!(
+            "--with-module: the module is not loaded on {bare_address}"
         )),
-        "{md}"
+        "{err}"
     );
+    let md = ok(&["predict", "--url", &seed, "--out", dir, "--rebalance"]);
+    assert!(md.contains("**Read-only**"), "{md}");
     assert!(
         md.contains(&format!("| {bare_address} | 0 | 0 | 4096 |")),
         "{md}"
@@ -262,6 +278,255 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     assert!(!out.status.success());
     assert!(
         err.contains(&cluster.nodes[2].address()) && err.contains("is flagged"),
+        "{err}"
+    );
+}
+
+/// The error (standard error) of a run that must fail.
+fn refused(args: &[&str]) -> String {
+    let out = ringslot_within(args, Duration::from_secs(300));
+    assert!(!out.status.success(), "ringslot {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn nonsense_is_refused_and_a_stopped_master_is_named_within_the_timeout() {
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    let seed = cluster.nodes[0].url();
+    let (a, b, c) = (
+        cluster.nodes[0].address(),
+        cluster.nodes[1].address(),
+        cluster.nodes[2].address(),
+    );
+    let all = format!("{a},{b},{c}");
+    // Refused before anything is read: the change itself, then against the topology.
+    for (args, says) in [
+        (
+            vec!["--add", "10.9.9.9"],
+            "is not a master's address: give it as ip:port",
+        ),
+        (vec!["--add", "10.9.9.9:0"], "is not a master's address"),
+        (
+            vec!["--add", "10.9.9.9:7000,10.9.9.9:7000"],
+            "10.9.9.9:7000 is named twice",
+        ),
+        (
+            vec!["--add", "10.9.9.9:7000", "--weight", "0"],
+            "--weight must be from 1",
+        ),
+        (
+            vec!["--rebalance", "--threshold", "150"],
+            "--threshold is a percentage",
+        ),
+        (
+            vec!["--del", &all],
+            "every master that serves slots would leave",
+        ),
+        (
+            vec!["--del", "10.9.9.9:7000"],
+            "10.9.9.9:7000 is not a master of this cluster",
+        ),
+        (vec!["--add", &a], "is already a master of this cluster"),
+        (
+            vec!["--add", "10.9.9.9:7000", "--timeout", "0"],
+            "--timeout is in seconds",
+        ),
+    ] {
+        let mut full = vec!["predict", "--url", &seed];
+        full.extend(args.iter().copied());
+        let err = refused(&full);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // A master stopped (SIGSTOP) before the cluster flags it: the cluster's node timeout is
+    // raised far above the tool's, so that the node looks healthy to the others. The run ends
+    // with an error naming it, and the cluster is untouched once it continues.
+    for node in &cluster.nodes {
+        q(&mut node.client(), "CONFIG SET cluster-node-timeout 600000");
+    }
+    let before: Vec<(String, String)> = cluster
+        .nodes
+        .iter()
+        .map(|n| untouched(&mut n.client()))
+        .collect();
+    let stopped = cluster.nodes[2].pid().to_string();
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &stopped])
+            .status()
+            .unwrap();
+    };
+    signal("-STOP");
+    let out = ringslot_within(
+        &[
+            "predict",
+            "--url",
+            &seed,
+            "--add",
+            "10.9.9.9:7000",
+            "--timeout",
+            "1",
+        ],
+        Duration::from_secs(120),
+    );
+    signal("-CONT");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&c) && err.contains("no answer within"),
+        "the stopped master is named: {err}"
+    );
+    assert!(
+        !cluster_nodes(&cluster.nodes[0]).unwrap().contains("fail"),
+        "the cluster never flagged it"
+    );
+    let after: Vec<(String, String)> = cluster
+        .nodes
+        .iter()
+        .map(|n| untouched(&mut n.client()))
+        .collect();
+    assert_eq!(after, before, "nothing written");
+    // A node of another kind: a standalone server is not a cluster node.
+    let standalone = Server::builder().no_module().start().unwrap();
+    let err = refused(&[
+        "predict",
+        "--url",
+        &standalone.url(),
+        "--add",
+        "10.9.9.9:7000",
+    ]);
+    assert!(err.contains("cluster support disabled"), "{err}");
+}
+
+/// The read-only way's ACL rule, as docs/cluster.md gives it, for the server of `con`:
+/// `CLUSTER GETSLOTMIGRATIONS` exists on Valkey 9 only, `CLIENT NO-TOUCH` from Redis 7.2 and
+/// on Valkey (ACL SETUSER refuses a command the server does not know).
+fn read_only_rule(con: &mut redis::Connection) -> String {
+    let info = text(&q(con, "INFO server"));
+    let valkey9 = ringslot_harness::cluster::is_valkey_9(&info);
+    let version = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    let valkey = version("server_name:").as_deref() == Some("valkey");
+    let redis_7_2_on = version("redis_version:")
+        .and_then(|v| {
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            Some((parts.next()?, parts.next()?))
+        })
+        .is_some_and(|v| v >= (7, 2));
+    let mut rule =
+        "on resetkeys %R~* resetchannels -@all +cluster|nodes +scan +dump +memory|usage +info +ping"
+            .to_string();
+    if valkey9 {
+        rule.push_str(" +cluster|getslotmigrations");
+    }
+    if valkey || redis_7_2_on {
+        rule.push_str(" +client|no-touch");
+    }
+    rule
+}
+
+#[test]
+fn a_least_privilege_user_made_on_every_node() {
+    let cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
+    let owners = ringslot_harness::cluster::owners(
+        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
+            .unwrap(),
+    );
+    let mut cons: HashMap<String, redis::Connection> = cluster
+        .nodes
+        .iter()
+        .map(|s| (s.address(), s.client()))
+        .collect();
+    for i in 0..3000 {
+        let key = format!("app:{i}");
+        let owner = owners[usize::from(key_slot(key.as_bytes()))]
+            .clone()
+            .unwrap();
+        call(
+            cons.get_mut(&owner).unwrap(),
+            &[b"SET", key.as_bytes(), b"v"],
+        )
+        .unwrap();
+    }
+    let rule = read_only_rule(cons.values_mut().next().unwrap());
+    let setuser = |con: &mut redis::Connection, extra: &str| {
+        q(con, "ACL DELUSER ringslot");
+        q(con, &format!("ACL SETUSER ringslot >pw {rule} {extra}"));
+    };
+    for con in cons.values_mut() {
+        setuser(con, "");
+    }
+    let port = cluster.nodes[0].port;
+    let url = format!("redis://ringslot:pw@127.0.0.1:{port}");
+    // The documented rule, on every node: the prediction runs, measuring everything.
+    let md = ok(&["predict", "--url", &url, "--add", "10.9.9.9:7000"]);
+    assert!(md.contains("**Read-only**"), "{md}");
+    assert!(!md.contains("not measured"), "{md}");
+    // The password from a file, and from REDISCLI_AUTH, rather than the command line.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pass");
+    std::fs::write(&file, "pw\n").unwrap();
+    let user_url = format!("redis://ringslot@127.0.0.1:{port}");
+    ok(&[
+        "predict",
+        "--url",
+        &user_url,
+        "--password-file",
+        file.to_str().unwrap(),
+        "--add",
+        "10.9.9.9:7000",
+    ]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args(["predict", "--url", &user_url, "--add", "10.9.9.9:7000"])
+        .env("REDISCLI_AUTH", "pw")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One master without MEMORY USAGE (the user made there without it): one error that names
+    // the command, the master and the rule.
+    let third = cluster.nodes[2].address();
+    setuser(cons.get_mut(&third).unwrap(), "-memory|usage");
+    let err = refused(&["predict", "--url", &url, "--add", "10.9.9.9:7000"]);
+    assert!(
+        err.contains(&format!("MEMORY USAGE (on {third})"))
+            && err.contains("ACL SETUSER ringslot +memory|usage"),
+        "{err}"
+    );
+    setuser(cons.get_mut(&third).unwrap(), "");
+    // Without PING: it runs, and says what it did not measure, never a 0.
+    for con in cons.values_mut() {
+        setuser(con, "-ping");
+    }
+    let md = ok(&["predict", "--url", &url, "--add", "10.9.9.9:7000"]);
+    assert!(
+        md.contains("not measured: other clients' PING latency"),
+        "{md}"
+    );
+    assert!(md.contains("not measured (PING refused)"), "{md}");
+    // Keys it may not read in the slots that move: the count and their pattern, no plan.
+    for con in cons.values_mut() {
+        q(con, "ACL DELUSER ringslot");
+        q(
+            con,
+            &format!("ACL SETUSER ringslot >pw {} resetkeys %R~app:1*", rule),
+        );
+    }
+    let out = ringslot_within(
+        &["predict", "--url", &url, "--add", "10.9.9.9:7000"],
+        Duration::from_secs(300),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(out.stdout.is_empty(), "no plan printed");
+    assert!(
+        err.contains("cannot be read by the user `ringslot`") && err.contains("%R~app:*"),
         "{err}"
     );
 }

@@ -11,9 +11,10 @@ use ringslot_engine::cluster::{mirror, parse_cluster_nodes, MirrorOptions};
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams};
 use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
-use ringslot_harness::redis::{self, IntoConnectionInfo};
+use ringslot_harness::redis;
 use ringslot_harness::{Server, ServerBuilder};
-use ringslot_tool::predict::live::{connect, read_topology, LiveCluster, Prober};
+use ringslot_tool::link::{Access, TlsFiles};
+use ringslot_tool::predict::live::{read_topology, LiveCluster, Prober};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -42,7 +43,7 @@ pub struct SlotCost {
 fn scan(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, (String, u64)>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         scan_keys(&mut con, "*", |con: &mut redis::Connection, batch| {
             let mut pipe = redis::pipe();
             for k in &batch {
@@ -70,7 +71,13 @@ pub fn slot_cost(
     builder: &dyn Fn() -> ServerBuilder,
 ) -> Result<SlotCost> {
     let mut cluster = Cluster::start(masters, builder)?;
-    let seed = cluster.nodes[0].url().into_connection_info()?;
+    let seed = Access::new(
+        &cluster.nodes[0].url(),
+        None,
+        None,
+        &TlsFiles::default(),
+        std::time::Duration::from_secs(300),
+    )?;
     let topo = read_topology(&seed)?;
     // Each key to its master, pipelined.
     let mut per_master: Vec<Vec<usize>> = vec![Vec::new(); topo.masters.len()];
@@ -84,7 +91,7 @@ pub fn slot_cost(
     }
     let filler = vec![b'v'; shape.value_max.max(1)];
     for (m, list) in topo.masters.iter().zip(&per_master) {
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         for part in list.chunks(2000) {
             let mut pipe = redis::pipe();
             for &r in part {
@@ -171,7 +178,11 @@ pub fn slot_cost(
             cost.seconds = started.elapsed().as_secs_f64();
         }
     }
-    cost.longest_ping = prober.finish().values().copied().fold(0.0, f64::max);
+    cost.longest_ping = prober
+        .finish()
+        .values()
+        .map(|p| p.longest)
+        .fold(0.0, f64::max);
     let after = scan(&read_topology(&seed)?)?;
     for (k, (master, size)) in &before {
         if after.get(k).map(|a| &a.0) != Some(master) {

@@ -16,7 +16,7 @@ pub fn chart(dir: &Path, name: &str, outcome: &Outcome) -> Result<()> {
     let real = outcome.real.as_ref();
     let over_ideal = |f: f64| if p.ideal > 0.0 { f / p.ideal } else { 0.0 };
     let mut schemes = vec!["slots".to_string()];
-    let mut predicted = vec![(0.0, over_ideal(fraction(p.slots_moved, p.keys)))];
+    let mut predicted = vec![(0.0, over_ideal(fraction(p.keys_moved, p.keys)))];
     for (k, (flavour, sums)) in p.rings.iter().enumerate() {
         schemes.push(flavour.clone());
         predicted.push((

@@ -14,9 +14,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::key_slot;
 use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{redis_cli_ok, Cluster};
-use ringslot_harness::redis::{self, IntoConnectionInfo};
+use ringslot_harness::redis;
 use ringslot_harness::{Server, ServerBuilder};
-use ringslot_tool::predict::live::{connect, read_topology, s, slot_counts, LiveCluster};
+use ringslot_tool::link::{Access, TlsFiles};
+use ringslot_tool::predict::live::{read_topology, s, slot_counts, LiveCluster};
 use ringslot_tool::predict::method::{ranges, Method};
 use ringslot_tool::predict::plan::MoveCost;
 use ringslot_tool::predict::real::{Real, RealMemory};
@@ -194,7 +195,7 @@ pub(super) fn load_keys(topo: &LiveCluster, count: u64, hot: u64) -> Result<()> 
             .map(|(m, keys)| {
                 let bar = bar.clone();
                 scope.spawn(move || -> Result<()> {
-                    let mut con = connect(&m.info)?;
+                    let mut con = m.link.connect()?;
                     for part in keys.chunks(5_000) {
                         let mut pipe = redis::pipe();
                         for (k, v) in part {
@@ -224,7 +225,7 @@ pub(super) fn load_keys(topo: &LiveCluster, count: u64, hot: u64) -> Result<()> 
 pub(super) fn scan_all(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, String>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         scan_keys(&mut con, "*", |_: &mut redis::Connection, keys| {
             for k in keys {
                 all.insert(k, m.address.clone());
@@ -247,7 +248,7 @@ fn dump_total(topo: &LiveCluster, keys: &[(&Vec<u8>, &String)]) -> Result<u64> {
         let Some(names) = by_master.get(&m.address) else {
             continue;
         };
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         for part in names.chunks(1000) {
             let mut pipe = redis::pipe();
             for k in part {
@@ -270,7 +271,7 @@ fn dump_total(topo: &LiveCluster, keys: &[(&Vec<u8>, &String)]) -> Result<u64> {
 fn net_input(topo: &LiveCluster) -> Result<HashMap<String, u64>> {
     let mut out = HashMap::new();
     for m in &topo.masters {
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         let info: String = redis::cmd("INFO")
             .arg("stats")
             .query(&mut con)
@@ -329,7 +330,14 @@ pub(super) fn local(
     eprintln!("cluster: starting {} masters ...", plan.masters);
     let mut cluster = Cluster::start(plan.masters, at_port)?;
     register(cluster.nodes.iter().map(Server::pid));
-    let seed = cluster.nodes[0].url().into_connection_info()?;
+    // The benchmark's own loads and checks may take long on a busy machine: a generous bound.
+    let seed = Access::new(
+        &cluster.nodes[0].url(),
+        None,
+        None,
+        &TlsFiles::default(),
+        Duration::from_secs(300),
+    )?;
     let topo = read_topology(&seed)?;
     let started = Instant::now();
     load_keys(&topo, plan.keys, plan.hot_keys)?;
@@ -380,7 +388,7 @@ pub(super) fn local(
     let prediction = predict(&seed, &change, opts)?;
     let read_only = if plan.both_modes {
         let ro = Options {
-            no_module: true,
+            with_module: false,
             ..opts.clone()
         };
         Some(predict(&seed, &change, &ro)?)
@@ -478,7 +486,7 @@ pub(super) fn local(
     }
     cluster.converge()?;
     let seconds = started.elapsed().as_secs_f64();
-    let after = read_topology(&cluster.nodes[0].url().into_connection_info()?)?;
+    let after = read_topology(&seed)?;
     let owner_after: Vec<Option<String>> = after
         .owner
         .iter()

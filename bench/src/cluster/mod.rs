@@ -48,10 +48,11 @@ pub struct Args {
     /// last) [default: 30001].
     #[arg(long)]
     base_port: Option<u16>,
-    /// Predict read-only only (the module is on every local master).
+    /// Predict with the module (loaded on every local master), as `ringslot predict
+    /// --with-module` does; otherwise read-only.
     #[arg(long, conflicts_with = "both_modes")]
-    no_module: bool,
-    /// predict both ways, with the module and read-only, and compare.
+    with_module: bool,
+    /// Predict both ways, with the module and read-only, and compare.
     #[arg(long)]
     both_modes: bool,
     /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
@@ -116,7 +117,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         flavours: a.flavours.clone(),
         chunk: a.chunk,
         ttl_secs: a.ttl,
-        no_module: a.no_module,
+        with_module: a.with_module || a.both_modes,
         max_keys_per_sec: a.max_keys_per_sec,
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,

@@ -22,7 +22,7 @@ pub fn write_run(dir: &Path, name: &str, outcome: &Outcome) -> Result<()> {
         run.push(vec![
             slots_planned.to_string(),
             p.masters.len().to_string(),
-            p.slots_moved.to_string(),
+            p.keys_moved.to_string(),
             format!("{:.0}", p.bytes.value),
             fixed(r.rebalance_seconds, 3),
             fixed(p.duration, 3),

@@ -1,7 +1,12 @@
 //! The change of masters a prediction is for, in the forms `RING.PLAN`, the engine and a
 //! report take.
 
+use anyhow::{bail, Result};
 use ringslot_engine::Change;
+
+/// The largest weight a joining master may have (redis-cli's weights are relative: the
+/// engine's limit on a node's weight is far above any real use).
+pub const MAX_WEIGHT: u32 = 1_000_000;
 
 /// The change of masters to predict.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -20,6 +25,39 @@ pub enum MasterChange {
 }
 
 impl MasterChange {
+    /// Refuses what cannot be meant, before anything is read: a master named twice, a name
+    /// that is not `host:port` with a port from 1 to 65535, a weight of 0 or above
+    /// [`MAX_WEIGHT`] for joining masters, a threshold that is not a percentage.
+    pub fn check(&self) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        for n in self.named() {
+            let port = n
+                .rsplit_once(':')
+                .filter(|(host, _)| !host.is_empty())
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .filter(|p| *p != 0);
+            if port.is_none() {
+                bail!("`{n}` is not a master's address: give it as ip:port (as CLUSTER NODES shows it)");
+            }
+            if !seen.insert(n.as_str()) {
+                bail!("{n} is named twice");
+            }
+        }
+        match self {
+            MasterChange::Add {
+                weight: Some(w), ..
+            } if *w == 0 || *w > MAX_WEIGHT => {
+                bail!("--weight must be from 1 to {MAX_WEIGHT} for joining masters (a master that leaves is named with --del)")
+            }
+            MasterChange::Rebalance { threshold }
+                if !threshold.is_finite() || !(0.0..=100.0).contains(threshold) =>
+            {
+                bail!("--threshold is a percentage, from 0 to 100 (got {threshold})")
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The change as `RING.MOVES` / `RING.PLAN` take it (node lists in the count form, which
     /// no node name can end early).
     pub fn args(&self) -> Vec<String> {

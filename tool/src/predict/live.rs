@@ -4,9 +4,10 @@
 //! any of the run's commands held each master.
 
 use crate::client::error_text;
+use crate::link::{Access, Link};
 use crate::reply::{array as items, field};
-use anyhow::{anyhow, bail, Context, Result};
-use redis::{Connection, ConnectionAddr, ConnectionInfo, Value};
+use anyhow::{anyhow, bail, Result};
+use redis::{Connection, Value};
 use ringslot_engine::cluster::{parse_cluster_nodes, ClusterNode};
 use ringslot_engine::{key_slot, SLOT_COUNT};
 use std::collections::BTreeMap;
@@ -20,9 +21,12 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// One master of the cluster.
 #[derive(Debug, Clone)]
 pub struct Master {
+    /// `ip:port`, as `CLUSTER NODES` announces it.
     pub address: String,
+    /// The slots it serves, ascending.
     pub slots: Vec<u16>,
-    pub info: ConnectionInfo,
+    /// How the tool reaches it.
+    pub link: Link,
 }
 
 /// The checked topology: its masters in the order of their first slot, and the owner of
@@ -90,11 +94,43 @@ impl Holds {
 }
 
 /// What another client sees of each master while the run works: a `PING` every 10 ms on a
-/// connection of its own, and the longest it waited for the answer (the server busy with the
-/// run's commands, or with anything else).
+/// connection of its own, the longest it waited for the answer (the server busy with the
+/// run's commands, or with anything else), and the typical round trip.
 pub struct Prober {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handles: Vec<std::thread::JoinHandle<(String, Duration)>>,
+    handles: Vec<std::thread::JoinHandle<(String, Vec<Duration>)>>,
+}
+
+/// One master's `PING`s while the run worked.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Probe {
+    /// The longest round trip, seconds.
+    pub longest: f64,
+    /// The median round trip, seconds.
+    pub median: f64,
+    /// The 90th percentile, seconds.
+    pub p90: f64,
+    /// `PING`s answered.
+    pub samples: usize,
+}
+
+impl Probe {
+    /// The probe of `rtts` (round trips); `None` for none (the master refused `PING`, or could
+    /// not be reached: not measured, never 0).
+    pub fn of(rtts: &[Duration]) -> Option<Probe> {
+        let mut v: Vec<f64> = rtts.iter().map(Duration::as_secs_f64).collect();
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+            v.get(i).copied().unwrap_or(0.0)
+        };
+        (!v.is_empty()).then(|| Probe {
+            longest: v.last().copied().unwrap_or(0.0),
+            median: at(0.5),
+            p90: at(0.9),
+            samples: v.len(),
+        })
+    }
 }
 
 impl Prober {
@@ -106,32 +142,33 @@ impl Prober {
             .map(|m| {
                 let (m, stop) = (m.clone(), stop.clone());
                 std::thread::spawn(move || {
-                    let mut longest = Duration::ZERO;
-                    let Ok(mut con) = connect(&m.info) else {
-                        return (m.address, longest);
+                    let mut rtts = Vec::new();
+                    let Ok(mut con) = m.link.connect() else {
+                        return (m.address, rtts);
                     };
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                         let started = Instant::now();
                         if redis::cmd("PING").query::<()>(&mut con).is_err() {
                             break;
                         }
-                        longest = longest.max(started.elapsed());
+                        rtts.push(started.elapsed());
                         std::thread::sleep(Duration::from_millis(10));
                     }
-                    (m.address, longest)
+                    (m.address, rtts)
                 })
             })
             .collect();
         Prober { stop, handles }
     }
 
-    /// Stops probing; per master, the longest wait in seconds.
-    pub fn finish(self) -> BTreeMap<String, f64> {
+    /// Stops probing; per master that answered `PING`, its probe (masters that did not are
+    /// left out: not measured).
+    pub fn finish(self) -> BTreeMap<String, Probe> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handles
             .into_iter()
             .filter_map(|h| h.join().ok())
-            .map(|(a, d)| (a, d.as_secs_f64()))
+            .filter_map(|(a, rtts)| Some((a, Probe::of(&rtts)?)))
             .collect()
     }
 }
@@ -167,39 +204,6 @@ impl Limiter {
     }
 }
 
-/// `info` with its address replaced by `address` (`ip:port`): the seed's credentials and
-/// database on another node.
-pub fn info_at(info: &ConnectionInfo, address: &str) -> Result<ConnectionInfo> {
-    let (host, port) = address
-        .rsplit_once(':')
-        .ok_or_else(|| anyhow!("not an ip:port address: {address}"))?;
-    let port: u16 = port.parse().with_context(|| format!("port of {address}"))?;
-    let mut info = info.clone();
-    info.addr = match &info.addr {
-        ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => ConnectionAddr::TcpTls {
-            host: host.to_string(),
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => ConnectionAddr::Tcp(host.to_string(), port),
-    };
-    Ok(info)
-}
-
-/// A plain connection (no cluster redirection) to one node.
-pub fn connect(info: &ConnectionInfo) -> Result<Connection> {
-    let client = redis::Client::open(info.clone())
-        .map_err(|e| anyhow!("bad address {:?}: {e}", info.addr))?;
-    client
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .map_err(|e| anyhow!("cannot reach {}: {e}", info.addr))
-}
-
 /// Runs a command; an error names the node and the command and quotes the reply.
 pub fn run(con: &mut Connection, at: &str, args: &[String]) -> Result<Value> {
     let parts: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -213,11 +217,11 @@ pub fn s(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
 }
 
-/// `CLUSTER NODES` of the node at `info`, parsed.
-pub fn nodes_of(info: &ConnectionInfo) -> Result<Vec<ClusterNode>> {
-    let mut con = connect(info)?;
-    let at = format!("{:?}", info.addr);
-    let text = crate::reply::text(&run(&mut con, &at, &s(&["CLUSTER", "NODES"]))?)
+/// `CLUSTER NODES` of the node at `link`, parsed.
+pub fn nodes_of(link: &Link) -> Result<Vec<ClusterNode>> {
+    let mut con = link.connect()?;
+    let at = &link.address;
+    let text = crate::reply::text(&run(&mut con, at, &s(&["CLUSTER", "NODES"]))?)
         .map_err(|e| anyhow!("{at}: CLUSTER NODES: {e}"))?;
     parse_cluster_nodes(&text).map_err(|e| anyhow!("{at}: {e}"))
 }
@@ -239,15 +243,15 @@ pub fn first_open(node: &ClusterNode) -> Option<u16> {
 /// Reads and checks the topology from the seed (see the module docs): refused while a node is
 /// failing or in handshake, a slot is migrating or importing, or the nodes disagree on the
 /// masters and the slot table.
-pub fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
-    let nodes = nodes_of(seed)?;
+pub fn read_topology(access: &Access) -> Result<LiveCluster> {
+    let nodes = nodes_of(&access.seed())?;
     if let Some(why) = refusal(&nodes, &[]) {
         bail!("{why}");
     }
     // Every node's own view.
     let mut views = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        views.push((n.address.clone(), nodes_of(&info_at(seed, &n.address)?)?));
+        views.push((n.address.clone(), nodes_of(&access.at(&n.address)?)?));
     }
     if let Some(why) = refusal(&nodes, &views) {
         bail!("{why}");
@@ -259,7 +263,7 @@ pub fn read_topology(seed: &ConnectionInfo) -> Result<LiveCluster> {
             Ok(Master {
                 address: n.address.clone(),
                 slots: slots_of(n),
-                info: info_at(seed, &n.address)?,
+                link: access.at(&n.address)?,
             })
         })
         .collect::<Result<_>>()?;
@@ -352,7 +356,7 @@ pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) 
 /// reply, taken as "no atomic migration"). Redis 8.4's own `CLUSTER MIGRATION STATUS` is not
 /// asked: no 8.4 server was at hand to test its reply against.
 pub fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
-    let mut con = connect(&m.info)?;
+    let mut con = m.link.connect()?;
     let jobs = match run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) {
         Ok(jobs) => jobs,
         // Redis and Valkey before 9 do not know the subcommand; any other error (NOPERM, a
@@ -397,10 +401,11 @@ pub struct NodeFacts {
     pub used_memory: f64,
 }
 
-/// [`NodeFacts`] of the node at `info` (`address` names it in errors). Error: the node cannot
-/// be reached, or refuses `INFO` (an ACL user without `+info`).
-pub fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFacts> {
-    let mut con = connect(info)?;
+/// [`NodeFacts`] of the node at `link`. Error: the node cannot be reached, or refuses `INFO`
+/// (an ACL user without `+info`).
+pub fn node_facts(link: &Link) -> Result<NodeFacts> {
+    let address = &link.address;
+    let mut con = link.connect()?;
     let text = |section: &str, con: &mut Connection| -> Result<String> {
         let v = run(con, address, &s(&["INFO", section]))?;
         crate::reply::text(&v).map_err(|e| anyhow!("{address}: INFO {section}: {e}"))
@@ -417,7 +422,7 @@ pub fn node_facts(info: &ConnectionInfo, address: &str) -> Result<NodeFacts> {
 
 /// Whether `MODULE LIST` of the master names ringslot.
 pub fn has_module(m: &Master) -> Result<bool> {
-    let mut con = connect(&m.info)?;
+    let mut con = m.link.connect()?;
     let list = run(&mut con, &m.address, &s(&["MODULE", "LIST"]))?;
     Ok(items(&list)?.iter().any(|module| {
         field(module, "name")
@@ -454,7 +459,7 @@ pub fn tags() -> Vec<String> {
 pub fn slot_counts(topo: &LiveCluster) -> Result<Vec<u64>> {
     let mut counts = vec![0u64; SLOT_COUNT];
     for m in &topo.masters {
-        let mut con = connect(&m.info)?;
+        let mut con = m.link.connect()?;
         if let Some(stats) = slot_stats(&mut con)? {
             for &slot in &m.slots {
                 counts[usize::from(slot)] = stats.get(&slot).copied().unwrap_or(0);
@@ -478,7 +483,7 @@ fn count_keys_in_slots(con: &mut Connection, m: &Master) -> Result<Vec<(u16, u64
         }
         let got: Vec<u64> = pipe
             .query(con)
-            .map_err(|e| anyhow!("{}: CLUSTER COUNTKEYSINSLOT: {e}", m.address))?;
+            .map_err(|e| anyhow!("{}: CLUSTER COUNTKEYSINSLOT: {}", m.address, error_text(&e)))?;
         counts.extend(part.iter().copied().zip(got));
     }
     Ok(counts)
@@ -541,7 +546,7 @@ pub fn scan_master(
                     .arg(1000)
                     .query(con)
             })
-            .map_err(|e| anyhow!("{}: SCAN: {e}", m.address))?;
+            .map_err(|e| anyhow!("{}: SCAN: {}", m.address, error_text(&e)))?;
         visit(con, names)?;
         if next == 0 {
             return Ok(());
@@ -552,8 +557,8 @@ pub fn scan_master(
 
 /// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
 /// must be the keys counted.
-pub fn check_unchanged(seed: &ConnectionInfo, topo: &LiveCluster) -> Result<()> {
-    let after = read_topology(seed)?;
+pub fn check_unchanged(access: &Access, topo: &LiveCluster) -> Result<()> {
+    let after = read_topology(access)?;
     let unchanged = after.masters.len() == topo.masters.len()
         && after
             .masters
@@ -579,11 +584,11 @@ mod tests {
         use ringslot_harness::cluster::Cluster;
         let cluster = Cluster::start(3, ringslot_harness::Server::builder).unwrap();
         let mut seed = cluster.nodes[0].client();
-        let info = cluster.nodes[0].url().parse::<ConnectionInfo>().unwrap();
-        let topo = read_topology(&info).unwrap();
+        let access = Access::plain(&cluster.nodes[0].url()).unwrap();
+        let topo = read_topology(&access).unwrap();
         let tags = tags();
         for m in &topo.masters {
-            let mut con = connect(&m.info).unwrap();
+            let mut con = m.link.connect().unwrap();
             let mut pipe = redis::pipe();
             for (i, &slot) in m.slots.iter().enumerate().step_by(7) {
                 let tag = &tags[usize::from(slot)];
@@ -610,7 +615,7 @@ mod tests {
         let has_stats = valkey9 || version.contains("redis_version:8.");
         let (mut by_stats, mut by_count) = (Duration::ZERO, Duration::ZERO);
         for m in &topo.masters {
-            let mut con = connect(&m.info).unwrap();
+            let mut con = m.link.connect().unwrap();
             let started = Instant::now();
             let stats = slot_stats(&mut con).unwrap();
             by_stats += started.elapsed();

@@ -26,11 +26,13 @@ pub mod live;
 pub mod method;
 pub mod model;
 pub mod options;
+pub mod permissions;
 pub mod plan;
 pub mod prediction;
 pub mod read_only;
 pub mod real;
 pub mod report;
+pub mod runbook;
 pub mod sizing;
 pub mod with_module;
 
@@ -39,49 +41,41 @@ pub use live::INTERRUPTED;
 pub use options::Options;
 pub use report::Outcome;
 
+use crate::link::{Access, Link};
 use anyhow::{anyhow, bail, Result};
 use live::{node_facts, read_topology, Holds, Prober};
 use prediction::{add_methods, assemble, Prediction};
-use redis::{ConnectionInfo, IntoConnectionInfo};
 use std::time::Instant;
 
-/// Predicts `change` on the cluster behind `seed`: with the module when every master has it
-/// (and not `--no-module`), else read-only.
-pub fn predict(seed: &ConnectionInfo, change: &MasterChange, opts: &Options) -> Result<Prediction> {
+/// Predicts `change` on the cluster the seed of `access` belongs to: read-only, or with the
+/// module when `opts.with_module` (which every master must have loaded). Errors, before any
+/// key is read: a change that cannot be meant ([`MasterChange::check`], removing every
+/// master, a replica or an unknown node named as a master, a joining master already in the
+/// cluster), an unhealthy cluster, a node that does not answer within the timeout.
+pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result<Prediction> {
+    change.check()?;
     let started = Instant::now();
-    eprintln!("cluster: reading the topology ...");
-    let topo = read_topology(seed)?;
-    let names: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
-    match change {
-        MasterChange::Add { nodes, .. } => {
-            if let Some(n) = nodes.iter().find(|n| names.contains(n)) {
-                let empty = topo
-                    .masters
-                    .iter()
-                    .any(|m| &m.address == n && m.slots.is_empty());
-                let hint = if empty {
-                    ": it serves no slot yet (add-node done?); predict the pending rebalance \
-                     with --rebalance"
-                } else {
-                    ""
-                };
-                bail!("{n} is already a master of this cluster{hint}")
-            }
-        }
-        MasterChange::Del { nodes } => {
-            if let Some(n) = nodes.iter().find(|n| !names.contains(n)) {
-                bail!(
-                    "{n} is not a master of this cluster (masters: {})",
-                    names.join(", ")
-                )
-            }
-        }
-        MasterChange::Rebalance { .. } => {}
-    }
+    let needs: Vec<permissions::Need> = if opts.with_module {
+        permissions::READ_ONLY
+            .iter()
+            .chain(permissions::WITH_MODULE)
+            .copied()
+            .collect()
+    } else {
+        permissions::READ_ONLY.to_vec()
+    };
+    // The seed's rights first (it is asked for the topology), then every master's.
+    let seed = access.seed();
+    permissions::check(&[&seed], &needs, access.user())?;
+    eprintln!("ringslot: reading the topology ...");
+    let topo = read_topology(access)?;
+    check_against(change, &topo)?;
+    let links: Vec<&Link> = topo.masters.iter().map(|m| &m.link).collect();
+    let granted = permissions::check(&links, &needs, access.user())?;
     if opts.atomic {
         // Before any key is read: --atomic needs every master to have atomic slot migration.
         for m in &topo.masters {
-            let facts = node_facts(&m.info, &m.address).map_err(|e| {
+            let facts = node_facts(&m.link).map_err(|e| {
                 anyhow!(
                     "--atomic: cannot tell whether {} has atomic slot migration ({e:#}); INFO \
                      needs +info",
@@ -97,33 +91,108 @@ pub fn predict(seed: &ConnectionInfo, change: &MasterChange, opts: &Options) -> 
             }
         }
     }
+    if opts.with_module {
+        let missing = topo.without_module()?;
+        if !missing.is_empty() {
+            bail!(
+                "--with-module: the module is not loaded on {} (predict read-only without it)",
+                missing.join(", ")
+            );
+        }
+    }
     let holds = Holds::default();
-    let missing = topo.without_module()?;
     let prober = Prober::start(&topo.masters);
-    let gathered = if opts.no_module || !missing.is_empty() {
-        let why = if opts.no_module {
-            "--no-module".to_string()
-        } else {
-            format!("the module is not loaded on {}", missing.join(", "))
-        };
-        eprintln!("cluster: predicting read-only ({why}) ...");
-        read_only::predict_readonly(seed, &topo, change, opts, &holds, why)?
+    let gathered = if opts.with_module {
+        eprintln!(
+            "ringslot: predicting with the module (ring copies with a TTL, deleted after) ..."
+        );
+        with_module::predict_module(access, &topo, change, opts, &holds)
     } else {
-        eprintln!("cluster: predicting with the module ...");
-        with_module::predict_module(seed, &topo, change, opts, &holds)?
+        eprintln!("ringslot: predicting read-only ...");
+        read_only::predict_readonly(access, &topo, change, opts, &holds)
     };
     let waits = prober.finish();
-    let mut prediction = assemble(&topo, change, gathered, &holds, waits, opts, started);
-    add_methods(seed, &mut prediction, opts)?;
+    let mut prediction = assemble(&topo, change, gathered?, &holds, waits, opts, started);
+    prediction.notes.extend(granted.notes);
+    let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
+    prediction.commands = commands;
+    prediction.command_notes = notes;
+    add_methods(access, &mut prediction, opts)?;
     Ok(prediction)
 }
 
-/// Predicts `change` on the cluster at `seed_url`.
-pub fn predict_url(seed_url: &str, change: MasterChange, opts: &Options) -> Result<Outcome> {
-    let seed = seed_url
-        .into_connection_info()
-        .map_err(|e| anyhow!("bad seed URL {seed_url}: {e}"))?;
-    let prediction = predict(&seed, &change, opts)?;
+/// Refuses a change the cluster cannot make: a joining master that is already one (or a
+/// replica), a leaving one that is not a master of it (a replica, or unknown), every master
+/// leaving.
+fn check_against(change: &MasterChange, topo: &live::LiveCluster) -> Result<()> {
+    let names: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    let replica_of = |n: &str| -> Option<String> {
+        let node = topo
+            .nodes
+            .iter()
+            .find(|x| x.address == n && x.has("slave"))?;
+        let master = topo
+            .nodes
+            .iter()
+            .find(|x| Some(&x.id) == node.master.as_ref());
+        Some(master.map_or_else(|| "another master".to_string(), |m| m.address.clone()))
+    };
+    match change {
+        MasterChange::Add { nodes, .. } => {
+            for n in nodes {
+                if let Some(master) = replica_of(n) {
+                    bail!("{n} is a replica of {master} in this cluster, not a new master");
+                }
+                if names.contains(n) {
+                    let empty = topo
+                        .masters
+                        .iter()
+                        .any(|m| &m.address == n && m.slots.is_empty());
+                    let hint = if empty {
+                        ": it serves no slot yet (add-node done?); predict the pending \
+                         rebalance with --rebalance"
+                    } else {
+                        ""
+                    };
+                    bail!("{n} is already a master of this cluster{hint}")
+                }
+            }
+        }
+        MasterChange::Del { nodes } => {
+            for n in nodes {
+                if let Some(master) = replica_of(n) {
+                    bail!(
+                        "{n} is a replica (of {master}), not a master: it holds no slots to \
+                         drain (redis-cli --cluster del-node removes it)"
+                    );
+                }
+                if !names.contains(n) {
+                    bail!(
+                        "{n} is not a master of this cluster (masters: {})",
+                        names.join(", ")
+                    )
+                }
+            }
+            let staying = topo
+                .masters
+                .iter()
+                .filter(|m| !nodes.contains(&m.address) && !m.slots.is_empty())
+                .count();
+            if staying == 0 {
+                bail!(
+                    "every master that serves slots would leave: the slots would have no owner \
+                     (name fewer masters, or add new ones first)"
+                );
+            }
+        }
+        MasterChange::Rebalance { .. } => {}
+    }
+    Ok(())
+}
+
+/// Predicts `change` on the cluster reached by `access`.
+pub fn predict_at(access: &Access, change: MasterChange, opts: &Options) -> Result<Outcome> {
+    let prediction = predict(access, &change, opts)?;
     Ok(Outcome {
         prediction,
         read_only: None,

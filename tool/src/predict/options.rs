@@ -9,8 +9,10 @@ pub struct Options {
     pub chunk: u16,
     /// Seconds the ring copies live if the run dies.
     pub ttl_secs: u64,
-    /// Predict read-only even when the module is everywhere.
-    pub no_module: bool,
+    /// Predict with the module (`RING.MIRROR`, `RING.MOVES ... SLOTS` on ring copies, which
+    /// writes keys with a TTL and deletes them); otherwise read-only, whatever the masters
+    /// have loaded.
+    pub with_module: bool,
     /// Keys a second read from each master; 0: no limit.
     pub max_keys_per_sec: u64,
     /// Keys a slot whose bytes are measured (`None`: every key the plan moves).

@@ -4,13 +4,13 @@
 
 use super::change::MasterChange;
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
-use super::live::{info_at, node_facts, Holds, LiveCluster};
+use super::live::{node_facts, Holds, LiveCluster, Probe};
 use super::method::{self, Method, MethodCost};
 use super::model::FITTED;
 use super::options::Options;
 use super::plan::{MoveCost, PlanStep};
+use crate::link::Access;
 use anyhow::{bail, Result};
-use redis::ConnectionInfo;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -25,7 +25,8 @@ pub struct Sums {
     /// and after.
     pub ring_moved: u64,
     pub ring_between: u64,
-    /// Keys whose slot owner changes.
+    /// Keys whose slot owner changes (under the slot table; not a count of slots).
+    #[serde(rename = "slot_table_moved")]
     pub slots_moved: u64,
     /// Keys whose `hash mod N` owner changes, and those between old nodes.
     pub modulo_moved: u64,
@@ -48,13 +49,13 @@ impl Sums {
 }
 
 /// How the prediction ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "way", content = "why")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// With the module on every master.
+    /// With the module on every master (`--with-module`).
     Module,
-    /// Read-only, and why (`--no-module`, or the masters without the module).
-    ReadOnly(String),
+    /// Read-only: nothing loaded, nothing written (the default).
+    ReadOnly,
 }
 
 /// One master before and after the change, under the slot scheme.
@@ -76,7 +77,7 @@ pub struct MasterRow {
 /// What a prediction found. Its JSON form (`ringslot predict --json`) has these fields.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
-    /// With the module or read-only, and why.
+    /// With the module or read-only.
     pub mode: Mode,
     /// The node the plan is `redis-cli --cluster rebalance`'s run against.
     pub entry: String,
@@ -89,14 +90,15 @@ pub struct Prediction {
     pub owner_before: Vec<Option<String>>,
     #[serde(skip)]
     pub owner_after: Vec<Option<String>>,
-    /// Per flavour, the sums over every master.
+    /// Per flavour, the sums over every master (in JSON, an object keyed by flavour).
+    #[serde(serialize_with = "as_map")]
     pub rings: Vec<(String, Sums)>,
     /// Live keys.
     pub keys: u64,
     /// Keys the slot plan moves, and those between masters that serve slots before and after
     /// and that the change does not name.
-    pub slots_moved: u64,
-    pub slots_between: u64,
+    pub keys_moved: u64,
+    pub keys_between_old: u64,
     /// The `DUMP` bytes of the keys the plan moves (what `MIGRATE` sends), and their `MEMORY
     /// USAGE` (what they take on their targets).
     pub bytes: Estimate,
@@ -109,14 +111,17 @@ pub struct Prediction {
     pub duration: f64,
     /// How long the prediction took, in seconds.
     pub seconds: f64,
-    /// The time of each step, in seconds.
+    /// The time of each step, in seconds (in JSON, an object keyed by step).
+    #[serde(serialize_with = "as_map")]
     pub steps: Vec<(String, f64)>,
     /// Per master: the longest of the run's commands took (seconds, a round trip; a
     /// `RING.MOVES` in the background waits without holding the server) and the keys it read
     /// there.
+    #[serde(serialize_with = "holds_as_objects")]
     pub holds: Vec<(String, f64, u64)>,
-    /// Per master: the longest another client's `PING` waited meanwhile (seconds).
-    pub waits: BTreeMap<String, f64>,
+    /// Per master that answered `PING`: the round trips of another client's `PING` every 10 ms
+    /// meanwhile (a master that refused it is absent: not measured).
+    pub waits: BTreeMap<String, Probe>,
     /// Keys a slot measured (`None`: every key).
     pub sample: Option<u64>,
     /// The method the slots will move by (per key unless `--atomic`), and what each method
@@ -126,6 +131,15 @@ pub struct Prediction {
     pub methods: Vec<MethodCost>,
     /// Why the memory of the methods is not known (a master refused `INFO`), if so.
     pub memory_note: Option<String>,
+    /// What the run wrote and removed on the cluster, in order: nothing read-only; the ring
+    /// copies of the way with the module.
+    pub writes: Vec<String>,
+    /// What the run could not do or measure, and what that means (a `PING`, `INFO` or
+    /// `CLIENT NO-TOUCH` refused, ...): never shown as a measured 0.
+    pub notes: Vec<String>,
+    /// The commands that carry out the plan, in order, and what goes with them.
+    pub commands: Vec<String>,
+    pub command_notes: Vec<String>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -146,6 +160,10 @@ pub struct Gathered {
     pub ideal: f64,
     /// Each step and its seconds.
     pub steps: Vec<(String, f64)>,
+    /// What the run wrote and removed on the cluster, in order (nothing read-only).
+    pub writes: Vec<String>,
+    /// What the run could not do, and what it means for the figures or the cluster.
+    pub notes: Vec<String>,
 }
 
 /// The prediction from what a way gathered on `topo`.
@@ -154,7 +172,7 @@ pub fn assemble(
     change: &MasterChange,
     g: Gathered,
     holds: &Holds,
-    waits: BTreeMap<String, f64>,
+    waits: BTreeMap<String, Probe>,
     opts: &Options,
     started: Instant,
 ) -> Prediction {
@@ -198,11 +216,11 @@ pub fn assemble(
             }
         })
         .collect();
-    let (mut slots_moved, mut slots_between) = (0, 0);
+    let (mut keys_moved, mut keys_between_old) = (0, 0);
     for m in &plan {
-        slots_moved += m.keys;
+        keys_moved += m.keys;
         if old(&m.from) && old(&m.to) {
-            slots_between += m.keys;
+            keys_between_old += m.keys;
         }
     }
     let moved_slots: Vec<_> = g
@@ -278,14 +296,14 @@ pub fn assemble(
         mode: g.mode,
         entry: g.entry,
         masters,
-        duration: FITTED.seconds(slots_planned, slots_moved),
+        duration: FITTED.seconds(slots_planned, keys_moved),
         plan,
         owner_before,
         owner_after,
         rings: g.rings,
         keys: g.master_keys.values().sum(),
-        slots_moved,
-        slots_between,
+        keys_moved,
+        keys_between_old,
         bytes,
         memory,
         mean_bytes,
@@ -298,6 +316,10 @@ pub fn assemble(
         method: Method::PerKey,
         methods: Vec::new(),
         memory_note: None,
+        writes: g.writes,
+        notes: g.notes,
+        commands: Vec::new(),
+        command_notes: Vec::new(),
     }
 }
 
@@ -306,11 +328,11 @@ pub fn assemble(
 /// migration. A master that cannot be asked (a joining one not reachable yet, or `INFO`
 /// refused) starts at 0 bytes, and the report says why. Error: `--atomic` on a cluster where
 /// a master has no atomic slot migration.
-pub fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) -> Result<()> {
+pub fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Result<()> {
     let mut used = Vec::new();
     let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
     for m in &p.masters {
-        match info_at(seed, &m.address).and_then(|info| node_facts(&info, &m.address)) {
+        match access.at(&m.address).and_then(|link| node_facts(&link)) {
             Ok(facts) => {
                 used.push((m.address.clone(), facts.used_memory));
                 if !facts.atomic {
@@ -343,4 +365,30 @@ pub fn add_methods(seed: &ConnectionInfo, p: &mut Prediction, opts: &Options) ->
             .push(method::cost(&p.plan, &used, Method::Atomic, p.duration));
     }
     Ok(())
+}
+
+/// `(name, value)` pairs as a JSON object.
+fn as_map<S: serde::Serializer, T: Serialize>(
+    pairs: &[(String, T)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+}
+
+/// The run's holds as `{"address", "longest_seconds", "keys_read"}` objects.
+fn holds_as_objects<S: serde::Serializer>(
+    holds: &[(String, f64, u64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Hold<'a> {
+        address: &'a str,
+        longest_seconds: f64,
+        keys_read: u64,
+    }
+    s.collect_seq(holds.iter().map(|(address, secs, keys)| Hold {
+        address,
+        longest_seconds: *secs,
+        keys_read: *keys,
+    }))
 }

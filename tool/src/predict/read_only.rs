@@ -13,13 +13,14 @@
 
 use super::change::MasterChange;
 use super::estimate::Sizes;
-use super::live::{check_unchanged, connect, scan_master, Holds, Limiter, LiveCluster, Master};
+use super::live::{check_unchanged, scan_master, Holds, Limiter, LiveCluster, Master};
 use super::options::Options;
 use super::plan::PlanStep;
 use super::prediction::{Gathered, Mode, Sums};
-use super::sizing::Sizer;
+use super::sizing::{Sizer, Unreadable};
+use crate::client::error_text;
+use crate::link::Access;
 use anyhow::{anyhow, Result};
-use redis::ConnectionInfo;
 use ringslot_engine::cluster::{mirror, MirrorOptions};
 use ringslot_engine::{key_slot, Limits, Scheme, SchemeParams, Topology, WhatIf, SLOT_COUNT};
 use std::collections::HashMap;
@@ -49,16 +50,18 @@ struct MasterPass {
     keys: u64,
     sums: Vec<Sums>,
     sizes: Sizes,
+    unreadable: Unreadable,
+    /// Why the reads updated the keys' access time, if they did.
+    touched: Option<String>,
 }
 
-/// Predicts `change` read-only (see the module docs); `why` says why this way ran.
+/// Predicts `change` read-only (see the module docs).
 pub fn predict_readonly(
-    seed: &ConnectionInfo,
+    access: &Access,
     topo: &LiveCluster,
     change: &MasterChange,
     opts: &Options,
     holds: &Holds,
-    why: String,
 ) -> Result<Gathered> {
     let mark = Instant::now();
     let mirrors: Vec<(String, Topology)> = opts
@@ -137,6 +140,7 @@ pub fn predict_readonly(
         .collect();
     let mut master_keys = HashMap::new();
     let mut sizes = Sizes::new();
+    let (mut unreadable, mut touched) = (Unreadable::default(), Vec::new());
     for (m, r) in serving.iter().zip(results) {
         let p = r?;
         master_keys.insert(m.address.clone(), p.keys);
@@ -144,6 +148,20 @@ pub fn predict_readonly(
             total.add(s);
         }
         sizes.extend(p.sizes);
+        unreadable.add(p.unreadable);
+        if let Some(why) = p.touched {
+            touched.push(format!("{} ({why})", m.address));
+        }
+    }
+    unreadable.check(access.user())?;
+    let mut notes = Vec::new();
+    if !touched.is_empty() {
+        notes.push(format!(
+            "CLIENT NO-TOUCH could not be set on {}: the reads of the moving keys (DUMP, \
+             MEMORY USAGE) updated their access time as a GET would, which LRU and LFU \
+             eviction see (Redis 7.0 has no CLIENT NO-TOUCH; elsewhere grant +client|no-touch)",
+            touched.join(", ")
+        ));
     }
     steps.push((
         "every key read (SCAN) and hashed here; the moved slots' keys measured (DUMP, MEMORY \
@@ -151,7 +169,7 @@ pub fn predict_readonly(
             .to_string(),
         mark.elapsed().as_secs_f64(),
     ));
-    check_unchanged(seed, topo)?;
+    check_unchanged(access, topo)?;
     let ideal = first
         .what_if(
             &engine_change,
@@ -163,7 +181,7 @@ pub fn predict_readonly(
         .map(|w| w.ideal)
         .unwrap_or(0.0);
     Ok(Gathered {
-        mode: Mode::ReadOnly(why),
+        mode: Mode::ReadOnly,
         entry,
         plan,
         sizes,
@@ -171,6 +189,8 @@ pub fn predict_readonly(
         rings,
         ideal,
         steps,
+        writes: Vec::new(),
+        notes,
     })
 }
 
@@ -184,18 +204,23 @@ fn pass(
     opts: &Options,
     holds: &Holds,
 ) -> Result<MasterPass> {
-    let mut con = connect(&m.info)?;
-    // Reads that do not update the keys' access time, where the server can (7.2 and later).
-    let _ = redis::cmd("CLIENT")
+    let mut con = m.link.connect()?;
+    // Reads that do not update the keys' access time, where the server can (Redis 7.2 and
+    // later, Valkey): else DUMP and MEMORY USAGE touch them as a GET would, and the report
+    // says so.
+    let touched = redis::cmd("CLIENT")
         .arg("NO-TOUCH")
         .arg("on")
-        .query::<()>(&mut con);
+        .query::<()>(&mut con)
+        .err()
+        .map(|e| error_text(&e));
     let mut sizer = Sizer {
         master: m,
         sample: opts.bytes_sample,
         holds,
         limiter: Limiter::new(opts.max_keys_per_sec),
         sizes: Sizes::new(),
+        unreadable: Unreadable::default(),
     };
     let mut sums = vec![Sums::default(); mirrors.len()];
     let mut batch: Vec<Vec<u8>> = Vec::new();
@@ -233,5 +258,7 @@ fn pass(
         keys,
         sums,
         sizes: sizer.sizes,
+        unreadable: sizer.unreadable,
+        touched,
     })
 }

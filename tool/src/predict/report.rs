@@ -34,14 +34,21 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
         Some(r) => format!("at most {r} keys a second per master"),
     };
     let how = match &p.mode {
-        Mode::ReadOnly(why) => format!(
-            "**Read-only** ({why}): nothing was loaded on the cluster and nothing written; the \
-             keys were read with SCAN {rate} and hashed here"
+        Mode::ReadOnly => format!(
+            "**Read-only**: nothing was loaded on the cluster and nothing written; the keys \
+             were read with SCAN {rate} and hashed here"
         ),
-        Mode::Module => format!(
-            "**With the module**: each master evaluated its own keys (RING.MOVES ... SLOTS on a \
-             copy of the mirror, deleted after); the moved slots' keys were read {rate}"
-        ),
+        Mode::Module => {
+            let mut wrote = String::from(
+                "**With the module** (--with-module): each master evaluated its own keys \
+                 (RING.MOVES ... SLOTS on a copy of the mirror); the moved slots' keys were \
+                 read ",
+            );
+            wrote.push_str(&rate);
+            wrote.push_str(". What the run wrote and removed, in order: ");
+            wrote.push_str(&p.writes.join("; "));
+            wrote
+        }
     };
     let mut t = Table::new(&[
         "master",
@@ -56,7 +63,9 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
             format!("{:.1} ms", secs * 1000.0),
             p.waits
                 .get(a)
-                .map_or("-".to_string(), |w| format!("{:.1} ms", w * 1000.0)),
+                .map_or("not measured (PING refused)".to_string(), |w| {
+                    format!("{:.1} ms", w.longest * 1000.0)
+                }),
         ]);
     }
     format!(
@@ -150,9 +159,9 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
     t.push(vec![
         "slots (redis-cli --cluster rebalance)".into(),
         p.keys.to_string(),
-        p.slots_moved.to_string(),
-        p.slots_between.to_string(),
-        fixed(fraction(p.slots_moved, p.keys), 4),
+        p.keys_moved.to_string(),
+        p.keys_between_old.to_string(),
+        fixed(fraction(p.keys_moved, p.keys), 4),
         fixed(p.ideal, 4),
         p.bytes.shown(),
         real_cell(real.map(|r| r.moved)),
@@ -198,7 +207,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
     let agree = p
         .rings
         .iter()
-        .all(|(_, sums)| sums.slots_moved == p.slots_moved);
+        .all(|(_, sums)| sums.slots_moved == p.keys_moved);
     let mut check = format!(
         "The slot scheme evaluated key by key with each flavour's pass: {} keys moved; {} the \
          keys counted in the moved slots.\n",
@@ -250,14 +259,14 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
     let entry = &p.entry;
     let mut md = format!(
         "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{} masters, {} live keys. The plan \
-         (what `redis-cli --cluster rebalance {entry} --cluster-use-empty-masters` does) moves \
-         {slots_planned} slots holding {} keys: {} bytes of DUMP payloads ({}), taking {} bytes \
+         (what redis-cli's rebalance does when run against {entry}: the commands are under \
+         \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP payloads ({}), taking {} bytes \
          of memory on their targets.{sample_note}\n\n{}\n## Moves per scheme\n\n{}\n{check}\n\
          ## Masters (slot scheme)\n\n{}",
         mode_line(p, Some(opts.max_keys_per_sec)),
         p.masters.iter().filter(|m| m.slots_before > 0).count(),
         p.keys,
-        p.slots_moved,
+        p.keys_moved,
         p.bytes.shown(),
         mib(p.bytes.value),
         p.memory.shown(),
@@ -265,6 +274,23 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         t.markdown(),
         per.markdown()
     );
+    if !p.notes.is_empty() {
+        md.push_str("\n## Not measured, and what the run did\n\n");
+        for n in &p.notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+    }
+    if !p.commands.is_empty() {
+        md.push_str("\n## What to run\n\n```\n");
+        for c in &p.commands {
+            md.push_str(c);
+            md.push('\n');
+        }
+        md.push_str("```\n\n");
+        for n in &p.command_notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+    }
     if let Some(ro) = &outcome.read_only {
         md.push_str(&both_ways(p, ro));
     }
@@ -360,7 +386,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
              - slot owners after the real rebalance: {}\n\
              - duration of the moves ({}): estimated {:.1} s, real {:.1} s (error {:+.0}%)\n\
              - {printed}: {}\n",
-            p.slots_moved,
+            p.keys_moved,
             r.moved,
             r.scan_moved.map_or(String::new(), |n| format!(
                 "; a SCAN of every master before and after: {n}"
@@ -370,7 +396,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
                 .map_or("- (keyspace above --scan-limit)".to_string(), |b| b
                     .to_string()),
             r.net_in,
-            p.slots_between,
+            p.keys_between_old,
             r.between,
             owners_line,
             r.method.label(),
@@ -519,8 +545,8 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
     row("live keys".into(), p.keys.to_string(), ro.keys.to_string());
     row(
         "keys the slot plan moves".into(),
-        p.slots_moved.to_string(),
-        ro.slots_moved.to_string(),
+        p.keys_moved.to_string(),
+        ro.keys_moved.to_string(),
     );
     row("their bytes".into(), p.bytes.shown(), ro.bytes.shown());
     let moves = |x: &Prediction| -> String {

@@ -8,9 +8,10 @@
 //! would not be migrated either.
 
 use super::estimate::Sizes;
-use super::live::{connect, scan_master, Holds, Limiter, LiveCluster, Master, INTERRUPTED};
+use super::live::{scan_master, Holds, Limiter, LiveCluster, Master, INTERRUPTED};
 use super::options::Options;
 use super::plan::PlanStep;
+use crate::client::error_text;
 use anyhow::{anyhow, bail, Result};
 use redis::{Connection, Value};
 use ringslot_engine::key_slot;
@@ -21,11 +22,86 @@ use std::sync::atomic::Ordering;
 /// slot (all with `None`), and for the others a check that they are live (`EXISTS`), unless
 /// their names came from `SCAN` (which returns live keys only).
 pub struct Sizer<'a> {
+    /// The master whose keys these are.
     pub master: &'a Master,
+    /// Keys a slot measured (`None`: every key).
     pub sample: Option<u64>,
+    /// Where the run's longest commands are noted.
     pub holds: &'a Holds,
+    /// The rate limit of the reads.
     pub limiter: Limiter,
+    /// What was measured, per slot.
     pub sizes: Sizes,
+    /// Keys the user may not read (`NOPERM` on `DUMP`): how many, and the first few names.
+    pub unreadable: Unreadable,
+}
+
+/// Keys a walk met that the user may not read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unreadable {
+    /// How many.
+    pub count: u64,
+    /// The first [`Unreadable::EXAMPLES`] names.
+    pub examples: Vec<Vec<u8>>,
+}
+
+impl Unreadable {
+    /// How many names are kept as examples.
+    pub const EXAMPLES: usize = 5;
+
+    /// Adds `other`'s keys.
+    pub fn add(&mut self, other: Unreadable) {
+        self.count += other.count;
+        for e in other.examples {
+            if self.examples.len() < Unreadable::EXAMPLES {
+                self.examples.push(e);
+            }
+        }
+    }
+
+    fn note(&mut self, name: &[u8]) {
+        self.count += 1;
+        if self.examples.len() < Unreadable::EXAMPLES {
+            self.examples.push(name.to_vec());
+        }
+    }
+
+    /// Fails when any key could not be read, with the count, examples and the patterns they
+    /// fall under (each name up to its first `:`, or whole): a plan whose bytes leave keys out
+    /// would be wrong, so none is printed.
+    pub fn check(&self, user: &str) -> Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let shown: Vec<String> = self
+            .examples
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        let mut patterns: Vec<String> = shown
+            .iter()
+            .map(|n| match n.find(':') {
+                Some(i) => format!("{}*", &n[..=i]),
+                None => n.clone(),
+            })
+            .collect();
+        patterns.sort();
+        patterns.dedup();
+        let keys: Vec<String> = patterns.iter().map(|p| format!("%R~{p}")).collect();
+        bail!(
+            "{} keys in the slots that move cannot be read by the user `{user}` (DUMP answered \
+             NOPERM), e.g. {}: their bytes would be missing from the plan. Grant read access \
+             on every node (ACL SETUSER {user} {}), or run as a user who may read them",
+            self.count,
+            shown.join(", "),
+            keys.join(" ")
+        )
+    }
+}
+
+/// Whether a client error is an ACL refusal.
+fn is_noperm(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM")
 }
 
 impl Sizer<'_> {
@@ -67,9 +143,22 @@ impl Sizer<'_> {
         let replies: Vec<Value> = if asks.iter().all(|a| matches!(a, Ask::Nothing)) {
             Vec::new()
         } else {
-            self.holds
-                .time(at, || pipe.query(con))
-                .map_err(|e| anyhow!("{at}: DUMP / MEMORY USAGE: {e}"))?
+            match self.holds.time(at, || pipe.query(con)) {
+                Ok(replies) => replies,
+                // Keys the user may not read: counted key by key (a rare path: the run fails
+                // at the end with their count, before any plan is printed).
+                Err(e) if is_noperm(&e) => {
+                    for name in names {
+                        match redis::cmd("DUMP").arg(name).query::<Value>(con) {
+                            Err(e) if is_noperm(&e) => self.unreadable.note(name),
+                            Err(e) => bail!("{at}: DUMP: {}", error_text(&e)),
+                            Ok(_) => {}
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(e) => bail!("{at}: DUMP / MEMORY USAGE: {}", error_text(&e)),
+            }
         };
         self.holds.read(at, names.len() as u64);
         self.limiter.take(names.len() as u64);
@@ -109,13 +198,15 @@ impl Sizer<'_> {
 
 /// Measures the keys of the slots `plan` moves, on their masters (see the module docs):
 /// names by `CLUSTER GETKEYSINSLOT` for a slot of at most [`GETKEYS_MAX`] keys (by `counts`),
-/// else by a `SCAN` of the master that keeps those slots' keys; masters in parallel.
+/// else by a `SCAN` of the master that keeps those slots' keys; masters in parallel. Error:
+/// keys the user (`user`, for the message) may not read ([`Unreadable::check`]).
 pub fn size_moved_slots(
     topo: &LiveCluster,
     plan: &[PlanStep],
     counts: &[u64],
     opts: &Options,
     holds: &Holds,
+    user: &str,
 ) -> Result<Sizes> {
     let mut by_master: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
     for m in plan {
@@ -125,7 +216,7 @@ pub fn size_moved_slots(
             }
         }
     }
-    let results: Vec<Result<Sizes>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(Sizes, Unreadable)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = by_master
             .iter()
             .map(|(&i, slots)| {
@@ -141,10 +232,13 @@ pub fn size_moved_slots(
             })
             .collect()
     });
-    let mut all = Sizes::new();
+    let (mut all, mut unreadable) = (Sizes::new(), Unreadable::default());
     for r in results {
-        all.extend(r?);
+        let (sizes, u) = r?;
+        all.extend(sizes);
+        unreadable.add(u);
     }
+    unreadable.check(user)?;
     Ok(all)
 }
 
@@ -159,14 +253,15 @@ fn size_master(
     counts: &[u64],
     opts: &Options,
     holds: &Holds,
-) -> Result<Sizes> {
-    let mut con = connect(&m.info)?;
+) -> Result<(Sizes, Unreadable)> {
+    let mut con = m.link.connect()?;
     let mut sizer = Sizer {
         master: m,
         sample: opts.bytes_sample,
         holds,
         limiter: Limiter::new(opts.max_keys_per_sec),
         sizes: Sizes::new(),
+        unreadable: Unreadable::default(),
     };
     let mut big: Vec<u16> = Vec::new();
     for &slot in slots {
@@ -204,5 +299,5 @@ fn size_master(
             sizer.measure(con, &kept, true)
         })?;
     }
-    Ok(sizer.sizes)
+    Ok((sizer.sizes, sizer.unreadable))
 }

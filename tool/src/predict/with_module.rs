@@ -5,17 +5,18 @@
 
 use super::change::MasterChange;
 use super::live::{
-    check_unchanged, connect, run, s, slot_counts, tags, Holds, LiveCluster, Master, INTERRUPTED,
+    check_unchanged, run, s, slot_counts, tags, Holds, LiveCluster, Master, INTERRUPTED,
 };
 use super::options::Options;
 use super::plan::PlanStep;
 use super::prediction::{Gathered, Mode, Sums};
 use super::sizing::size_moved_slots;
 use crate::client::error_text;
+use crate::link::{Access, Link};
 use crate::replies::{read_plan, Moves};
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use redis::{Connection, ConnectionInfo, Value};
+use redis::{Connection, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -77,17 +78,33 @@ fn chunks(slots: &[u16], chunk: u16, counts: &[u64]) -> Vec<(u16, u16)> {
     out
 }
 
-/// The ring copies a run made, deleted when dropped (also on error).
+/// The ring copies a run made, deleted when dropped (also on error), and the account of what
+/// it wrote and removed, for the report.
+#[derive(Default)]
 struct Copies {
-    keys: Vec<(ConnectionInfo, String, String)>,
+    keys: Vec<(Link, String)>,
+    log: Vec<String>,
 }
 
 impl Copies {
+    /// Notes the copy `key` made on `link`'s node.
+    fn made(&mut self, link: &Link, key: &str, how: &str) {
+        self.keys.push((link.clone(), key.to_string()));
+        self.log.push(format!("{how} {key} on {}", link.address));
+    }
+
     fn remove(&mut self) {
-        for (info, at, key) in self.keys.drain(..) {
-            if let Ok(mut con) = connect(&info) {
-                let _ = run(&mut con, &at, &s(&["DEL", &key]));
-            }
+        for (link, key) in self.keys.drain(..) {
+            let removed = link
+                .connect()
+                .and_then(|mut con| run(&mut con, &link.address, &s(&["DEL", &key])));
+            self.log.push(match removed {
+                Ok(_) => format!("DEL {key} on {}", link.address),
+                Err(e) => format!(
+                    "could not delete {key} on {} ({e:#}): its TTL removes it",
+                    link.address
+                ),
+            });
         }
     }
 }
@@ -122,7 +139,7 @@ fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
         bar,
         holds,
     } = *p;
-    let mut con = connect(&m.info)?;
+    let mut con = m.link.connect()?;
     let mut sums = Sums::default();
     for (a, b) in chunks(&m.slots, opts.chunk.max(1), counts) {
         if INTERRUPTED.load(Ordering::Relaxed) {
@@ -154,7 +171,7 @@ fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
                         );
                     }
                     std::thread::sleep(Duration::from_secs(1));
-                    con = connect(&m.info)?;
+                    con = m.link.connect()?;
                 }
             }
         };
@@ -208,7 +225,7 @@ fn mirror_with_ttl(
 
 /// Predicts `change` with the module on every master (see the module docs).
 pub fn predict_module(
-    seed: &ConnectionInfo,
+    access: &Access,
     topo: &LiveCluster,
     change: &MasterChange,
     opts: &Options,
@@ -227,12 +244,9 @@ pub fn predict_module(
     let run_id = std::process::id();
     let copy_key = |m: &Master, flavour: &str| -> String {
         let first = m.slots.first().copied().unwrap_or(0);
-        format!(
-            "{}ringslot-bench:{run_id}:{flavour}",
-            tags[usize::from(first)]
-        )
+        format!("{}ringslot:{run_id}:{flavour}", tags[usize::from(first)])
     };
-    let mut copies = Copies { keys: Vec::new() };
+    let mut copies = Copies::default();
     let ttl = opts.ttl_secs.max(1).to_string();
     let serving: Vec<&Master> = topo
         .masters
@@ -254,11 +268,9 @@ pub fn predict_module(
 
     // The plan, from a mirror on the entry master.
     let plan_key = copy_key(first, "plan");
-    let mut con = connect(&first.info)?;
+    let mut con = first.link.connect()?;
     mirror_with_ttl(&mut con, &first.address, &plan_key, "native", &ttl)?;
-    copies
-        .keys
-        .push((first.info.clone(), first.address.clone(), plan_key.clone()));
+    copies.made(&first.link, &plan_key, "RING.MIRROR + EXPIRE");
     let mut plan_args = s(&["RING.PLAN", &plan_key]);
     plan_args.extend(change.args());
     let plan =
@@ -289,18 +301,16 @@ pub fn predict_module(
         // RESTORE): every master evaluates the same ring, with the same node order (which
         // modulo and ketama's ties depend on).
         let key = copy_key(first, flavour);
-        let mut con = connect(&first.info)?;
+        let mut con = first.link.connect()?;
         mirror_with_ttl(&mut con, &first.address, &key, flavour, &ttl)?;
-        copies
-            .keys
-            .push((first.info.clone(), first.address.clone(), key.clone()));
+        copies.made(&first.link, &key, "RING.MIRROR + EXPIRE");
         let payload: Vec<u8> = redis::cmd("DUMP")
             .arg(&key)
             .query(&mut con)
-            .map_err(|e| anyhow!("{}: DUMP {key}: {e}", first.address))?;
+            .map_err(|e| anyhow!("{}: DUMP {key}: {}", first.address, error_text(&e)))?;
         for m in serving.iter().filter(|m| m.address != first.address) {
             let key = copy_key(m, flavour);
-            let mut con = connect(&m.info)?;
+            let mut con = m.link.connect()?;
             // RESTORE refuses a key that exists (BUSYKEY): only a copy it made is deleted.
             redis::cmd("RESTORE")
                 .arg(&key)
@@ -308,9 +318,7 @@ pub fn predict_module(
                 .arg(&payload)
                 .query::<()>(&mut con)
                 .map_err(|e| anyhow!("{}: RESTORE {key}: {}", m.address, error_text(&e)))?;
-            copies
-                .keys
-                .push((m.info.clone(), m.address.clone(), key.clone()));
+            copies.made(&m.link, &key, "RESTORE (with a TTL)");
         }
         let pass = Pass {
             flavour,
@@ -354,13 +362,14 @@ pub fn predict_module(
     }
     bar.finish_and_clear();
     let mark = Instant::now();
-    let sizes = size_moved_slots(topo, &plan, &counts, opts, holds)?;
+    let sizes = size_moved_slots(topo, &plan, &counts, opts, holds, access.user())?;
     steps.push((
         "the bytes of the moved slots' keys (GETKEYSINSLOT, DUMP, MEMORY USAGE)".to_string(),
         mark.elapsed().as_secs_f64(),
     ));
-    check_unchanged(seed, topo)?;
+    check_unchanged(access, topo)?;
     let ideal = rings.first().map_or(0.0, |(_, s)| s.ideal);
+    copies.remove();
     Ok(Gathered {
         mode: Mode::Module,
         entry,
@@ -370,6 +379,8 @@ pub fn predict_module(
         rings,
         ideal,
         steps,
+        writes: std::mem::take(&mut copies.log),
+        notes: Vec::new(),
     })
 }
 

@@ -15,6 +15,26 @@ pub fn ringslot(args: &[&str]) -> Output {
         .expect("run ringslot")
 }
 
+/// [`ringslot`] killed if it runs past `limit` (a hang: the test fails, naming it).
+pub fn ringslot_within(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run ringslot");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("wait for ringslot").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ringslot {args:?} still ran after {limit:?}: it hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("ringslot's output")
+}
+
 /// [`ringslot`] that must succeed; returns its standard output.
 pub fn ok(args: &[&str]) -> String {
     let out = ringslot(args);

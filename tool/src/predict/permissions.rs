@@ -1,0 +1,239 @@
+//! The commands a prediction needs, checked on every master before anything else is read.
+//! An unprivileged user may run neither `ACL DRYRUN` nor `ACL GETUSER` (both @admin), so
+//! each command is probed once per master with harmless arguments (a key that does not
+//! exist, a zero cursor): `NOPERM ... command` says the user may not run it, any other answer
+//! that it may. ACL users exist per node, so every master is probed. Every refusal of a
+//! needed command is gathered into one error that names the commands, the masters and the
+//! `ACL SETUSER` rule that grants them; a refused optional one (what the run can do without)
+//! becomes a note of what is then not measured.
+
+use crate::client::error_text;
+use crate::link::Link;
+use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+
+/// A command a way of predicting uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// The command as `ACL SETUSER` grants it (`memory|usage`).
+    pub acl: &'static str,
+    /// A harmless call of it.
+    pub probe: &'static [&'static str],
+    /// What is lost without it; `None` when the run cannot do without it.
+    pub without: Option<&'static str>,
+}
+
+/// The key the probes name: it does not exist, and nothing writes it.
+const PROBE_KEY: &str = "ringslot:acl-probe";
+
+/// The commands of the read-only way: `CLUSTER NODES` (the topology), `SCAN` (every key),
+/// `DUMP` and `MEMORY USAGE` (the moving keys' bytes); optionally `INFO` (memory and server
+/// kind), `PING` (other clients' latency meanwhile) and `CLIENT NO-TOUCH` (reads that leave
+/// access times alone; Redis 7.2 and later, Valkey).
+pub const READ_ONLY: &[Need] = &[
+    Need {
+        acl: "cluster|nodes",
+        probe: &["CLUSTER", "NODES"],
+        without: None,
+    },
+    Need {
+        acl: "scan",
+        probe: &["SCAN", "0", "COUNT", "1"],
+        without: None,
+    },
+    Need {
+        acl: "dump",
+        probe: &["DUMP", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "memory|usage",
+        probe: &["MEMORY", "USAGE", PROBE_KEY],
+        without: None,
+    },
+    // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses).
+    Need {
+        acl: "cluster|getslotmigrations",
+        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
+        without: None,
+    },
+    Need {
+        acl: "info",
+        probe: &["INFO", "server"],
+        without: Some("each master's used_memory and the migration method's memory figures"),
+    },
+    Need {
+        acl: "ping",
+        probe: &["PING"],
+        without: Some("other clients' PING latency while the prediction ran"),
+    },
+];
+
+/// Besides [`READ_ONLY`], what `--with-module` runs: `MODULE LIST`, the ring commands, the
+/// copies' `RESTORE` and `EXPIRE` (`DEL`, `EXISTS`, `WATCH` and `MULTI`/`EXEC` are not probed:
+/// no call of `DEL` is harmless; a copy that cannot be deleted expires), `GET`, which the
+/// module checks a key's read right with, and for the moved slots `CLUSTER COUNTKEYSINSLOT`
+/// and `CLUSTER GETKEYSINSLOT`. Each probe fails on its arguments if it may run.
+pub const WITH_MODULE: &[Need] = &[
+    Need {
+        acl: "module|list",
+        probe: &["MODULE", "LIST"],
+        without: None,
+    },
+    Need {
+        acl: "ring.mirror",
+        probe: &["RING.MIRROR", PROBE_KEY, "COMPAT", "no-such-flavour"],
+        without: None,
+    },
+    Need {
+        acl: "ring.plan",
+        probe: &["RING.PLAN", PROBE_KEY, "REBALANCE"],
+        without: None,
+    },
+    Need {
+        acl: "ring.moves",
+        probe: &["RING.MOVES", PROBE_KEY, "ADD", "probe"],
+        without: None,
+    },
+    Need {
+        acl: "restore",
+        probe: &["RESTORE", PROBE_KEY, "0", "not-a-payload"],
+        without: None,
+    },
+    Need {
+        acl: "expire",
+        probe: &["EXPIRE", PROBE_KEY, "1"],
+        without: None,
+    },
+    Need {
+        acl: "get",
+        probe: &["GET", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "cluster|countkeysinslot",
+        probe: &["CLUSTER", "COUNTKEYSINSLOT", "0"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|getkeysinslot",
+        probe: &["CLUSTER", "GETKEYSINSLOT", "0", "1"],
+        without: None,
+    },
+];
+
+/// Whether an error reply refuses the command itself (not one of its keys).
+fn refuses_command(text: &str) -> bool {
+    text.starts_with("NOPERM") && text.contains("command")
+}
+
+/// What the probes found: per optional command refused, the masters and what is lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Granted {
+    /// Notes of what the run will not measure, one per optional command refused somewhere.
+    pub notes: Vec<String>,
+}
+
+/// Probes `needs` on every node of `nodes` (the seed first, then every master) as `user` (for
+/// the message). Errors: a needed command refused somewhere (all of them named at once, with
+/// the rule that grants them), a node that cannot be reached or does not answer.
+pub fn check(nodes: &[&Link], needs: &[Need], user: &str) -> Result<Granted> {
+    let mut refused: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for link in nodes {
+        for need in probe(link, needs)? {
+            refused
+                .entry(need.acl)
+                .or_default()
+                .push(link.address.clone());
+        }
+    }
+    let all = nodes.len();
+    let on = |masters: &[String]| {
+        if masters.len() == all && all > 1 {
+            "every master".to_string()
+        } else {
+            masters.join(", ")
+        }
+    };
+    let needed: Vec<(&str, &Vec<String>)> = refused
+        .iter()
+        .filter(|(acl, _)| needs.iter().any(|n| n.acl == **acl && n.without.is_none()))
+        .map(|(acl, masters)| (*acl, masters))
+        .collect();
+    if !needed.is_empty() {
+        let listed: Vec<String> = needed
+            .iter()
+            .map(|(acl, masters)| {
+                format!(
+                    "{} (on {})",
+                    acl.to_uppercase().replace('|', " "),
+                    on(masters)
+                )
+            })
+            .collect();
+        let grant: Vec<String> = needed.iter().map(|(acl, _)| format!("+{acl}")).collect();
+        bail!(
+            "the user `{user}` may not run what the prediction needs: {}. Grant it on every \
+             node (ACL users are per node): ACL SETUSER {user} {}",
+            listed.join("; "),
+            grant.join(" ")
+        );
+    }
+    let notes = refused
+        .iter()
+        .filter_map(|(acl, masters)| {
+            let need = needs.iter().find(|n| n.acl == *acl)?;
+            Some(format!(
+                "not measured: {} (the user `{user}` may not run {} on {}; +{acl} grants it)",
+                need.without?,
+                acl.to_uppercase().replace('|', " "),
+                on(masters)
+            ))
+        })
+        .collect();
+    Ok(Granted { notes })
+}
+
+/// The needs the node at `link` refuses. Error: it cannot be reached or does not answer.
+fn probe(link: &Link, needs: &[Need]) -> Result<Vec<Need>> {
+    let mut con = link.connect()?;
+    let mut refused = Vec::new();
+    for need in needs {
+        match crate::client::cmd(need.probe).query::<redis::Value>(&mut con) {
+            Ok(_) => {}
+            Err(e) if e.is_timeout() || e.is_io_error() => {
+                bail!("{}: {}", link.address, link.describe(&e))
+            }
+            Err(e) if refuses_command(&error_text(&e)) => refused.push(*need),
+            // Any other refusal (a key the user may not read, an unknown subcommand on an
+            // older server) still says the command itself may run.
+            Err(_) => {}
+        }
+    }
+    Ok(refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_command_is_told_from_a_refused_key() {
+        // Redis 7.0.15's texts.
+        assert!(refuses_command(
+            "NOPERM this user has no permissions to run the 'dump' command"
+        ));
+        assert!(!refuses_command(
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        ));
+        assert!(!refuses_command("ERR unknown subcommand 'NO-TOUCH'"));
+        // Every need names its command as ACL SETUSER takes it, and probes that command.
+        for need in READ_ONLY.iter().chain(WITH_MODULE) {
+            let first = need.acl.split('|').next().unwrap_or_default();
+            assert!(
+                need.probe[0].eq_ignore_ascii_case(first) || need.probe[0] == "COMMAND",
+                "{need:?}"
+            );
+        }
+    }
+}
