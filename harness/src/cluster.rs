@@ -173,10 +173,9 @@ pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option
             .is_some_and(|t| t.iter().all(Option::is_some));
         if ok && agree && full {
             if let Some(entry) = members.first() {
-                let check = redis_cli(
-                    &strings(&["--cluster", "check", &entry.address()]),
-                    Duration::from_secs(30),
-                )?;
+                let mut args = entry.cli_args();
+                args.extend(strings(&["--cluster", "check", &entry.address()]));
+                let check = redis_cli(&args, Duration::from_secs(30))?;
                 if check.success
                     && !check.stdout.contains("[ERR]")
                     && !check.stdout.contains("[WARNING]")
@@ -217,7 +216,8 @@ impl Cluster {
             );
         }
         let cluster = Cluster { nodes };
-        let mut args = strings(&["--cluster", "create"]);
+        let mut args = cluster.nodes[0].cli_args();
+        args.extend(strings(&["--cluster", "create"]));
         args.extend(cluster.nodes.iter().map(Server::address));
         args.extend(strings(&["--cluster-replicas", "0", "--cluster-yes"]));
         redis_cli_ok(&args, Duration::from_secs(60))?;
@@ -248,12 +248,13 @@ impl Cluster {
     /// Joins the running `node` with `redis-cli --cluster add-node <it> <node 0> <extra...>`;
     /// returns its index (convergence is the caller's).
     fn join_server(&mut self, node: Server, extra: &[&str]) -> Result<usize, Error> {
-        let mut args = strings(&[
+        let mut args = self.nodes[0].cli_args();
+        args.extend(strings(&[
             "--cluster",
             "add-node",
             &node.address(),
             &self.nodes[0].address(),
-        ]);
+        ]));
         args.extend(strings(extra));
         self.nodes.push(node);
         redis_cli_ok(&args, Duration::from_secs(60))?;
@@ -328,12 +329,13 @@ impl Cluster {
 
     /// `redis-cli --cluster rebalance <first node> --cluster-use-empty-masters <extra...>`.
     pub fn rebalance(&self, extra: &[String]) -> Result<CliRun, Error> {
-        let mut args = strings(&[
+        let mut args = self.nodes[0].cli_args();
+        args.extend(strings(&[
             "--cluster",
             "rebalance",
             &self.nodes[0].address(),
             "--cluster-use-empty-masters",
-        ]);
+        ]));
         args.extend_from_slice(extra);
         redis_cli_ok(&args, Duration::from_secs(300))
     }
@@ -350,10 +352,14 @@ impl Cluster {
         args.extend_from_slice(extra);
         let run = self.rebalance(&args)?;
         self.converge()?;
-        redis_cli_ok(
-            &strings(&["--cluster", "del-node", &self.nodes[0].address(), &id]),
-            Duration::from_secs(60),
-        )?;
+        let mut del = self.nodes[0].cli_args();
+        del.extend(strings(&[
+            "--cluster",
+            "del-node",
+            &self.nodes[0].address(),
+            &id,
+        ]));
+        redis_cli_ok(&del, Duration::from_secs(60))?;
         drop(self.nodes.remove(i));
         self.converge()?;
         Ok(run)

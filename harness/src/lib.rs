@@ -5,6 +5,7 @@
 //! - [`reply`]: one decoder of RESP2/RESP3 replies (the operator tool's, `ringslot_tool::reply`);
 //! - [`cluster`]: real Redis Clusters (`redis-cli --cluster`, `CLUSTER NODES`, convergence);
 //! - [`proxy`]: twemproxy (`nutcracker`) pools and `memcached` on free loopback ports;
+//! - [`tls`]: a throw-away CA and certificates for TLS-only servers;
 //! - [`dump`]: `DUMP` payloads of module values taken apart and made, for `RESTORE` tests;
 //! - [`client`]: sending commands with binary arguments and reading errors as their text (the
 //!   operator tool's, `ringslot_tool::client`);
@@ -16,6 +17,7 @@ pub mod dump;
 pub mod prelude;
 pub mod proxy;
 pub mod server;
+pub mod tls;
 
 pub use redis;
 pub use ringslot_tool::{client, reply};

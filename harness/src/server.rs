@@ -156,9 +156,18 @@ pub struct ServerBuilder {
     cluster: bool,
     config: Option<PathBuf>,
     port: Option<u16>,
+    tls: Option<std::sync::Arc<crate::tls::Certificates>>,
 }
 
 impl ServerBuilder {
+    /// TLS only (`--port 0`, `--tls-port`), with `certs`; clients must show a certificate, and
+    /// a cluster node speaks TLS on its bus too (`tls-cluster yes`). The server's
+    /// [`Server::url`] is then `rediss://` and its clients use the certificates.
+    pub fn tls(mut self, certs: &std::sync::Arc<crate::tls::Certificates>) -> Self {
+        self.tls = Some(certs.clone());
+        self
+    }
+
     /// The `redis-server` binary to run (default: `redis-server` on the `PATH`).
     pub fn binary(mut self, binary: &str) -> Self {
         self.binary = binary.to_string();
@@ -272,7 +281,14 @@ impl ServerBuilder {
                 port.to_string(),
             ];
             args.extend(self.args.iter().cloned());
-            return Server::spawn(&self.binary, Command::new(&self.binary), &args, port, dir);
+            return Server::spawn(
+                &self.binary,
+                Command::new(&self.binary),
+                &args,
+                port,
+                dir,
+                self.tls.clone(),
+            );
         }
         let mut args: Vec<String> = [
             "--port",
@@ -293,6 +309,14 @@ impl ServerBuilder {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if let Some(tls) = &self.tls {
+            // The plain port replaced by the TLS one.
+            args.drain(0..2);
+            args.extend(tls.server_args(port));
+            if self.cluster {
+                args.extend(["--tls-cluster".to_string(), "yes".to_string()]);
+            }
+        }
         if self.cluster {
             let bus = match free_port() {
                 Ok(port) => port.to_string(),
@@ -339,7 +363,7 @@ impl ServerBuilder {
             }
             (None, _) => Command::new(&self.binary),
         };
-        Server::spawn(&self.binary, command, &args, port, dir)
+        Server::spawn(&self.binary, command, &args, port, dir, self.tls.clone())
     }
 }
 
@@ -363,6 +387,7 @@ pub struct Server {
     /// Its working directory (RDB and AOF files and `server.log` live here).
     pub dir: tempfile::TempDir,
     binary: String,
+    tls: Option<std::sync::Arc<crate::tls::Certificates>>,
 }
 
 impl Server {
@@ -375,6 +400,7 @@ impl Server {
         args: &[String],
         port: u16,
         dir: tempfile::TempDir,
+        tls: Option<std::sync::Arc<crate::tls::Certificates>>,
     ) -> Result<Server, (Error, tempfile::TempDir)> {
         let opened = std::fs::File::create(dir.path().join("server.log"))
             .and_then(|log| Ok((log.try_clone()?, log)));
@@ -402,6 +428,7 @@ impl Server {
             port,
             dir,
             binary: binary.to_string(),
+            tls,
         };
         match server.wait_ready() {
             Ok(()) => {
@@ -429,6 +456,7 @@ impl Server {
             cluster: false,
             config: None,
             port: None,
+            tls: None,
         }
     }
 
@@ -496,7 +524,22 @@ impl Server {
 
     /// `redis://127.0.0.1:port/`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// redis-cli's arguments to reach it besides its address (TLS files for a TLS server).
+    pub fn cli_args(&self) -> Vec<String> {
+        self.tls.as_ref().map_or_else(Vec::new, |t| t.cli_args())
+    }
+
+    /// Its TLS certificates, for a TLS-only server.
+    pub fn certificates(&self) -> Option<&std::sync::Arc<crate::tls::Certificates>> {
+        self.tls.as_ref()
     }
 
     /// `127.0.0.1:port`, as redis-cli and `CLUSTER NODES` write it.
@@ -506,7 +549,17 @@ impl Server {
 
     /// A new RESP2 connection, or the client's error.
     pub fn try_client(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))
+        let client = match &self.tls {
+            Some(tls) => {
+                ringslot_tool::link::install_crypto();
+                let certs = tls.client_certificates().map_err(|e| {
+                    redis::RedisError::from((redis::ErrorKind::ClientError, "TLS", e.0))
+                })?;
+                redis::Client::build_with_tls(self.url(), certs)?
+            }
+            None => redis::Client::open(self.url())?,
+        };
+        client.get_connection_with_timeout(Duration::from_secs(5))
     }
 
     /// A new RESP2 connection (panics when the server does not answer).

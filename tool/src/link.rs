@@ -41,8 +41,9 @@ pub struct Link {
     timeout: Duration,
 }
 
-/// Installs rustls' crypto provider for the process (ring); a second call does nothing.
-fn install_crypto() {
+/// Installs rustls' crypto provider for the process (ring); a second call does nothing. Every
+/// TLS connection needs it first (the test harness's too).
+pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use redis::{Connection, Value};
 use ringslot_engine::cluster::{parse_cluster_nodes, ClusterNode};
 use ringslot_engine::{key_slot, SLOT_COUNT};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -248,10 +248,25 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
     if let Some(why) = refusal(&nodes, &[]) {
         bail!("{why}");
     }
+    // Over TLS, a node is reached on its TLS port, which CLUSTER NODES does not show when the
+    // cluster bus is plain (`tls-cluster no`): CLUSTER SHARDS gives each node's `tls-port`.
+    let tls_ports = if access.tls() {
+        tls_ports(&access.seed())
+    } else {
+        HashMap::new()
+    };
+    let link_to = |n: &ClusterNode| -> Result<Link> {
+        let mut link = match (tls_ports.get(&n.id), n.address.rsplit_once(':')) {
+            (Some(port), Some((host, _))) => access.at(&format!("{host}:{port}"))?,
+            _ => access.at(&n.address)?,
+        };
+        link.address = n.address.clone();
+        Ok(link)
+    };
     // Every node's own view.
     let mut views = Vec::with_capacity(nodes.len());
     for n in &nodes {
-        views.push((n.address.clone(), nodes_of(&access.at(&n.address)?)?));
+        views.push((n.address.clone(), nodes_of(&link_to(n)?)?));
     }
     if let Some(why) = refusal(&nodes, &views) {
         bail!("{why}");
@@ -263,7 +278,7 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
             Ok(Master {
                 address: n.address.clone(),
                 slots: slots_of(n),
-                link: access.at(&n.address)?,
+                link: link_to(n)?,
             })
         })
         .collect::<Result<_>>()?;
@@ -294,6 +309,33 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
         seed,
         nodes,
     })
+}
+
+/// Each node's TLS port by node id, from `CLUSTER SHARDS` on the node at `link` (Redis 7.0 and
+/// later, Valkey); empty where the server has no such command or gives no `tls-port`.
+fn tls_ports(link: &Link) -> HashMap<String, u16> {
+    let mut ports = HashMap::new();
+    let Ok(mut con) = link.connect() else {
+        return ports;
+    };
+    let Ok(shards) = redis::cmd("CLUSTER").arg("SHARDS").query::<Value>(&mut con) else {
+        return ports;
+    };
+    for shard in items(&shards).unwrap_or_default() {
+        let Ok(nodes) = field(shard, "nodes").and_then(items) else {
+            continue;
+        };
+        for node in nodes {
+            let id = field(node, "id").and_then(crate::reply::text);
+            let port = field(node, "tls-port").and_then(crate::reply::int);
+            if let (Ok(id), Ok(port)) = (id, port) {
+                if let Ok(port) = u16::try_from(port) {
+                    ports.insert(id, port);
+                }
+            }
+        }
+    }
+    ports
 }
 
 /// The masters and their slots as one node's `CLUSTER NODES` lists them, sorted: what all
