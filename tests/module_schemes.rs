@@ -220,3 +220,17 @@ fn balance_of_every_scheme() {
     );
     let _ = redis::cmd("PING").query::<String>(&mut con);
 }
+
+#[test]
+fn an_empty_rings_balance_is_nil_not_zero() {
+    // Issue 30: a ring without nodes answered peak_to_mean 0.0 with exact true, a figure no
+    // placement has. Every scheme's peak-to-mean is nil there.
+    let server = shared_server();
+    let mut con = server.client();
+    q(&mut con, "RING.CREATE balance:empty");
+    let reply = map(&q(&mut con, "RING.BALANCE balance:empty SAMPLE 10"));
+    assert!(!reply.is_empty());
+    for (scheme, part) in &reply {
+        assert_eq!(map(part)["peak_to_mean"], redis::Value::Nil, "{scheme}");
+    }
+}

@@ -170,12 +170,24 @@ pub fn run(call: &Call, job: Job, units: u64, what: &str) -> Result<(), CommandE
         Source::Keys { walk, limit } => {
             // SAFETY: the live context of this call, on the main thread; the whole walk
             // happens within this call.
-            let keys = unsafe { walk.run_to_end(call.context().ctx, limit)? };
-            work(&mut keys.into_iter())?
+            let (keys, unreadable) = unsafe { walk.run_to_end(call.context().ctx, limit)? };
+            with_unreadable(work(&mut keys.into_iter())?, unreadable)
         }
     };
     call.reply(&reply);
     Ok(())
+}
+
+/// `reply` with the field `unreadable` (the keys a walk skipped because the caller may not
+/// read them) at the end of its map, when there were any.
+fn with_unreadable(reply: Reply<'static>, unreadable: u64) -> Reply<'static> {
+    match reply {
+        Reply::Map(mut fields) if unreadable > 0 => {
+            fields.push(("unreadable", Reply::count(unreadable)));
+            Reply::Map(fields)
+        }
+        other => other,
+    }
 }
 
 /// Starts `job` for the client of `ctx`: blocks it and spawns the worker. Errors:
@@ -353,7 +365,7 @@ fn run_on_worker(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
             let result = work(&mut feed);
             match feed.error {
                 Some(e) => Err(e),
-                None => result,
+                None => result.and_then(|r| Ok(with_unreadable(r, feed.walk.unreadable()?))),
             }
         }
     };

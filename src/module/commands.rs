@@ -322,7 +322,7 @@ pub fn owners(call: &Call) -> Result<(), CommandError> {
 }
 
 /// `RING.BALANCE key [SAMPLE n]` -> a map of scheme -> map of `peak_to_mean` (the largest
-/// node's share over its weight's share), `exact` (true for the ring, the slot table,
+/// node's share over its weight's share; nil for a ring without nodes), `exact` (true for the ring, the slot table,
 /// Maglev and modulo, which are computed from their structure; false for jump, rendezvous,
 /// multi-probe and bounded loads, estimated over the sample members, default 10000) and
 /// `balanced_peak_to_mean`: for an estimate, what a perfectly balanced scheme shows over as
@@ -341,15 +341,22 @@ pub fn balance(call: &Call) -> Result<(), CommandError> {
         "RING.BALANCE on {} nodes with SAMPLE {n}",
         topo.nodes().len()
     );
+    // A ring without nodes has no share to compare: its peak-to-mean is nil, not 0.
+    let empty = topo.nodes().is_empty();
     let work: Work = Box::new(move |members| {
         let balances = topo.balance(members.map(|(m, _)| m), &params);
         let fields = balances
             .iter()
             .map(|b| {
+                let peak = if empty {
+                    Reply::Nil
+                } else {
+                    Reply::Double(b.peak_to_mean)
+                };
                 (
                     b.scheme.name(),
                     Reply::Map(vec![
-                        ("peak_to_mean", Reply::Double(b.peak_to_mean)),
+                        ("peak_to_mean", peak),
                         ("exact", Reply::Bool(b.exact)),
                         (
                             "balanced_peak_to_mean",

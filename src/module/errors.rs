@@ -144,6 +144,12 @@ pub enum CommandError {
     },
     /// The caller may not run `SCAN`, which a keyspace walk amounts to.
     NoScanPermission,
+    /// A walk's reader may read the keys but not run `GET`, which the module checks a key's
+    /// read right with.
+    NoGetPermission {
+        /// The ACL user.
+        user: String,
+    },
     /// The caller's ACL user was deleted meanwhile.
     UserGone,
     /// `WEIGH HITS` on a server that keeps no LFU counters.
@@ -254,6 +260,12 @@ impl fmt::Display for CommandError {
                 f,
                 "ERR ringslot.maglev-size is {size}: Maglev needs a prime table size (65537, the \
                  default, or another prime)"
+            ),
+            CommandError::NoGetPermission { user } => write!(
+                f,
+                "NOPERM the user '{user}' may read these keys but not run the 'get' command, \
+                 which RING.MOVES ... KEYS and SLOTS check a key's read right with: it would \
+                 count none of them (ACL SETUSER {user} +get)"
             ),
             CommandError::NoScanPermission => f.write_str(
                 "NOPERM this user has no permissions to run the 'scan' command, which RING.MOVES \
@@ -426,6 +438,14 @@ mod tests {
                 CommandError::MaglevSize { size: 65536 },
                 "ERR ringslot.maglev-size is 65536: Maglev needs a prime table size (65537, the \
                  default, or another prime)",
+            ),
+            (
+                CommandError::NoGetPermission {
+                    user: "reader".into(),
+                },
+                "NOPERM the user 'reader' may read these keys but not run the 'get' command, \
+                 which RING.MOVES ... KEYS and SLOTS check a key's read right with: it would \
+                 count none of them (ACL SETUSER reader +get)",
             ),
             (
                 CommandError::NoScanPermission,

@@ -14,6 +14,7 @@ use super::live;
 use crate::engine::error::shown;
 use crate::engine::{glob_match, key_slot, lfu_accesses, EngineError, MemberWeight};
 use redis_module::{raw, Context, RedisValue};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -293,6 +294,11 @@ pub struct KeyWalk {
     reader: Reader,
     weigh: Weigh,
     done: bool,
+    /// Keys the walk skipped because the reader may not read them, and kept.
+    unreadable: u64,
+    kept: u64,
+    /// Whether a key was skipped that the reader may read but not with `GET`.
+    get_refused: bool,
     /// On a cluster node, the walk's slots as this node served them at the walk's first
     /// step: every later step checks they are still the same (see
     /// [`live::ClusterView::check_walk`]).
@@ -464,6 +470,9 @@ impl KeyWalk {
             reader,
             weigh: Weigh::default(),
             done: false,
+            unreadable: 0,
+            kept: 0,
+            get_refused: false,
             served_at_start: None,
         })
     }
@@ -510,6 +519,9 @@ impl KeyWalk {
             reader,
             weigh: Weigh::default(),
             done: start > end,
+            unreadable: 0,
+            kept: 0,
+            get_refused: false,
             served_at_start: None,
         }
     }
@@ -517,6 +529,21 @@ impl KeyWalk {
     /// Whether the walk has seen all its keys.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// At the end of the walk: how many keys it skipped because the reader may not read them.
+    /// Error: the reader kept no key, and some it may read were refused because it may not run
+    /// `GET`, which stands for reading a key: it could count nothing that way, which an error
+    /// naming the command says rather than a silent 0.
+    pub fn unreadable(&self) -> Result<u64, CommandError> {
+        match &self.reader {
+            Reader::User(name) if self.kept == 0 && self.get_refused => {
+                Err(CommandError::NoGetPermission {
+                    user: String::from_utf8_lossy(name).into_owned(),
+                })
+            }
+            _ => Ok(self.unreadable),
+        }
     }
 
     /// Walks on until at least `budget` keys were visited or the walk ends (a slot read whole
@@ -535,7 +562,15 @@ impl KeyWalk {
         out: &mut Vec<Member>,
     ) -> Result<u64, CommandError> {
         let mut names = Vec::new();
-        let visited = self.find(ctx, budget, &mut names)?;
+        let user = match &self.reader {
+            Reader::Root => None,
+            Reader::User(name) => Some(User::fetch(name).ok_or_else(gone)?),
+        };
+        let reader = ReadCheck::new(user.as_ref().map_or(ptr::null_mut(), |u| u.0));
+        let visited = self.find(ctx, budget, &reader, &mut names)?;
+        self.unreadable += reader.refused.get();
+        self.get_refused |= reader.refused_get.get();
+        self.kept += names.len() as u64;
         let weigh = self.weigh;
         for name in names {
             let w = if weigh.any() {
@@ -556,13 +591,9 @@ impl KeyWalk {
         &mut self,
         ctx: RawCtx,
         budget: u64,
+        reader: &ReadCheck,
         out: &mut Vec<Vec<u8>>,
     ) -> Result<u64, CommandError> {
-        let user = match &self.reader {
-            Reader::Root => None,
-            Reader::User(name) => Some(User::fetch(name).ok_or_else(gone)?),
-        };
-        let reader = ReadCheck::new(user.as_ref().map_or(ptr::null_mut(), |u| u.0));
         let context = Context::new(ctx);
         // On a cluster node, the keys walked must stay this node's: the walk's slots must not
         // change owner or open between steps, and no atomic slot migration of them may run
@@ -580,7 +611,7 @@ impl KeyWalk {
             Mode::Scan { cursor, pattern } => {
                 let mut state = ScanState {
                     filter: Filter::Pattern(pattern),
-                    reader: &reader,
+                    reader,
                     out,
                     visited: 0,
                 };
@@ -649,7 +680,7 @@ impl KeyWalk {
                 };
                 let mut state = ScanState {
                     filter: Filter::Slots { slots: big, skip },
-                    reader: &reader,
+                    reader,
                     out,
                     visited: 0,
                 };
@@ -661,8 +692,8 @@ impl KeyWalk {
 }
 
 impl KeyWalk {
-    /// Walks to the end, returning the keys the walk keeps: at most `limit` of them, else
-    /// `TooManyMatches`.
+    /// Walks to the end, returning the keys the walk keeps (at most `limit` of them, else
+    /// `TooManyMatches`) and how many it skipped because the reader may not read them.
     ///
     /// # Safety
     /// As [`KeyWalk::step`].
@@ -670,7 +701,7 @@ impl KeyWalk {
         mut self,
         ctx: RawCtx,
         limit: u64,
-    ) -> Result<Vec<Member>, CommandError> {
+    ) -> Result<(Vec<Member>, u64), CommandError> {
         let mut found = Vec::new();
         while !self.is_done() {
             self.step(ctx, 1000, &mut found)?;
@@ -678,7 +709,8 @@ impl KeyWalk {
                 return Err(EngineError::TooManyMatches { limit }.into());
             }
         }
-        Ok(found)
+        let unreadable = self.unreadable()?;
+        Ok((found, unreadable))
     }
 }
 
@@ -727,6 +759,10 @@ struct ReadCheck {
     user: *mut raw::RedisModuleUser,
     /// The string `GET`, made once per step.
     get: Option<Owned>,
+    /// Keys refused because the user may not read them, this step.
+    refused: Cell<u64>,
+    /// Whether a key the user may read was refused because the user may not run `GET`.
+    refused_get: Cell<bool>,
 }
 
 impl ReadCheck {
@@ -736,10 +772,18 @@ impl ReadCheck {
         } else {
             Owned::new(b"GET")
         };
-        ReadCheck { user, get }
+        ReadCheck {
+            user,
+            get,
+            refused: Cell::new(0),
+            refused_get: Cell::new(false),
+        }
     }
 
-    /// Whether the reader may read the key `name` (a module string).
+    /// Whether the reader may read the key `name` (a module string). A refusal is counted:
+    /// as a key the user may not read, or, when the user may read the key (its key
+    /// permissions, `RedisModule_ACLCheckKeyPermissions`) but not run `GET`, as a refused
+    /// command.
     fn allows(&self, name: *mut raw::RedisModuleString) -> bool {
         if self.user.is_null() {
             return true;
@@ -752,7 +796,20 @@ impl ReadCheck {
         };
         let mut argv = [get.0, name];
         // SAFETY: the user and both strings are live for the call, which only reads them.
-        unsafe { check(self.user, argv.as_mut_ptr(), 2) == raw::Status::Ok as c_int }
+        if unsafe { check(self.user, argv.as_mut_ptr(), 2) == raw::Status::Ok as c_int } {
+            return true;
+        }
+        // SAFETY: as above; the check only reads the user and the name.
+        let key_readable = unsafe { raw::RedisModule_ACLCheckKeyPermissions }.is_some_and(|k| {
+            // ACCESS is the read a key spec asks for (the function takes no RO/RW flags).
+            let flags = raw::REDISMODULE_CMD_KEY_ACCESS as c_int;
+            unsafe { k(self.user, name, flags) == raw::Status::Ok as c_int }
+        });
+        if key_readable {
+            self.refused_get.set(true);
+        }
+        self.refused.set(self.refused.get() + 1);
+        false
     }
 
     /// Whether the reader may read the key `name`.

@@ -66,6 +66,9 @@ impl Access {
         if timeout.is_zero() {
             bail!("--timeout must be above 0");
         }
+        if !url.starts_with("redis://") && !url.starts_with("rediss://") {
+            bail!("give the seed as a URL: redis://host:port, or rediss://host:port for TLS (got {url})");
+        }
         let mut info = url
             .into_connection_info()
             .map_err(|e| anyhow!("bad seed URL {url}: {e}"))?;

@@ -587,7 +587,14 @@ fn a_tls_only_cluster_with_a_client_certificate() {
         "--add",
         "10.9.9.9:7000",
     ]);
-    assert!(md.contains("3 masters, 2000 live keys"), "{md}");
+    assert!(
+        md.contains("3 masters and 1 joining, 2000 live keys"),
+        "{md}"
+    );
+    assert!(
+        md.contains("redis-cli --cluster add-node 10.9.9.9:7000"),
+        "{md}"
+    );
     // Without the client certificate the nodes refuse the handshake; without the CA the
     // tool refuses their certificates; TLS files need rediss://.
     let err = refused(&[

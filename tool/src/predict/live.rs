@@ -384,7 +384,9 @@ pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) 
         if table(theirs) != mine {
             return Some(format!(
                 "{address} and the seed disagree on the masters or the slot table: run when \
-                 the cluster has converged (redis-cli --cluster check)"
+                 every node's CLUSTER NODES lists the same masters and slots (after an \
+                 add-node the others take a few seconds to meet the new master, which \
+                 redis-cli --cluster check, reading the seed alone, does not show)"
             ));
         }
     }

@@ -52,7 +52,7 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
     };
     let mut t = Table::new(&[
         "master",
-        "keys read",
+        "key reads (each key once by name, each moving key again by DUMP)",
         "longest command of the run (round trip)",
         "longest PING of another client",
     ]);
@@ -96,14 +96,18 @@ pub struct Report {
     pub schemes: Table,
     /// The plan, move by move (`<name>-moves.csv`).
     pub moves: Table,
+    /// Each master before and after (`<name>-masters.csv`).
+    pub masters: Table,
 }
 
 impl Report {
-    /// Writes `dir/name.md`, `dir/name.csv` (the schemes) and `dir/name-moves.csv`.
+    /// Writes `dir/name.md`, `dir/name.csv` (the schemes), `dir/name-moves.csv` and
+    /// `dir/name-masters.csv`.
     pub fn write(&self, dir: &Path, name: &str) -> Result<()> {
         output::write(dir, &format!("{name}.md"), &self.markdown)?;
         output::write(dir, &format!("{name}.csv"), &self.schemes.csv())?;
         output::write(dir, &format!("{name}-moves.csv"), &self.moves.csv())?;
+        output::write(dir, &format!("{name}-masters.csv"), &self.masters.csv())?;
         Ok(())
     }
 }
@@ -140,23 +144,24 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             m.memory.shown(),
         ]);
     }
-    // The schemes.
-    let mut t = Table::new(&[
+    // The schemes (the real change's columns only where one was made).
+    let mut headers = vec![
         "scheme",
         "keys",
         "moved",
         "moved between old masters",
         "fraction",
         "ideal",
-        "moved bytes",
-        "real moved",
-        "real fraction",
-        "real moved bytes",
-    ]);
+        "moved bytes (rings: moved keys x their mean size)",
+    ];
+    if real.is_some() {
+        headers.extend(["real moved", "real fraction", "real moved bytes"]);
+    }
+    let mut t = Table::new(&headers);
     let real_cell = |r: Option<u64>| r.map_or("-".to_string(), |n| n.to_string());
     let real_fraction =
         |r: Option<u64>| r.map_or("-".to_string(), |n| fixed(fraction(n, p.keys), 4));
-    t.push(vec![
+    let mut slots_row = vec![
         "slots (redis-cli --cluster rebalance)".into(),
         p.keys.to_string(),
         p.keys_moved.to_string(),
@@ -164,14 +169,24 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         fixed(fraction(p.keys_moved, p.keys), 4),
         fixed(p.ideal, 4),
         p.bytes.shown(),
-        real_cell(real.map(|r| r.moved)),
-        real_fraction(real.map(|r| r.moved)),
-        real_cell(real.and_then(|r| r.scan_bytes)),
-    ]);
+    ];
+    if let Some(r) = real {
+        slots_row.extend([
+            real_cell(Some(r.moved)),
+            real_fraction(Some(r.moved)),
+            real_cell(r.scan_bytes),
+        ]);
+    }
+    t.push(slots_row);
     // The rings move other keys than the slot plan: their bytes at the measured mean.
-    let approx = |moved: u64| format!("~{:.0}", moved as f64 * p.mean_bytes);
+    let approx = |moved: u64| format!("{:.0}", moved as f64 * p.mean_bytes);
+    let not_real = |row: &mut Vec<String>| {
+        if real.is_some() {
+            row.extend(["-".to_string(), "-".into(), "-".into()]);
+        }
+    };
     for (flavour, sums) in &p.rings {
-        t.push(vec![
+        let mut row = vec![
             format!("ring ({flavour})"),
             sums.members.to_string(),
             sums.ring_moved.to_string(),
@@ -179,13 +194,12 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             fixed(fraction(sums.ring_moved, sums.members), 4),
             fixed(p.ideal, 4),
             approx(sums.ring_moved),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        ];
+        not_real(&mut row);
+        t.push(row);
     }
     if let Some((_, sums)) = p.rings.first() {
-        t.push(vec![
+        let mut row = vec![
             "modulo (hash mod N)".into(),
             sums.members.to_string(),
             sums.modulo_moved.to_string(),
@@ -193,10 +207,9 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             fixed(fraction(sums.modulo_moved, sums.members), 4),
             fixed(p.ideal, 4),
             approx(sums.modulo_moved),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        ];
+        not_real(&mut row);
+        t.push(row);
     }
     // The slot scheme key by key: every pass's what-if counted the keys of the moved slots.
     let per_pass: Vec<String> = p
@@ -228,7 +241,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         }
     }
     // The masters.
-    let mut per = Table::new(&[
+    let mut headers = vec![
         "master",
         "slots before",
         "keys before",
@@ -236,10 +249,13 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         "keys after (plan)",
         "bytes out",
         "bytes in",
-        "keys after (real)",
-    ]);
+    ];
+    if real.is_some() {
+        headers.push("keys after (real)");
+    }
+    let mut per = Table::new(&headers);
     for m in &p.masters {
-        per.push(vec![
+        let mut row = vec![
             m.address.clone(),
             m.slots_before.to_string(),
             m.keys_before.to_string(),
@@ -247,24 +263,48 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             m.keys_after.to_string(),
             m.bytes_out.shown(),
             m.bytes_in.shown(),
-            real.map_or("-".to_string(), |r| {
+        ];
+        if let Some(r) = real {
+            row.push(
                 r.keys_after
                     .get(&m.address)
                     .copied()
                     .unwrap_or(0)
-                    .to_string()
-            }),
-        ]);
+                    .to_string(),
+            );
+        }
+        per.push(row);
     }
     let entry = &p.entry;
+    let serving = p.masters.iter().filter(|m| m.slots_before > 0).count();
+    let joining = match &outcome.change {
+        super::change::MasterChange::Add { nodes, .. } => nodes.len(),
+        _ => 0,
+    };
+    let present = p.masters.len().saturating_sub(joining);
+    let masters = if joining > 0 {
+        format!("{serving} masters and {joining} joining")
+    } else if serving < present {
+        format!("{serving} masters serving slots ({present} in all)")
+    } else {
+        format!("{serving} masters")
+    };
+    // A pending rebalance under redis-cli's threshold moves nothing: say so as redis-cli does.
+    let nothing = match (&outcome.change, slots_planned) {
+        (super::change::MasterChange::Rebalance { threshold }, 0) => format!(
+            " Every master is within the {threshold}% threshold of its share: redis-cli \
+             answers \"No rebalancing needed\" (a lower --threshold predicts a smaller \
+             rebalance)."
+        ),
+        _ => String::new(),
+    };
     let mut md = format!(
-        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{} masters, {} live keys. The plan \
+        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{masters}, {} live keys. The plan \
          (what redis-cli's rebalance does when run against {entry}: the commands are under \
-         \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP payloads ({}), taking {} bytes \
-         of memory on their targets.{sample_note}\n\n{}\n## Moves per scheme\n\n{}\n{check}\n\
-         ## Masters (slot scheme)\n\n{}",
+         \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP \
+         payloads ({}), taking {} bytes of memory on their targets.{nothing}{sample_note}\n\n\
+         {}\n## Moves per scheme\n\n{}\n{check}\n## Masters (slot scheme)\n\n{}",
         mode_line(p, Some(opts.max_keys_per_sec)),
-        p.masters.iter().filter(|m| m.slots_before > 0).count(),
         p.keys,
         p.keys_moved,
         p.bytes.shown(),
@@ -415,6 +455,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         markdown: md,
         schemes: t,
         moves,
+        masters: per,
     }
 }
 
