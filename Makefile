@@ -4,8 +4,9 @@ MODULE_RELEASE := target/release/libringslot.so
 MODULE_DEBUG := target/debug/libringslot.so
 # The other servers the tests run on (scripts/servers.sh fetches them).
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
+REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -195,20 +196,43 @@ bench-cluster-atomic: release servers
 	$(BENCH_VALKEY) cluster --local 6 --leave 2 --keys 300000 --atomic \
 	  --name atomic-6-4-300k $(BENCH_ARGS)
 
-## bench-cluster-fit: the calibration of the rebalance duration model (cluster/model.rs):
-## local runs that vary the slots moved, the masters, the keys and the bytes, and the least
-## squares fit over them (its coefficients go into FITTED; bench-cluster measures its error
-## on other runs).
-bench-cluster-fit: release
+## bench-cluster-duration: the per-key duration estimate against real redis-cli rebalances on
+## Redis 7.0.15, Valkey 9.1.2 and Redis 8.2.3, idle and with one core kept busy (--busy), at
+## 100k and 1M keys (3 -> 4, read-only prediction), three runs each; then each run's error,
+## the median per group and whether each run fell inside the range (cluster-fit). Reports in
+## bench/out/duration/. About an hour.
+DURATION_RUNS ?= 1 2 3
+bench-cluster-duration: release servers
+	rm -rf bench/out/duration && mkdir -p bench/out/duration
+	for server in redis-server $(VALKEY_SERVER) $(REDIS8_SERVER); do \
+	  tag=$$(basename $$(dirname $$server)); [ "$$server" = redis-server ] && tag=redis-7.0.15; \
+	  for keys in 100000 1000000; do for cond in idle busy; do for i in $(DURATION_RUNS); do \
+	    flag=""; [ $$cond = busy ] && flag=--busy; \
+	    $(CARGO) run -q --release -p ringslot-bench -- --redis-server $$server \
+	      --module $(MODULE_RELEASE) --out bench/out/duration cluster --local 3 --join 1 \
+	      --keys $$keys $$flag --name $$tag-$$keys-$$cond-$$i > /dev/null || exit 1; \
+	  done; done; done; \
+	done
+	$(BENCH_RELEASE) cluster-fit bench/out/duration/*-run.csv | tee bench/out/duration/fit.md
+
+## bench-cluster-fit: the calibration of the per-key duration model
+## (tool/src/predict/duration.rs): per server (Redis 7.0.15, Valkey 9.1.2, Redis 8.2.3), idle and
+## busy, local runs that vary the slots, the masters and the keys a slot (3 -> 4 at 30k and 300k
+## keys, 3 -> 6 at 30k), and a least squares fit per server over them (its constants go into
+## duration::per_key; bench-cluster-duration measures its error on other runs).
+bench-cluster-fit: release servers
 	rm -rf bench/out/fit && mkdir -p bench/out/fit
-	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 30000 --name a
-	$(BENCH_RELEASE)/fit cluster --local 3 --join 3 --keys 30000 --name b
-	$(BENCH_RELEASE)/fit cluster --local 6 --leave 2 --keys 30000 --name c
-	$(BENCH_RELEASE)/fit cluster --local 4 --join 4 --keys 30000 --name d
-	$(BENCH_RELEASE)/fit cluster --local 3 --join 2 --keys 300000 --name e
-	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 600000 --name f
-	$(BENCH_RELEASE)/fit cluster --local 3 --join 1 --keys 100000 --hot-keys 40000 --name g
-	$(BENCH_RELEASE)/fit cluster --local 5 --join 1 --keys 200000 --name h
+	for server in redis-server $(VALKEY_SERVER) $(REDIS8_SERVER); do \
+	  tag=$$(basename $$(dirname $$server)); [ "$$server" = redis-server ] && tag=redis-7.0.15; \
+	  for cond in idle busy; do \
+	    flag=""; [ $$cond = busy ] && flag=--busy; \
+	    for change in "3 --join 1 --keys 30000" "3 --join 1 --keys 300000" "3 --join 3 --keys 30000"; do \
+	      $(CARGO) run -q --release -p ringslot-bench -- --redis-server $$server \
+	        --module $(MODULE_RELEASE) --out bench/out/fit cluster --local $$change $$flag \
+	        --name $$tag-$$(echo $$change | tr -d ' -')-$$cond > /dev/null || exit 1; \
+	    done; \
+	  done; \
+	done
 	$(BENCH_RELEASE) cluster-fit bench/out/fit/*-run.csv
 
 ## bench-cache: a cache fleet on loopback (4 redis-server backends with 8 MiB each, LFU

@@ -3,7 +3,7 @@
 //! starts N masters on a fixed port block (stable names, so that the ring rows are the same
 //! from run to run), loads keys, predicts, performs the change for real ([`local`]) and
 //! compares in the tool's report, with a chart ([`chart`]) and the runs the duration models
-//! are fitted to ([`model`]).
+//! are fitted to ([`model`]); `--busy` keeps a core busy meanwhile.
 
 mod chart;
 mod local;
@@ -91,6 +91,10 @@ pub struct Args {
     /// later (--redis-server).
     #[arg(long)]
     atomic: bool,
+    /// Keep one core busy (a spinning thread) while the prediction and the change run: the
+    /// condition of a busy host, which the duration estimate must hold on.
+    #[arg(long)]
+    busy: bool,
     /// Stem of the output files.
     #[arg(long, default_value = "cluster")]
     name: String,
@@ -162,10 +166,26 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         scan_limit: a.scan_limit,
         pipeline: a.pipeline,
     };
-    let outcome = local::local(&plan, &builder, &opts)?;
+    let spinning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(a.busy));
+    let spinner = a.busy.then(|| {
+        let spinning = spinning.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        })
+    });
+    let outcome = local::local(&plan, &builder, &opts);
+    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+    if let Some(s) = spinner {
+        let _ = s.join();
+    }
+    let outcome = outcome?;
     let report = report::report(&outcome, &opts);
     report.write(&g.out, &a.name)?;
-    model::write_run(&g.out, &a.name, &outcome)?;
+    let condition = if a.busy { "busy" } else { "idle" };
+    model::write_run(&g.out, &a.name, &outcome, condition)?;
     chart::chart(&g.out, &a.name, &outcome)?;
     println!("{}", report.markdown);
     crate::report::announce();

@@ -4,7 +4,7 @@
 //!
 //! - **Per key** (`redis-cli --cluster rebalance`, any server): slot by slot, `MIGRATE` of
 //!   `--cluster-pipeline` keys at a time, each key deleted on the source as it lands on the
-//!   target. The duration is [`super::model::FITTED`]'s; memory moves a key at a time, so a
+//!   target. The duration is [`super::duration`]'s; memory moves a key at a time, so a
 //!   source shrinks and a target grows step by step: each master's peak is the highest level
 //!   of that walk through the plan's moves in their order.
 //! - **Atomic** (Valkey 9's `CLUSTER MIGRATESLOTS`, as `valkey-cli --cluster rebalance

@@ -17,14 +17,15 @@
 //! bytes of the keys the slot plan moves the same way ([`sizing`]): the length of each key's
 //! `DUMP` payload (what `MIGRATE` sends) and `MEMORY USAGE key SAMPLES 0` (what it takes on
 //! the target), every key, or `--bytes-sample N` keys a slot with a stated error. The
-//! rebalance's duration is estimated from slots, keys and bytes ([`model`]), and per migration
-//! method with each master's memory ([`method`]). [`report`] writes it for people.
+//! rebalance's duration is estimated from the round trips and config writes it makes, priced
+//! with what the prediction measures on the cluster ([`duration`]), and per migration method
+//! with each master's memory ([`method`]). [`report`] writes it for people.
 
 pub mod change;
+pub mod duration;
 pub mod estimate;
 pub mod live;
 pub mod method;
-pub mod model;
 pub mod options;
 pub mod permissions;
 pub mod plan;
@@ -45,6 +46,7 @@ use crate::link::{Access, Link};
 use anyhow::{anyhow, bail, Result};
 use live::{node_facts, read_topology, Holds, Prober};
 use prediction::{add_methods, assemble, Prediction};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Predicts `change` on the cluster the seed of `access` belongs to: read-only, or with the
@@ -100,6 +102,11 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
             );
         }
     }
+    // The cluster's round trips and DUMP's server time, for the duration (duration.rs): the
+    // round trips before the keys are read, which load the masters.
+    let rtts = live::ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
+    let spaced = live::ping_round_trips(&topo.masters, 20, std::time::Duration::from_millis(2));
+    let dumps_before = live::dump_stats(&topo.masters);
     let holds = Holds::default();
     let prober = Prober::start(&topo.masters);
     let gathered = if opts.with_module {
@@ -112,13 +119,50 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         read_only::predict_readonly(access, &topo, change, opts, &holds)
     };
     let waits = prober.finish();
-    let mut prediction = assemble(&topo, change, gathered?, &holds, waits, opts, started);
+    let dumps_after = live::dump_stats(&topo.masters);
+    let mut timing = timing_of(&rtts, &spaced, &dumps_before, &dumps_after);
+    timing.server = seed
+        .connect()
+        .and_then(|mut con| Ok(redis::cmd("INFO").arg("server").query::<String>(&mut con)?))
+        .ok()
+        .map(|info| duration::ServerKind::of_info(&info));
+    let mut prediction = assemble(&topo, change, gathered?, &holds, waits, opts, started, timing);
     prediction.notes.extend(granted.notes);
     let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
     prediction.commands = commands;
     prediction.command_notes = notes;
     add_methods(access, &mut prediction, opts)?;
     Ok(prediction)
+}
+
+/// The cluster's timing from the masters' `PING` round trips (back to back, and 2 ms apart)
+/// and the `DUMP` statistics before and after the prediction's reads.
+fn timing_of(
+    rtts: &BTreeMap<String, live::Probe>,
+    spaced: &BTreeMap<String, live::Probe>,
+    before: &BTreeMap<String, (u64, u64)>,
+    after: &BTreeMap<String, (u64, u64)>,
+) -> duration::ClusterTiming {
+    let median_of = |probes: &BTreeMap<String, live::Probe>| {
+        let mut medians: Vec<f64> = probes.values().map(|p| p.median).collect();
+        medians.sort_by(f64::total_cmp);
+        medians.get(medians.len() / 2).copied()
+    };
+    let rtt = median_of(rtts);
+    let rtt_spaced = median_of(spaced);
+    let (mut calls, mut usec) = (0u64, 0u64);
+    for (a, (c1, u1)) in after {
+        if let Some((c0, u0)) = before.get(a) {
+            calls += c1.saturating_sub(*c0);
+            usec += u1.saturating_sub(*u0);
+        }
+    }
+    duration::ClusterTiming {
+        rtt,
+        rtt_spaced,
+        dump_per_key: (calls > 0).then(|| usec as f64 / 1e6 / calls as f64),
+        server: None,
+    }
 }
 
 /// Refuses a change the cluster cannot make: a joining master that is already one (or a

@@ -6,7 +6,7 @@ use super::change::MasterChange;
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
 use super::live::{node_facts, Holds, LiveCluster, Probe};
 use super::method::{self, Method, MethodCost};
-use super::model::FITTED;
+use super::duration::{ClusterTiming, Counts, PerKeyModel, Range, PIPELINE};
 use super::options::Options;
 use super::plan::{MoveCost, PlanStep};
 use crate::link::Access;
@@ -107,8 +107,13 @@ pub struct Prediction {
     pub mean_bytes: f64,
     /// The share of keys a perfect scheme moves (0 to 1).
     pub ideal: f64,
-    /// The rebalance's duration, estimated ([`FITTED`]), in seconds.
+    /// The per-key rebalance's duration, seconds: the middle of [`Prediction::duration_range`].
     pub duration: f64,
+    /// Its range, from the round trips and config writes counted (`counts`) and the timing
+    /// measured on the cluster (`timing`), by its server family's [`PerKeyModel`].
+    pub duration_range: Range,
+    pub counts: Counts,
+    pub timing: ClusterTiming,
     /// How long the prediction took, in seconds.
     pub seconds: f64,
     /// The time of each step, in seconds (in JSON, an object keyed by step).
@@ -175,6 +180,7 @@ pub fn assemble(
     waits: BTreeMap<String, Probe>,
     opts: &Options,
     started: Instant,
+    timing: ClusterTiming,
 ) -> Prediction {
     let owner_before: Vec<Option<String>> = topo
         .owner
@@ -291,12 +297,23 @@ pub fn assemble(
             }
         })
         .collect();
-    let slots_planned: u64 = plan.iter().map(|m| m.slots.len() as u64).sum();
+    let counts = Counts::of(
+        g.plan
+            .iter()
+            .flat_map(|m| m.slots.iter())
+            .map(|s| size_of(s).keys),
+        addresses.len() as u64,
+        PIPELINE,
+    );
+    let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
     Prediction {
         mode: g.mode,
         entry: g.entry,
         masters,
-        duration: FITTED.seconds(slots_planned, keys_moved),
+        duration: duration_range.mid,
+        duration_range,
+        counts,
+        timing,
         plan,
         owner_before,
         owner_after,

@@ -5,7 +5,7 @@
 
 use super::change::MasterChange;
 use super::method::Method;
-use super::model::{network_seconds, FITTED};
+use super::duration::{network_seconds, PerKeyModel, DEFAULT_DUMP, DEFAULT_RTT, PIPELINE};
 use super::options::Options;
 use super::prediction::{Mode, Prediction};
 use super::real::Real;
@@ -341,15 +341,8 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
     ));
     // The duration.
     md.push_str(&format!(
-        "\n## Duration\n\nEstimated `redis-cli --cluster rebalance` time: {:.1} s ({:.2} ms a \
-         slot and {:.1} µs a key, fitted to 14 local runs on loopback, where the bytes cost \
-         less than the runs' noise; its error on them was -20% to +44%, see BENCHMARKS.md). \
-         Over a network, add the bytes at its bandwidth: {} at 1 Gbit/s is {:.1} s more.\n",
-        p.duration,
-        FITTED.per_slot * 1000.0,
-        FITTED.per_key * 1e6,
-        mib(p.bytes.value),
-        network_seconds(p.bytes.value, 1000.0)
+        "\n## Duration\n\n{}\n",
+        duration_text(p)
     ));
     md.push_str(&methods_section(p, real));
     let mut times = Table::new(&["step", "seconds"]);
@@ -622,5 +615,65 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
         longest(ro) * 1000.0,
         p.seconds,
         ro.seconds
+    )
+}
+
+/// The duration section: the estimate, its range, and what it is made of.
+fn duration_text(p: &Prediction) -> String {
+    let c = &p.counts;
+    let t = &p.timing;
+    let model = PerKeyModel::of(t);
+    let ms = |s: f64| format!("{:.3} ms", s * 1000.0);
+    let rtt = t.rtt.map_or_else(
+        || format!("{} (not measured: PING refused; a default)", ms(DEFAULT_RTT)),
+        |r| {
+            format!(
+                "{} to {} (the median PING round trip to the masters just before the reads, \
+                 back to back as redis-cli sends its commands, and 2 ms apart, when idle CPUs \
+                 must wake)",
+                ms(r),
+                ms(t.rtt_spaced.unwrap_or(r))
+            )
+        },
+    );
+    let dump = t.dump_per_key.map_or_else(
+        || {
+            format!(
+                "{:.1} µs (not measured: INFO commandstats refused or no key read; a default)",
+                DEFAULT_DUMP * 1e6
+            )
+        },
+        |d| format!("{:.1} µs (DUMP's server time on the moving keys)", d * 1e6),
+    );
+    let server = t.server.map_or_else(
+        || "Redis 7 (INFO server refused: not told)".to_string(),
+        |s| s.label().to_string(),
+    );
+    let r = &p.duration_range;
+    format!(
+        "Estimated `redis-cli --cluster rebalance` time (--cluster-pipeline {PIPELINE}): \
+         **{:.1} s**, between {:.1} and {:.1} s. It is {} slots x ({} masters + 3) round trips \
+         of redis-cli (the SETSLOTs and the last GETKEYSINSLOT of each slot) and {} batches of \
+         up to {PIPELINE} keys (3 round trips each: GETKEYSINSLOT, MIGRATE and its copy), at \
+         a round trip of {rtt}; plus {} for each of the {} pairs of masters a slot's SETSLOTs \
+         involve (each master told of the new owner rewrites its cluster config, the disk's \
+         cost, assumed from the runs it was fitted to on {server}, not measured here, and \
+         tells the others) and {} a batch; and {} keys at {:.1} times a DUMP's {dump}. The \
+         range takes the fitted costs {:.2} times lower and higher. Over a network, add the \
+         bytes at its bandwidth: {} at 1 Gbit/s is {:.1} s more.",
+        r.mid,
+        r.low,
+        r.high,
+        c.slots,
+        c.masters,
+        c.batches,
+        ms(model.per_pair),
+        c.pairs,
+        ms(model.per_batch),
+        c.keys,
+        model.key_factor,
+        model.spread,
+        mib(p.bytes.value),
+        network_seconds(p.bytes.value, 1000.0)
     )
 }
