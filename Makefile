@@ -202,18 +202,20 @@ bench-cluster-atomic: release servers
 ## the median per group and whether each run fell inside the range (cluster-fit). Reports in
 ## bench/out/duration/. About an hour.
 DURATION_RUNS ?= 1 2 3
+BENCH_BIN := target/release/ringslot-bench
 bench-cluster-duration: release servers
+	$(CARGO) build --release -p ringslot-bench
 	rm -rf bench/out/duration && mkdir -p bench/out/duration
 	for server in redis-server $(VALKEY_SERVER) $(REDIS8_SERVER); do \
 	  tag=$$(basename $$(dirname $$server)); [ "$$server" = redis-server ] && tag=redis-7.0.15; \
 	  for keys in 100000 1000000; do for cond in idle busy; do for i in $(DURATION_RUNS); do \
 	    flag=""; [ $$cond = busy ] && flag=--busy; \
-	    $(CARGO) run -q --release -p ringslot-bench -- --redis-server $$server \
-	      --module $(MODULE_RELEASE) --out bench/out/duration cluster --local 3 --join 1 \
-	      --keys $$keys $$flag --name $$tag-$$keys-$$cond-$$i > /dev/null || exit 1; \
+	    $(BENCH_BIN) --redis-server $$server --module $(MODULE_RELEASE) --out bench/out/duration \
+	      cluster --local 3 --join 1 --keys $$keys $$flag --name $$tag-$$keys-$$cond-$$i \
+	      > /dev/null || exit 1; \
 	  done; done; done; \
 	done
-	$(BENCH_RELEASE) cluster-fit bench/out/duration/*-run.csv | tee bench/out/duration/fit.md
+	$(BENCH_BIN) cluster-fit bench/out/duration/*-run.csv | tee bench/out/duration/fit.md
 
 ## bench-cluster-fit: the calibration of the per-key duration model
 ## (tool/src/predict/duration.rs): per server (Redis 7.0.15, Valkey 9.1.2, Redis 8.2.3), idle and
@@ -221,19 +223,20 @@ bench-cluster-duration: release servers
 ## keys, 3 -> 6 at 30k), and a least squares fit per server over them (its constants go into
 ## duration::per_key; bench-cluster-duration measures its error on other runs).
 bench-cluster-fit: release servers
+	$(CARGO) build --release -p ringslot-bench
 	rm -rf bench/out/fit && mkdir -p bench/out/fit
 	for server in redis-server $(VALKEY_SERVER) $(REDIS8_SERVER); do \
 	  tag=$$(basename $$(dirname $$server)); [ "$$server" = redis-server ] && tag=redis-7.0.15; \
 	  for cond in idle busy; do \
 	    flag=""; [ $$cond = busy ] && flag=--busy; \
 	    for change in "3 --join 1 --keys 30000" "3 --join 1 --keys 300000" "3 --join 3 --keys 30000"; do \
-	      $(CARGO) run -q --release -p ringslot-bench -- --redis-server $$server \
-	        --module $(MODULE_RELEASE) --out bench/out/fit cluster --local $$change $$flag \
-	        --name $$tag-$$(echo $$change | tr -d ' -')-$$cond > /dev/null || exit 1; \
+	      $(BENCH_BIN) --redis-server $$server --module $(MODULE_RELEASE) --out bench/out/fit \
+	        cluster --local $$change $$flag --name $$tag-$$(echo $$change | tr -d ' -')-$$cond \
+	        > /dev/null || exit 1; \
 	    done; \
 	  done; \
 	done
-	$(BENCH_RELEASE) cluster-fit bench/out/fit/*-run.csv
+	$(BENCH_BIN) cluster-fit bench/out/fit/*-run.csv
 
 ## bench-cache: a cache fleet on loopback (4 redis-server backends with 8 MiB each, LFU
 ## eviction and the module, behind twemproxy with ketama and with modula, hash md5), a Zipf

@@ -628,9 +628,9 @@ fn duration_text(p: &Prediction) -> String {
         || format!("{} (not measured: PING refused; a default)", ms(DEFAULT_RTT)),
         |r| {
             format!(
-                "{} to {} (the median PING round trip to the masters just before the reads, \
-                 back to back as redis-cli sends its commands, and 2 ms apart, when idle CPUs \
-                 must wake)",
+                "{} to {} (the median PING round trip to the masters, the lower of before and \
+                 after the reads, back to back as redis-cli sends its commands, and 2 ms apart, \
+                 when idle CPUs must wake)",
                 ms(r),
                 ms(t.rtt_spaced.unwrap_or(r))
             )
@@ -655,12 +655,14 @@ fn duration_text(p: &Prediction) -> String {
          **{:.1} s**, between {:.1} and {:.1} s. It is {} slots x ({} masters + 3) round trips \
          of redis-cli (the SETSLOTs and the last GETKEYSINSLOT of each slot) and {} batches of \
          up to {PIPELINE} keys (3 round trips each: GETKEYSINSLOT, MIGRATE and its copy), at \
-         a round trip of {rtt}; plus {} for each of the {} pairs of masters a slot's SETSLOTs \
-         involve (each master told of the new owner rewrites its cluster config, the disk's \
-         cost, assumed from the runs it was fitted to on {server}, not measured here, and \
+         a round trip of {rtt}; plus {} and {:.3} times the round trip for each of the {} pairs \
+         of masters a slot's SETSLOTs involve (each master told of the new owner rewrites its cluster config, the disk's \
+         cost, assumed from the runs it was fitted to on {server} rather than taken here, and \
          tells the others) and {} a batch; and {} keys at {:.1} times a DUMP's {dump}. The \
-         range takes the fitted costs {:.2} times lower and higher. Over a network, add the \
-         bytes at its bandwidth: {} at 1 Gbit/s is {:.1} s more.",
+         range takes the fitted costs {:.2} times lower and higher; identical local rebalances \
+         varied up to 2.2 times, and the range held 38 of the 54 the costs were fitted to \
+         (docs/benchmarks/cluster.md): a figure for planning, not a schedule. Over a network, \
+         add the bytes at its bandwidth: {} at 1 Gbit/s is {:.1} s more.",
         r.mid,
         r.low,
         r.high,
@@ -668,6 +670,7 @@ fn duration_text(p: &Prediction) -> String {
         c.masters,
         c.batches,
         ms(model.per_pair),
+        model.per_pair_rtt,
         c.pairs,
         ms(model.per_batch),
         c.keys,
