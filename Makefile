@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread clean
 
 all: release
 
@@ -26,7 +26,7 @@ PORT ?= 6379
 
 ## dist: the operator's tool as one release binary, target/dist/ringslot, to copy onto a host
 ## without a Rust toolchain (it links libc dynamically: the glibc it needs is printed; no
-## libssl). `cargo install --path tool` installs it into ~/.cargo/bin instead.
+## libssl). `cargo install --locked --path tool` installs it into ~/.cargo/bin instead.
 dist:
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	@mkdir -p target/dist
@@ -114,6 +114,12 @@ bench-balance: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  balance --nodes 10,100 $(BENCH_ARGS)
 
+## bench-instructions: instructions and cache misses, counted by valgrind (steady where timings
+## are not): an owner lookup per flavour (cachegrind), then where a RING.GET, RING.SLOT and the
+## floor go in a redis-server under callgrind; bench/out/instructions.md
+bench-instructions: release
+	./scripts/instructions.sh
+
 ## bench-throughput: requests/s of RING.GET, RING.SLOT and RING.MGET against GET and PING
 ## (redis-benchmark, with and without pipelining), MEMORY USAGE per ring point and the time of
 ## DEBUG RELOAD with 100 rings, on a temporary redis-server; report on stdout and in
@@ -156,7 +162,7 @@ bench-whatif: release
 ## one), the rebalance pending after add-node; then 3 -> 4 at 100k and 300k keys; then the
 ## duration model's error on every run (cluster-fit). Every server is stopped at the end;
 ## reports in bench/out/cluster-*.{md,csv,svg}. On your own cluster, the operator's tool:
-## ringslot predict --url redis://host:port --add ip:port (make dist, or cargo install --path tool)
+## ringslot predict --url redis://host:port --add ip:port (make dist, or cargo install --locked --path tool)
 CLUSTER_KEYS ?= 1000000
 BENCH_RELEASE = $(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out
 bench-cluster: release

@@ -507,7 +507,12 @@ impl Server {
                 )));
             }
             if let Ok(mut c) = self.try_client() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                // The server that answers must be this child: when another test process took
+                // the port first, this one exits ("Address already in use", then another port
+                // is tried) while the other answers.
+                if redis::cmd("PING").query::<String>(&mut c).is_ok()
+                    && self.answers_as_child(&mut c)
+                {
                     return Ok(());
                 }
             }
@@ -520,6 +525,19 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// Whether the server behind `c` is this child: `INFO server`'s `process_id` (the ulimit
+    /// shell and taskset exec the server, keeping the pid); a server that refuses `INFO` is
+    /// taken as this one.
+    fn answers_as_child(&self, c: &mut redis::Connection) -> bool {
+        let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(c) else {
+            return true;
+        };
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse::<u32>().ok())
+            .is_none_or(|pid| pid == self.child.id())
     }
 
     /// `redis://127.0.0.1:port/`.

@@ -60,8 +60,8 @@ pub enum Source {
     },
     /// The keys a walk finds; more than `limit` matches is an error.
     Keys {
-        /// The walk, with the caller's rights.
-        walk: KeyWalk,
+        /// The walk, with the caller's rights (boxed: it is most of the enum's size).
+        walk: Box<KeyWalk>,
         /// `ringslot.max-sample`.
         limit: u64,
     },
@@ -353,7 +353,7 @@ fn run_on_worker(job: Job, tsc: RawCtx, state: &RunState) -> Outcome {
         }
         Source::Keys { walk, limit } => {
             let mut feed = KeyFeed {
-                walk,
+                walk: *walk,
                 tsc,
                 slice: Vec::new(),
                 walked: 0,
@@ -436,12 +436,15 @@ impl Iterator for KeyFeed<'_> {
             // read between lock and unlock, as RedisModule_Scan requires from a thread.
             let step = unsafe {
                 let _lock = ServerLock::take(self.tsc);
+                let held = Instant::now();
                 let slice = if self.walk.weighs() {
                     WEIGHED_SLICE
                 } else {
                     SLICE
                 };
-                self.walk.step(self.tsc, slice, &mut self.slice)
+                let step = self.walk.step(self.tsc, slice, &mut self.slice);
+                note_hold(held);
+                step
             };
             if let Err(e) = step {
                 self.error = Some(e);
@@ -456,6 +459,22 @@ impl Iterator for KeyFeed<'_> {
                 return None;
             }
         }
+    }
+}
+
+/// The latency event a slice's hold of the server lock is reported under (`LATENCY LATEST`,
+/// `LATENCY HISTORY ringslot-slice`, when it reaches `latency-monitor-threshold`): the time a
+/// background walk kept the main thread waiting, which `SLOWLOG` does not see.
+pub const SLICE_EVENT: &std::ffi::CStr = c"ringslot-slice";
+
+/// Reports a slice's hold of the lock, begun at `held`, to the latency monitor (which keeps it
+/// only when it reaches `latency-monitor-threshold`). Called with the lock still held.
+fn note_hold(held: Instant) {
+    let ms = i64::try_from(held.elapsed().as_millis()).unwrap_or(i64::MAX);
+    // SAFETY: a plain read of a function-pointer static set by RedisModule_Init; the call
+    // runs with the server lock held, as the latency monitor's tables need.
+    if let (Some(add), true) = (unsafe { raw::RedisModule_LatencyAddSample }, ms > 0) {
+        unsafe { add(SLICE_EVENT.as_ptr(), ms) };
     }
 }
 

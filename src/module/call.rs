@@ -165,7 +165,19 @@ impl<'a> Call<'a> {
 
     /// Sends `reply` (build all of it before sending).
     pub fn reply(&self, reply: &Reply) {
-        reply.send(self.ctx, self.flags().contains(ContextFlags::FLAGS_RESP3));
+        reply.send(self.ctx, reply.depends_on_protocol() && self.resp3());
+    }
+
+    /// Sends `items` as an array reply, without a vector (for the fixed-size replies of the
+    /// per-member commands).
+    pub fn reply_array(&self, items: &[Reply]) {
+        let resp3 = items.iter().any(Reply::depends_on_protocol) && self.resp3();
+        Reply::send_array(items, self.ctx, resp3);
+    }
+
+    /// Whether the client speaks RESP3.
+    fn resp3(&self) -> bool {
+        self.flags().contains(ContextFlags::FLAGS_RESP3)
     }
 }
 

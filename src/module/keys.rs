@@ -285,6 +285,12 @@ enum Mode {
         skip: Vec<u8>,
         big: Vec<u16>,
         cursor: Option<*mut raw::RedisModuleScanCursor>,
+        /// The names of the slot `pending_slot` read by `CLUSTER GETKEYSINSLOT` and not yet
+        /// checked: a slot of many keys is read at once (a few ms for 16384 names) and its keys
+        /// checked across steps, at most the step's budget each, so that no step holds the
+        /// server for a whole slot's checks.
+        pending: Vec<Vec<u8>>,
+        pending_slot: Option<u16>,
     },
 }
 
@@ -515,6 +521,8 @@ impl KeyWalk {
                 skip: skip.to_vec(),
                 big: Vec::new(),
                 cursor: None,
+                pending: Vec::new(),
+                pending_slot: None,
             },
             reader,
             weigh: Weigh::default(),
@@ -624,6 +632,8 @@ impl KeyWalk {
                 skip,
                 big,
                 cursor,
+                pending,
+                pending_slot,
                 ..
             } => {
                 let nodes = match view {
@@ -633,11 +643,23 @@ impl KeyWalk {
                 if let Ok(first) = u16::try_from(*next) {
                     live::check_slots(&nodes, first, *end)?;
                 }
-                for &slot in big.iter() {
+                for &slot in big.iter().chain(pending_slot.iter()) {
                     live::check_slots(&nodes, slot, slot)?;
                 }
                 let mut visited = 0u64;
-                while *next <= u32::from(*end) && visited < budget {
+                while visited < budget {
+                    // The names of a slot read before, checked a budget at a time.
+                    if let Some(name) = pending.pop() {
+                        visited += 1;
+                        if name != *skip && reader.allows_bytes(&name) && is_live(ctx, &name) {
+                            out.push(name);
+                        }
+                        continue;
+                    }
+                    *pending_slot = None;
+                    if *next > u32::from(*end) {
+                        break;
+                    }
                     let slot = u16::try_from(*next).unwrap_or(u16::MAX);
                     *next += 1;
                     // A slot without keys still counts as work done.
@@ -647,27 +669,28 @@ impl KeyWalk {
                         big.push(slot);
                         continue;
                     }
+                    if count == 0 {
+                        continue;
+                    }
                     let keys = context.call(
                         "CLUSTER",
                         &["GETKEYSINSLOT", &slot.to_string(), &count.to_string()][..],
                     )?;
                     if let RedisValue::Array(keys) = keys {
-                        for key in keys {
-                            let name = match key {
-                                RedisValue::StringBuffer(b) => b,
+                        *pending = keys
+                            .into_iter()
+                            .filter_map(|key| match key {
+                                RedisValue::StringBuffer(b) => Some(b),
                                 RedisValue::BulkString(s) | RedisValue::SimpleString(s) => {
-                                    s.into_bytes()
+                                    Some(s.into_bytes())
                                 }
-                                _ => continue,
-                            };
-                            visited += 1;
-                            if name != *skip && reader.allows_bytes(&name) && is_live(ctx, &name) {
-                                out.push(name);
-                            }
-                        }
+                                _ => None,
+                            })
+                            .collect();
+                        *pending_slot = Some(slot);
                     }
                 }
-                if *next <= u32::from(*end) || visited >= budget {
+                if !pending.is_empty() || *next <= u32::from(*end) || visited >= budget {
                     return Ok(visited);
                 }
                 if big.is_empty() {

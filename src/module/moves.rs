@@ -84,7 +84,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             let walk = KeyWalk::slots(start, end, reader, name.as_slice()).weighing(weigh);
             (
                 Source::Keys {
-                    walk,
+                    walk: Box::new(walk),
                     limit: config::get(&MAX_SAMPLE),
                 },
                 cost::Source::Walk(visited.saturating_mul(per_key)),
@@ -99,7 +99,7 @@ pub fn moves(call: &Call) -> Result<(), CommandError> {
             let size = unsafe { keys::db_size(ctx.ctx) };
             (
                 Source::Keys {
-                    walk: KeyWalk::new(pattern, reader)?.weighing(weigh),
+                    walk: Box::new(KeyWalk::new(pattern, reader)?.weighing(weigh)),
                     limit: config::get(&MAX_SAMPLE),
                 },
                 cost::Source::Walk(size.saturating_mul(per_key)),

@@ -189,6 +189,10 @@ impl Access {
     }
 }
 
+/// The name of every connection the tool opens (`CLIENT SETNAME`), as `SLOWLOG` and `CLIENT
+/// LIST` show it.
+pub const CLIENT_NAME: &str = "ringslot";
+
 /// The bound on every wait unless `--timeout` says otherwise: a node that does not answer a
 /// plain read within it is stopped or far too busy to move slots.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -200,12 +204,18 @@ impl Link {
     pub fn connect(&self) -> Result<Connection> {
         let client = redis::Client::open(self.info.clone())
             .map_err(|e| anyhow!("{}: bad address: {e}", self.address))?;
-        let con = client
+        let mut con = client
             .get_connection_with_timeout(self.timeout)
             .map_err(|e| anyhow!("cannot reach {}: {}", self.address, self.describe(&e)))?;
         con.set_read_timeout(Some(self.timeout))
             .and_then(|()| con.set_write_timeout(Some(self.timeout)))
             .map_err(|e| anyhow!("{}: {e}", self.address))?;
+        // Named, so that the node's SLOWLOG and CLIENT LIST tell the tool's commands apart; a
+        // user who may not name its connection runs unnamed.
+        let _ = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(CLIENT_NAME)
+            .query::<()>(&mut con);
         Ok(con)
     }
 

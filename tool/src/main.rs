@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 use ringslot_engine::Flavour;
 use ringslot_tool::link::{Access, TlsFiles};
-use ringslot_tool::predict::{self, report, MasterChange, Options, INTERRUPTED};
+use ringslot_tool::predict::{self, report, MasterChange, Options, SizesBy, INTERRUPTED};
 use ringslot_tool::{args, members, output};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -144,6 +144,11 @@ struct PredictArgs {
     /// stated) instead of every key the plan moves.
     #[arg(long, value_name = "N")]
     bytes_sample: Option<u64>,
+    /// How the moving keys' DUMP lengths are read: `script` (EVAL_RO returns the lengths,
+    /// the payloads stay on the masters; DUMP where the user may not run scripts) or `dump`
+    /// (the payloads travel to the tool: less of the masters' CPU, more network).
+    #[arg(long, value_enum, default_value_t = SizesBy::Script)]
+    sizes_by: SizesBy,
     /// Ring flavours evaluated, comma-separated (modulo comes with them).
     #[arg(
         long,
@@ -220,6 +225,7 @@ fn predict_run(a: &PredictArgs) -> Result<()> {
         max_keys_per_sec: a.max_keys_per_sec,
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,
+        sizes_by: a.sizes_by,
     };
     // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted. A second
     // Ctrl-C exits.

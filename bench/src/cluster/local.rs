@@ -16,11 +16,12 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{redis_cli_ok, Cluster};
 use ringslot_harness::redis;
 use ringslot_harness::{Server, ServerBuilder};
+use ringslot_tool::link::CLIENT_NAME;
 use ringslot_tool::link::{Access, TlsFiles};
 use ringslot_tool::predict::live::{read_topology, s, slot_counts, LiveCluster};
 use ringslot_tool::predict::method::{ranges, Method};
 use ringslot_tool::predict::plan::MoveCost;
-use ringslot_tool::predict::real::{Real, RealMemory};
+use ringslot_tool::predict::real::{Hold, Real, RealMemory};
 use ringslot_tool::predict::{predict, MasterChange, Options, Outcome};
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -385,13 +386,20 @@ pub(super) fn local(
     };
     let before_topo = read_topology(&seed)?;
     let counts = slot_counts(&before_topo)?;
+    // What each prediction held the masters for: the tool's commands in SLOWLOG (10 ms and
+    // more) and the module's background slices in the latency monitor (10 ms and more).
+    watch_holds(&before_topo)?;
     let prediction = predict(&seed, &change, opts)?;
+    let mut holds = vec![(mode_name(opts), read_holds(&before_topo)?)];
     let read_only = if plan.both_modes {
         let ro = Options {
             with_module: false,
             ..opts.clone()
         };
-        Some(predict(&seed, &change, &ro)?)
+        watch_holds(&before_topo)?;
+        let p = predict(&seed, &change, &ro)?;
+        holds.push((mode_name(&ro), read_holds(&before_topo)?));
+        Some(p)
     } else {
         None
     };
@@ -570,9 +578,116 @@ pub(super) fn local(
             method,
             memory,
             cow_bytes,
+            holds,
+            load_average: load_average(),
         }),
         change,
     })
+}
+
+/// The host's load average (`/proc/loadavg`), where there is one.
+fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// The way a prediction ran, as the holds table names it.
+fn mode_name(opts: &Options) -> String {
+    if opts.with_module {
+        "with the module".into()
+    } else {
+        "read-only".into()
+    }
+}
+
+/// Resets every master's `SLOWLOG` (threshold 10 ms) and latency monitor (threshold 10 ms),
+/// before a prediction.
+fn watch_holds(topo: &LiveCluster) -> Result<()> {
+    for m in &topo.masters {
+        let mut con = m.link.connect()?;
+        for args in [
+            ["CONFIG", "SET", "slowlog-log-slower-than", "10000"].as_slice(),
+            &["CONFIG", "SET", "slowlog-max-len", "1024"],
+            &["SLOWLOG", "RESET"],
+            &["CONFIG", "SET", "latency-monitor-threshold", "10"],
+            &["LATENCY", "RESET"],
+        ] {
+            ringslot_tool::client::call(&mut con, args)
+                .map_err(|e| anyhow!("{}: {}: {e}", m.address, args.join(" ")))?;
+        }
+    }
+    Ok(())
+}
+
+/// What the prediction held each master for since [`watch_holds`]: its `SLOWLOG` entries of
+/// the tool's connections (named [`CLIENT_NAME`]), the longest with its command, and the
+/// longest background slice of the module (`LATENCY LATEST`, event `ringslot-slice`).
+fn read_holds(topo: &LiveCluster) -> Result<Vec<Hold>> {
+    let mut out = Vec::new();
+    for m in &topo.masters {
+        let mut con = m.link.connect()?;
+        let log: redis::Value = redis::cmd("SLOWLOG").arg("GET").arg(1024).query(&mut con)?;
+        let mut hold = Hold {
+            address: m.address.clone(),
+            ..Hold::default()
+        };
+        for entry in ringslot_tool::reply::array(&log).unwrap_or_default() {
+            let fields = ringslot_tool::reply::array(entry).unwrap_or_default();
+            let name = fields
+                .get(5)
+                .and_then(|v| ringslot_tool::reply::text(v).ok())
+                .unwrap_or_default();
+            if name != CLIENT_NAME {
+                continue;
+            }
+            let micros = fields
+                .get(2)
+                .and_then(|v| ringslot_tool::reply::int(v).ok())
+                .unwrap_or(0);
+            hold.slow_commands += 1;
+            let ms = micros as f64 / 1000.0;
+            if ms > hold.longest_command_ms {
+                hold.longest_command_ms = ms;
+                hold.longest_command = fields
+                    .get(3)
+                    .and_then(|v| ringslot_tool::reply::array(v).ok())
+                    .unwrap_or_default()
+                    .iter()
+                    .take(4)
+                    .filter_map(|a| ringslot_tool::reply::text(a).ok())
+                    .map(|a| shortened(&a, 24))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+            }
+        }
+        let latest: redis::Value = redis::cmd("LATENCY").arg("LATEST").query(&mut con)?;
+        for event in ringslot_tool::reply::array(&latest).unwrap_or_default() {
+            let fields = ringslot_tool::reply::array(event).unwrap_or_default();
+            let is_slice = fields
+                .first()
+                .and_then(|v| ringslot_tool::reply::text(v).ok())
+                .is_some_and(|e| e == "ringslot-slice");
+            if is_slice {
+                hold.longest_slice_ms = fields
+                    .get(3)
+                    .and_then(|v| ringslot_tool::reply::int(v).ok())
+                    .unwrap_or(0) as f64;
+            }
+        }
+        out.push(hold);
+    }
+    Ok(out)
+}
+
+/// `text`, cut to at most `max` characters with "..." where it was cut (a script's source in
+/// a command's words).
+fn shortened(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(3)).collect();
+    format!("{cut}...")
 }
 
 /// `line` without its ANSI colour sequences (redis-cli colours its output).

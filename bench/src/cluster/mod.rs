@@ -15,7 +15,7 @@ use local::Local;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 use ringslot_engine::Flavour;
 use ringslot_harness::Server;
-use ringslot_tool::predict::{report, Options, INTERRUPTED};
+use ringslot_tool::predict::{report, Options, SizesBy, INTERRUPTED};
 use std::sync::Mutex;
 
 /// `ringslot-bench cluster`: a local run (the operator's prediction on a live cluster is
@@ -62,6 +62,11 @@ pub struct Args {
     /// stated) instead of every key the plan moves.
     #[arg(long, value_name = "N")]
     bytes_sample: Option<u64>,
+    /// How the moving keys' DUMP lengths are read: `script` (EVAL_RO returns the lengths,
+    /// the payloads stay on the masters; DUMP where the user may not run scripts) or `dump`
+    /// (the payloads travel to the tool: less of the masters' CPU, more network).
+    #[arg(long, value_enum, default_value_t = SizesBy::Script)]
+    sizes_by: SizesBy,
     /// Ring flavours evaluated, comma-separated (modulo comes with them).
     #[arg(
         long,
@@ -125,6 +130,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         max_keys_per_sec: a.max_keys_per_sec,
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,
+        sizes_by: a.sizes_by,
     };
     // Ctrl-C: the servers of the local run are killed at once. A second Ctrl-C exits.
     ctrlc::set_handler(|| {

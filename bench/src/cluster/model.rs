@@ -95,8 +95,7 @@ struct Labelled {
 fn read_runs(a: &FitArgs) -> Result<Vec<Labelled>> {
     let mut runs = Vec::new();
     for path in &a.runs {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
         for line in lines.filter(|l| !l.trim().is_empty()) {
@@ -196,7 +195,10 @@ pub fn run_fit(a: &FitArgs) -> Result<()> {
             .rsplit_once('-')
             .filter(|(_, n)| n.parse::<u32>().is_ok())
             .map_or(l.name.clone(), |(g, _)| g.to_string());
-        groups.entry(group).or_default().push(error(e.mid, r.seconds));
+        groups
+            .entry(group)
+            .or_default()
+            .push(error(e.mid, r.seconds));
         t.push(vec![
             l.name.clone(),
             r.timing.server.unwrap_or_default().label().to_string(),
@@ -206,11 +208,20 @@ pub fn run_fit(a: &FitArgs) -> Result<()> {
             format!(
                 "{} / {}",
                 r.timing.rtt.map_or("-".into(), |v| fixed(v * 1000.0, 3)),
-                r.timing.rtt_spaced.map_or("-".into(), |v| fixed(v * 1000.0, 3))
+                r.timing
+                    .rtt_spaced
+                    .map_or("-".into(), |v| fixed(v * 1000.0, 3))
             ),
-            r.timing.dump_per_key.map_or("-".into(), |v| fixed(v * 1e6, 1)),
+            r.timing
+                .dump_per_key
+                .map_or("-".into(), |v| fixed(v * 1e6, 1)),
             fixed(r.seconds, 2),
-            format!("{} ({}-{})", fixed(e.mid, 2), fixed(e.low, 2), fixed(e.high, 2)),
+            format!(
+                "{} ({}-{})",
+                fixed(e.mid, 2),
+                fixed(e.low, 2),
+                fixed(e.high, 2)
+            ),
             format!("{:+.0}%", error(e.mid, r.seconds)),
             if (e.low..=e.high).contains(&r.seconds) {
                 "yes".into()

@@ -291,11 +291,12 @@ pub fn fit(runs: &[Run], spread: f64) -> Option<PerKeyModel> {
         if p.abs() < 1e-30 {
             return None;
         }
-        for row in 0..N {
-            if row != col {
-                let f = a[row][col] / p;
-                for k in col..=N {
-                    a[row][k] -= f * a[col][k];
+        let pivot_row = a[col];
+        for (i, row) in a.iter_mut().enumerate() {
+            if i != col {
+                let f = row[col] / p;
+                for (x, y) in row.iter_mut().zip(pivot_row.iter()).skip(col) {
+                    *x -= f * y;
                 }
             }
         }
@@ -319,7 +320,14 @@ mod tests {
         // Two slots of 25 and 0 keys among 4 masters, 10 keys a MIGRATE: 3 batches.
         let c = Counts::of([25, 0], 4, 10);
         assert_eq!(
-            (c.slots, c.batches, c.keys, c.round_trips, c.config_writes, c.pairs),
+            (
+                c.slots,
+                c.batches,
+                c.keys,
+                c.round_trips,
+                c.config_writes,
+                c.pairs
+            ),
             (2, 3, 25, 2 * 7 + 9, 2 * 6, 2 * 16)
         );
     }
@@ -342,7 +350,11 @@ mod tests {
         ]
         .iter()
         .map(|&(slots, masters, keys_a_slot, rtt)| {
-            let counts = Counts::of(std::iter::repeat_n(keys_a_slot, slots as usize), masters, 10);
+            let counts = Counts::of(
+                std::iter::repeat_n(keys_a_slot, slots as usize),
+                masters,
+                10,
+            );
             let timing = ClusterTiming {
                 rtt: Some(rtt),
                 rtt_spaced: Some(rtt),
@@ -358,7 +370,10 @@ mod tests {
         .collect();
         let got = fit(&runs, 1.0).unwrap();
         assert!((got.per_pair - truth.per_pair).abs() < 1e-9, "{got:?}");
-        assert!((got.per_pair_rtt - truth.per_pair_rtt).abs() < 1e-6, "{got:?}");
+        assert!(
+            (got.per_pair_rtt - truth.per_pair_rtt).abs() < 1e-6,
+            "{got:?}"
+        );
         assert!((got.per_batch - truth.per_batch).abs() < 1e-9, "{got:?}");
 
         assert!(fit(&runs[..2], 1.0).is_none());
@@ -372,17 +387,28 @@ mod tests {
             server: None,
         };
         let r = per_key(ServerKind::Redis7).estimate(&counts, &timing);
-        assert!(r.low < r.mid && r.mid < r.high && r.high <= 2.0 * r.low, "{r:?}");
+        assert!(
+            r.low < r.mid && r.mid < r.high && r.high <= 2.0 * r.low,
+            "{r:?}"
+        );
         assert!((network_seconds(125e6, 1000.0) - 1.0).abs() < 1e-12);
     }
 
     #[test]
     fn servers_are_told_by_name() {
         assert_eq!(
-            ServerKind::of_info("server_name:valkey\r\nvalkey_version:9.1.2\r\nredis_version:7.2.4"),
+            ServerKind::of_info(
+                "server_name:valkey\r\nvalkey_version:9.1.2\r\nredis_version:7.2.4"
+            ),
             ServerKind::Valkey
         );
-        assert_eq!(ServerKind::of_info("redis_version:8.2.3"), ServerKind::Redis8);
-        assert_eq!(ServerKind::of_info("redis_version:7.0.15"), ServerKind::Redis7);
+        assert_eq!(
+            ServerKind::of_info("redis_version:8.2.3"),
+            ServerKind::Redis8
+        );
+        assert_eq!(
+            ServerKind::of_info("redis_version:7.0.15"),
+            ServerKind::Redis7
+        );
     }
 }

@@ -39,7 +39,7 @@ pub mod with_module;
 
 pub use change::MasterChange;
 pub use live::INTERRUPTED;
-pub use options::Options;
+pub use options::{Options, SizesBy};
 pub use report::Outcome;
 
 use crate::link::{Access, Link};
@@ -131,7 +131,9 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         .and_then(|mut con| Ok(redis::cmd("INFO").arg("server").query::<String>(&mut con)?))
         .ok()
         .map(|info| duration::ServerKind::of_info(&info));
-    let mut prediction = assemble(&topo, change, gathered?, &holds, waits, opts, started, timing);
+    let mut prediction = assemble(
+        &topo, change, gathered?, &holds, waits, opts, started, timing,
+    );
     prediction.notes.extend(granted.notes);
     let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
     prediction.commands = commands;

@@ -20,4 +20,18 @@ pub struct Options {
     /// The slots will move by Valkey 9's atomic slot migration (the report's verdict is for
     /// that method).
     pub atomic: bool,
+    /// How the moving keys' sizes are read.
+    pub sizes_by: SizesBy,
+}
+
+/// How the moving keys' `DUMP` lengths are read (`--sizes-by`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SizesBy {
+    /// A read-only script (`EVAL_RO`) returns each key's `DUMP` length: the payloads stay on
+    /// the server (`DUMP` where the user may not run scripts).
+    #[default]
+    Script,
+    /// `DUMP` itself: the payloads travel to the tool, which measures them (about 15% less
+    /// of the masters' CPU on loopback, the payloads' bytes more on the network).
+    Dump,
 }

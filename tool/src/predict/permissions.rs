@@ -28,8 +28,9 @@ const PROBE_KEY: &str = "ringslot:acl-probe";
 
 /// The commands of the read-only way: `CLUSTER NODES` (the topology), `SCAN` (every key),
 /// `DUMP` and `MEMORY USAGE` (the moving keys' bytes); optionally `INFO` (memory and server
-/// kind), `PING` (other clients' latency meanwhile) and `CLIENT NO-TOUCH` (reads that leave
-/// access times alone; Redis 7.2 and later, Valkey).
+/// kind), `PING` (other clients' latency meanwhile), `EVAL_RO` (the sizes by a read-only
+/// script, without carrying the payloads) and `CLIENT NO-TOUCH` (reads that leave access times
+/// alone; Redis 7.2 and later, Valkey).
 pub const READ_ONLY: &[Need] = &[
     Need {
         acl: "cluster|nodes",
@@ -66,6 +67,14 @@ pub const READ_ONLY: &[Need] = &[
         acl: "ping",
         probe: &["PING"],
         without: Some("other clients' PING latency while the prediction ran"),
+    },
+    Need {
+        acl: "eval_ro",
+        probe: &["EVAL_RO", "return 1", "0"],
+        without: Some(
+            "the moving keys' sizes by script: their payloads were carried to the tool to be \
+             measured, which is slower",
+        ),
     },
 ];
 

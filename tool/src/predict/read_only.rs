@@ -13,11 +13,11 @@
 
 use super::change::MasterChange;
 use super::estimate::Sizes;
-use super::live::{check_unchanged, scan_master, Holds, Limiter, LiveCluster, Master};
+use super::live::{check_unchanged, scan_master, Holds, LiveCluster, Master};
 use super::options::Options;
 use super::plan::PlanStep;
 use super::prediction::{Gathered, Mode, Sums};
-use super::sizing::{Sizer, Unreadable};
+use super::sizing::{sizes_note, Sizer, Unreadable};
 use crate::client::error_text;
 use crate::link::Access;
 use anyhow::{anyhow, Result};
@@ -53,6 +53,8 @@ struct MasterPass {
     unreadable: Unreadable,
     /// Why the reads updated the keys' access time, if they did.
     touched: Option<String>,
+    /// Whether the sizes came by script ([`super::sizing::Sizer::by_script`]).
+    by_script: Option<bool>,
 }
 
 /// Predicts `change` read-only (see the module docs).
@@ -140,7 +142,7 @@ pub fn predict_readonly(
         .collect();
     let mut master_keys = HashMap::new();
     let mut sizes = Sizes::new();
-    let (mut unreadable, mut touched) = (Unreadable::default(), Vec::new());
+    let (mut unreadable, mut touched, mut ways) = (Unreadable::default(), Vec::new(), Vec::new());
     for (m, r) in serving.iter().zip(results) {
         let p = r?;
         master_keys.insert(m.address.clone(), p.keys);
@@ -149,12 +151,13 @@ pub fn predict_readonly(
         }
         sizes.extend(p.sizes);
         unreadable.add(p.unreadable);
+        ways.push(p.by_script);
         if let Some(why) = p.touched {
             touched.push(format!("{} ({why})", m.address));
         }
     }
     unreadable.check(access.user())?;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = sizes_note(&ways).into_iter().collect();
     if !touched.is_empty() {
         notes.push(format!(
             "CLIENT NO-TOUCH could not be set on {}: the reads of the moving keys (DUMP, \
@@ -214,14 +217,7 @@ fn pass(
         .query::<()>(&mut con)
         .err()
         .map(|e| error_text(&e));
-    let mut sizer = Sizer {
-        master: m,
-        sample: opts.bytes_sample,
-        holds,
-        limiter: Limiter::new(opts.max_keys_per_sec),
-        sizes: Sizes::new(),
-        unreadable: Unreadable::default(),
-    };
+    let mut sizer = Sizer::new(m, opts, holds);
     let mut sums = vec![Sums::default(); mirrors.len()];
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let mut keys = 0u64;
@@ -253,6 +249,7 @@ fn pass(
         }
         Ok(())
     })?;
+    sizer.finish(&mut con)?;
     hash(&mut batch, &mut sums)?;
     Ok(MasterPass {
         keys,
@@ -260,5 +257,6 @@ fn pass(
         sizes: sizer.sizes,
         unreadable: sizer.unreadable,
         touched,
+        by_script: sizer.by_script,
     })
 }

@@ -31,6 +31,28 @@ pub struct Real {
     pub memory: Vec<RealMemory>,
     /// Atomic: the jobs' `cow_size` summed (bytes the forks copied on write).
     pub cow_bytes: u64,
+    /// What each prediction (the way it ran, and per master) held the masters for, measured
+    /// on the servers themselves.
+    pub holds: Vec<(String, Vec<Hold>)>,
+    /// The host's load average (1, 5 and 15 minutes) when the run ended, where known.
+    pub load_average: Option<[f64; 3]>,
+}
+
+/// What a prediction held one master for, from the master's own records: its `SLOWLOG`
+/// (threshold 10 ms) entries of the tool's connections, and its latency monitor's longest
+/// `ringslot-slice` event (a background walk's hold of the main thread, threshold 10 ms).
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    /// The master.
+    pub address: String,
+    /// How many of the tool's commands took 10 ms or more.
+    pub slow_commands: u64,
+    /// The longest of them, in milliseconds (0: none).
+    pub longest_command_ms: f64,
+    /// Its words as `SLOWLOG` keeps them (at most 32 arguments, long ones cut).
+    pub longest_command: String,
+    /// The longest slice of a background walk of 10 ms or more (0: none).
+    pub longest_slice_ms: f64,
 }
 
 /// One master's `used_memory` around the real moves, in bytes.

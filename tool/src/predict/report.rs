@@ -4,8 +4,8 @@
 //! (schemes; moves).
 
 use super::change::MasterChange;
-use super::method::Method;
 use super::duration::{network_seconds, PerKeyModel, DEFAULT_DUMP, DEFAULT_RTT, PIPELINE};
+use super::method::Method;
 use super::options::Options;
 use super::prediction::{Mode, Prediction};
 use super::real::Real;
@@ -53,7 +53,7 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
     let mut t = Table::new(&[
         "master",
         "key reads (each key once by name, each moving key again by DUMP)",
-        "longest command of the run (round trip)",
+        "longest round trip of the run's commands (the client's view: a RING.MOVES in the background waits here without holding the master)",
         "longest PING of another client",
     ]);
     for (a, secs, keys) in &p.holds {
@@ -340,10 +340,7 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         p.mean_bytes
     ));
     // The duration.
-    md.push_str(&format!(
-        "\n## Duration\n\n{}\n",
-        duration_text(p)
-    ));
+    md.push_str(&format!("\n## Duration\n\n{}\n", duration_text(p)));
     md.push_str(&methods_section(p, real));
     let mut times = Table::new(&["step", "seconds"]);
     for (step, secs) in &p.steps {
@@ -442,6 +439,9 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
                 r.moves_printed.join("; ")
             }
         ));
+    }
+    if let Some(r) = real.filter(|r| !r.holds.is_empty()) {
+        md.push_str(&holds_section(r));
     }
     md.push_str(&format!("\n## Time\n\n{}", times.markdown()));
     Report {
@@ -605,11 +605,13 @@ fn both_ways(p: &Prediction, ro: &Prediction) -> String {
             format!("{} {}", b.modulo_moved, b.modulo_between),
         );
     }
-    let longest = |x: &Prediction| x.holds.iter().map(|h| h.1).fold(0.0f64, f64::max);
+    let longest = |x: &Prediction| x.waits.values().map(|w| w.longest).fold(0.0f64, f64::max);
     format!(
         "\n## With the module and read-only\n\nThe same change predicted both ways on the same \
-         cluster:\n\n{}\nThe longest another client's PING waited on a master: {:.1} ms with \
-         the module, {:.1} ms read-only; the predictions took {:.2} s and {:.2} s.\n",
+         cluster:\n\n{}\nThe longest another client's PING (one every 10 ms) waited on a \
+         master: {:.1} ms with the module, {:.1} ms read-only (on this host that also measures \
+         the scheduler: see the masters' own records below); the predictions took {:.2} s and \
+         {:.2} s.\n",
         t.markdown(),
         longest(p) * 1000.0,
         longest(ro) * 1000.0,
@@ -625,7 +627,12 @@ fn duration_text(p: &Prediction) -> String {
     let model = PerKeyModel::of(t);
     let ms = |s: f64| format!("{:.3} ms", s * 1000.0);
     let rtt = t.rtt.map_or_else(
-        || format!("{} (not measured: PING refused; a default)", ms(DEFAULT_RTT)),
+        || {
+            format!(
+                "{} (not measured: PING refused; a default)",
+                ms(DEFAULT_RTT)
+            )
+        },
         |r| {
             format!(
                 "{} to {} (the median PING round trip to the masters, the lower of before and \
@@ -678,5 +685,51 @@ fn duration_text(p: &Prediction) -> String {
         model.spread,
         mib(p.bytes.value),
         network_seconds(p.bytes.value, 1000.0)
+    )
+}
+
+/// What each prediction held the masters for, from their own records (a local run's).
+fn holds_section(r: &Real) -> String {
+    let mut t = Table::new(&[
+        "prediction",
+        "master",
+        "its commands of 10 ms or more (SLOWLOG)",
+        "the longest",
+        "longest background slice of the module (latency monitor)",
+    ]);
+    for (way, holds) in &r.holds {
+        for h in holds {
+            t.push(vec![
+                way.clone(),
+                h.address.clone(),
+                h.slow_commands.to_string(),
+                if h.slow_commands == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.1} ms ({})", h.longest_command_ms, h.longest_command)
+                },
+                if h.longest_slice_ms > 0.0 {
+                    format!("{:.0} ms", h.longest_slice_ms)
+                } else {
+                    "under 10 ms".into()
+                },
+            ]);
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let load = r.load_average.map_or(String::new(), |l| {
+        format!(
+            " The host's load average at the end of the run: {:.2}, {:.2}, {:.2} ({cpus} \
+             CPUs).",
+            l[0], l[1], l[2]
+        )
+    });
+    format!(
+        "\n## What the prediction held the masters for\n\nFrom each master's own records, \
+         reset before each prediction: its SLOWLOG (threshold 10 ms) entries of the tool's \
+         connections (named `ringslot`), and its latency monitor's longest `ringslot-slice` \
+         event (a background walk of the module holding the main thread; threshold 10 \
+         ms).{load}\n\n{}",
+        t.markdown()
     )
 }

@@ -50,10 +50,12 @@ impl Sums {
     }
 }
 
-/// Keys one `RING.MOVES ... SLOTS` call reads at most, unless one slot holds more: about 5 ms
-/// of one master's main thread inline (at 1M keys, chunks of 256 slots held 15600 keys and
-/// each call held its master 18-56 ms on a busy 2-core machine, by the master's `SLOWLOG`).
-pub const CHUNK_KEYS: u64 = 8192;
+/// Keys one `RING.MOVES ... SLOTS` call reads at most, unless one slot holds more (which the
+/// module then evaluates in the background, in slices): inline, a call holds its master for
+/// its keys, about 1-5 µs each (at 1M keys, calls of 15600 keys held a master 18-56 ms by its
+/// `SLOWLOG`, of 8192 keys up to about 25 ms, of 2048 keys 11.1-11.7 ms on a busy machine), so
+/// 1024 keys keep a call near 5 ms, under 10 ms with room for the machine's noise.
+pub const CHUNK_KEYS: u64 = 1024;
 
 /// The runs of `slots` (ascending) cut into chunks of at most `chunk` slots and, but for a
 /// single slot that holds more, at most [`CHUNK_KEYS`] keys by `counts` (keys per slot).
@@ -362,7 +364,7 @@ pub fn predict_module(
     }
     bar.finish_and_clear();
     let mark = Instant::now();
-    let sizes = size_moved_slots(topo, &plan, &counts, opts, holds, access.user())?;
+    let (sizes, sizes_note) = size_moved_slots(topo, &plan, &counts, opts, holds, access.user())?;
     steps.push((
         "the bytes of the moved slots' keys (GETKEYSINSLOT, DUMP, MEMORY USAGE)".to_string(),
         mark.elapsed().as_secs_f64(),
@@ -380,7 +382,7 @@ pub fn predict_module(
         ideal,
         steps,
         writes: std::mem::take(&mut copies.log),
-        notes: Vec::new(),
+        notes: sizes_note.into_iter().collect(),
     })
 }
 
