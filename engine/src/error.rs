@@ -100,6 +100,9 @@ pub enum EngineError {
     /// Stored state that does not describe a valid ring (RDB load).
     #[error("corrupt ring data: {0}")]
     Corrupt(&'static str),
+    /// A plan by weight asked of inconsistent input ([`crate::by_weight`]).
+    #[error("cannot plan by weight: {0}")]
+    WeightProblem(String),
 }
 
 /// Longest part of a name an error message shows.

@@ -1,6 +1,7 @@
 //! The placement engine: hashes, key slots, the ring, the slot table and the comparisons.
 //! No Redis type appears here, so everything is testable and benchmarkable in-process.
 
+pub mod by_weight;
 pub mod change;
 pub mod cluster;
 pub mod compare;
