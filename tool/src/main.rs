@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 use ringslot_engine::Flavour;
 use ringslot_tool::link::{Access, TlsFiles};
-use ringslot_tool::predict::{self, report, MasterChange, Options, SizesBy, INTERRUPTED};
+use ringslot_tool::predict::{
+    self, report, MasterChange, Options, SizesBy, WeightBy, DEFAULT_TOLERANCE, INTERRUPTED,
+};
 use ringslot_tool::{args, members, output};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -149,6 +151,15 @@ struct PredictArgs {
     /// (the payloads travel to the tool: less of the masters' CPU, more network).
     #[arg(long, value_enum, default_value_t = SizesBy::Script)]
     sizes_by: SizesBy,
+    /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
+    /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
+    /// memory (MEMORY USAGE) or keys. It sizes every key (--bytes-sample N: N a slot). Read-only
+    /// way only.
+    #[arg(long, value_enum, conflicts_with = "with_module")]
+    by: Option<WeightBy>,
+    /// With --by: how far from its share each master may end, in percent.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "by")]
+    tolerance: f64,
     /// Ring flavours evaluated, comma-separated (modulo comes with them).
     #[arg(
         long,
@@ -226,6 +237,8 @@ fn predict_run(a: &PredictArgs) -> Result<()> {
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,
         sizes_by: a.sizes_by,
+        by: a.by,
+        tolerance: a.tolerance / 100.0,
     };
     // Ctrl-C: the workers stop at their next chunk and the ring copies are deleted. A second
     // Ctrl-C exits.

@@ -744,3 +744,94 @@ fn each_command_of_the_tool_does_bounded_work() {
         assert!(seen.contains(expected), "{expected} among {seen:?}");
     }
 }
+
+#[test]
+fn a_plan_by_bytes_beside_redis_clis() {
+    // Issue 32: 6000 small keys and eight hash tags of 40 keys of 1000 bytes; a fourth master
+    // joins. The plan by bytes must leave every master within --tolerance of its share by
+    // DUMP bytes, its moves must start from the slots' owners, and its figures must add up.
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    let seed = cluster.nodes[0].url();
+    let nodes =
+        ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
+            .unwrap();
+    let owners = ringslot_harness::cluster::owners(&nodes);
+    let mut cons: HashMap<String, redis::Connection> = cluster
+        .nodes
+        .iter()
+        .map(|s| (s.address(), s.client()))
+        .collect();
+    let big = vec![b'x'; 1000];
+    let mut keys: Vec<(String, Vec<u8>)> = (0..6000)
+        .map(|i| (format!("key:{i}"), b"small".to_vec()))
+        .collect();
+    for t in 0..8 {
+        for i in 0..40 {
+            keys.push((format!("{{tag{t}}}:{i}"), big.clone()));
+        }
+    }
+    for (key, value) in &keys {
+        let owner = owners[usize::from(key_slot(key.as_bytes()))]
+            .clone()
+            .unwrap();
+        call(
+            cons.get_mut(&owner).unwrap(),
+            &[b"SET", key.as_bytes(), value],
+        )
+        .unwrap();
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "predict",
+        "--url",
+        &seed,
+        "--json",
+        "--add",
+        "10.9.9.9:7000",
+        "--by",
+        "bytes",
+        "--tolerance",
+        "5",
+        "--max-keys-per-sec",
+        "0",
+    ]))
+    .expect("a JSON object");
+    let c = &json["prediction"]["by_weight"];
+    assert_eq!(c["by"], "bytes", "{json:#}");
+    let plans = c["plans"].as_array().expect("two plans");
+    assert_eq!(plans.len(), 2);
+    let (cli, bytes) = (&plans[0], &plans[1]);
+    assert_eq!(bytes["within"], true, "{c:#}");
+    assert_eq!(c["within"], true);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert!(f(&bytes["peak_to_mean_bytes"]) <= 1.05 + 1e-9, "{c:#}");
+    // The same total before and after either plan, and redis-cli's plan as the prediction's.
+    let sum = |v: &serde_json::Value| v.as_array().unwrap().iter().map(f).sum::<f64>();
+    assert!((sum(&cli["bytes_after"]) - sum(&bytes["bytes_after"])).abs() < 1.0);
+    assert_eq!(sum(&cli["keys_after"]), keys.len() as f64);
+    assert_eq!(
+        cli["keys_moved"].as_f64(),
+        json["prediction"]["keys_moved"].as_f64()
+    );
+    // Each move starts from the slot's owner, each slot once.
+    let mut seen = std::collections::BTreeSet::new();
+    let moves = c["moves"].as_array().unwrap();
+    assert_eq!(moves.len() as f64, f(&bytes["slots_moved"]));
+    for m in moves {
+        let slot = m["slot"].as_u64().unwrap() as usize;
+        assert!(seen.insert(slot), "slot {slot} twice");
+        assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
+    }
+    // Read-only: the default way; --with-module is refused with --by.
+    let refused = ringslot(&[
+        "predict",
+        "--url",
+        &seed,
+        "--add",
+        "10.9.9.9:7000",
+        "--by",
+        "bytes",
+        "--with-module",
+    ]);
+    assert!(!refused.status.success());
+}

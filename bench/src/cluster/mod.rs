@@ -15,7 +15,7 @@ use local::Local;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 use ringslot_engine::Flavour;
 use ringslot_harness::Server;
-use ringslot_tool::predict::{report, Options, SizesBy, INTERRUPTED};
+use ringslot_tool::predict::{report, Options, SizesBy, WeightBy, DEFAULT_TOLERANCE, INTERRUPTED};
 use std::sync::Mutex;
 
 /// `ringslot-bench cluster`: a local run (the operator's prediction on a live cluster is
@@ -67,6 +67,15 @@ pub struct Args {
     /// (the payloads travel to the tool: less of the masters' CPU, more network).
     #[arg(long, value_enum, default_value_t = SizesBy::Script)]
     sizes_by: SizesBy,
+    /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
+    /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
+    /// memory (MEMORY USAGE) or keys. It sizes every key (--bytes-sample N: N a slot). Read-only
+    /// way only.
+    #[arg(long, value_enum, conflicts_with_all = ["with_module", "both_modes"])]
+    by: Option<WeightBy>,
+    /// With --by: how far from its share each master may end, in percent.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "by")]
+    tolerance: f64,
     /// Ring flavours evaluated, comma-separated (modulo comes with them).
     #[arg(
         long,
@@ -131,6 +140,8 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
         bytes_sample: a.bytes_sample,
         atomic: a.atomic,
         sizes_by: a.sizes_by,
+        by: a.by,
+        tolerance: a.tolerance / 100.0,
     };
     // Ctrl-C: the servers of the local run are killed at once. A second Ctrl-C exits.
     ctrlc::set_handler(|| {

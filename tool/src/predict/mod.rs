@@ -21,6 +21,7 @@
 //! with what the prediction measures on the cluster ([`duration`]), and per migration method
 //! with each master's memory ([`method`]). [`report`] writes it for people.
 
+pub mod by_weight;
 pub mod change;
 pub mod duration;
 pub mod estimate;
@@ -39,7 +40,7 @@ pub mod with_module;
 
 pub use change::MasterChange;
 pub use live::INTERRUPTED;
-pub use options::{Options, SizesBy};
+pub use options::{Options, SizesBy, WeightBy, DEFAULT_TOLERANCE};
 pub use report::Outcome;
 
 use crate::link::{Access, Link};
@@ -56,6 +57,15 @@ use std::time::Instant;
 /// cluster), an unhealthy cluster, a node that does not answer within the timeout.
 pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result<Prediction> {
     change.check()?;
+    if opts.by.is_some() && opts.with_module {
+        anyhow::bail!("--by plans read-only: drop --with-module");
+    }
+    if !opts.tolerance.is_finite() || !(0.0..=1.0).contains(&opts.tolerance) {
+        anyhow::bail!(
+            "--tolerance is a percentage, from 0 to 100 (got {})",
+            opts.tolerance * 100.0
+        );
+    }
     let started = Instant::now();
     let needs: Vec<permissions::Need> = if opts.with_module {
         permissions::READ_ONLY

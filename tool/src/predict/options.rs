@@ -22,6 +22,38 @@ pub struct Options {
     pub atomic: bool,
     /// How the moving keys' sizes are read.
     pub sizes_by: SizesBy,
+    /// Besides redis-cli's plan by slot counts, a plan by this weight (`--by`), which sizes
+    /// every key of every slot (or `--bytes-sample N` of each).
+    pub by: Option<WeightBy>,
+    /// How far from its target each master may end under the plan by weight, as a fraction
+    /// (`--tolerance`, given in percent).
+    pub tolerance: f64,
+}
+
+/// `--tolerance`'s default, in percent.
+pub const DEFAULT_TOLERANCE: f64 = 5.0;
+
+/// What a plan by weight evens (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightBy {
+    /// The keys' `DUMP` lengths: what `MIGRATE` sends, about what an RDB file holds.
+    Bytes,
+    /// The keys' `MEMORY USAGE ... SAMPLES 0`: what they take in the masters' memory.
+    Memory,
+    /// The keys themselves, one each.
+    Keys,
+}
+
+impl WeightBy {
+    /// Its name, as `--by` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightBy::Bytes => "bytes",
+            WeightBy::Memory => "memory",
+            WeightBy::Keys => "keys",
+        }
+    }
 }
 
 /// How the moving keys' `DUMP` lengths are read (`--sizes-by`).

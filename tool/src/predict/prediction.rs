@@ -2,6 +2,7 @@
 //! the masters before and after, each scheme's moved keys, the duration and memory of each
 //! migration method ([`assemble`] builds it from what a way gathered).
 
+use super::by_weight::{compare, WeightComparison};
 use super::change::MasterChange;
 use super::duration::{ClusterTiming, Counts, PerKeyModel, Range, PIPELINE};
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
@@ -145,6 +146,9 @@ pub struct Prediction {
     /// The commands that carry out the plan, in order, and what goes with them.
     pub commands: Vec<String>,
     pub command_notes: Vec<String>,
+    /// With `--by`: the plan by weight beside redis-cli's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_weight: Option<WeightComparison>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -308,7 +312,19 @@ pub fn assemble(
         PIPELINE,
     );
     let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
+    let by_weight = opts.by.and_then(|by| {
+        compare(
+            by,
+            opts.tolerance,
+            &addresses,
+            &owner_before,
+            &owner_after,
+            &g.sizes,
+            change,
+        )
+    });
     Prediction {
+        by_weight,
         mode: g.mode,
         entry: g.entry,
         masters,

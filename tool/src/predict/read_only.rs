@@ -102,7 +102,9 @@ pub fn predict_readonly(
         .iter()
         .find(|n| n.has("myself"))
         .map_or_else(String::new, |n| n.address.clone());
-    let mut moved = vec![false; SLOT_COUNT];
+    // The slots whose keys are sized: those the plan moves, or every slot for a plan by
+    // weight.
+    let mut moved = vec![opts.by.is_some(); SLOT_COUNT];
     for m in &plan {
         for &slot in &m.slots {
             if let Some(x) = moved.get_mut(usize::from(slot)) {

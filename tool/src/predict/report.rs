@@ -3,6 +3,7 @@
 //! migration method, and for a local run the real change beside the prediction) and the CSVs
 //! (schemes; moves).
 
+use super::by_weight::WeightComparison;
 use super::change::MasterChange;
 use super::duration::{network_seconds, PerKeyModel, DEFAULT_DUMP, DEFAULT_RTT, PIPELINE};
 use super::method::Method;
@@ -314,6 +315,9 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         t.markdown(),
         per.markdown()
     );
+    if let Some(c) = &p.by_weight {
+        md.push_str(&by_weight_section(c));
+    }
     if !p.notes.is_empty() {
         md.push_str("\n## Not measured, and what the run did\n\n");
         for n in &p.notes {
@@ -731,5 +735,124 @@ fn holds_section(r: &Real) -> String {
          event (a background walk of the module holding the main thread; threshold 10 \
          ms).{load}\n\n{}",
         t.markdown()
+    )
+}
+
+/// The plan by weight beside redis-cli's (`--by`).
+fn by_weight_section(c: &WeightComparison) -> String {
+    let by = c.by.name();
+    let pct = c.tolerance * 100.0;
+    let mut plans = Table::new(&[
+        "plan",
+        "slots moved",
+        "keys moved",
+        "bytes moved (DUMP)",
+        "peak-to-mean after, by bytes",
+        "by keys",
+        &format!("every master within {pct:.1}% by {by}"),
+    ]);
+    for f in &c.plans {
+        plans.push(vec![
+            f.name.clone(),
+            f.slots_moved.to_string(),
+            format!("{:.0}", f.keys_moved),
+            format!("{:.0} ({})", f.bytes_moved, mib(f.bytes_moved)),
+            fixed(f.peak_to_mean_bytes, 3),
+            fixed(f.peak_to_mean_keys, 3),
+            if f.within { "yes" } else { "no" }.into(),
+        ]);
+    }
+    let mut per = Table::new(&[
+        "master",
+        "capacity",
+        &format!("target ({by})"),
+        "redis-cli: slots",
+        "keys",
+        "bytes",
+        &format!("by {by}: slots"),
+        "keys",
+        "bytes",
+    ]);
+    if let [cli, weighted] = c.plans.as_slice() {
+        for (i, m) in c.masters.iter().enumerate() {
+            let at = |v: &[f64]| format!("{:.0}", v.get(i).copied().unwrap_or(0.0));
+            let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
+            per.push(vec![
+                m.clone(),
+                c.capacities.get(i).copied().unwrap_or(0).to_string(),
+                format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
+                slots(&cli.slots_after),
+                at(&cli.keys_after),
+                at(&cli.bytes_after),
+                slots(&weighted.slots_after),
+                at(&weighted.keys_after),
+                at(&weighted.bytes_after),
+            ]);
+        }
+    }
+    let mut pairs: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+    for m in &c.moves {
+        *pairs.entry((m.from.as_str(), m.to.as_str())).or_default() += 1;
+    }
+    let moves: Vec<String> = pairs
+        .iter()
+        .map(|((from, to), n)| format!("{from} -> {to}: {n} slots"))
+        .collect();
+    let oversized = if c.oversized.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Slot(s) {} alone weigh more than any master's share allows (a hash tag bigger \
+             than the tolerance): no plan that moves whole slots can reach it; the plan keeps \
+             each on a master of its own and evens the rest, the best achievable.",
+            c.oversized
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let verdict = match c.plans.as_slice() {
+        [cli, weighted] if weighted.within && !cli.within => format!(
+            "Run the plan by {by}: it leaves every master within {pct:.1}% of its share, \
+             which redis-cli's plan does not (peak-to-mean by bytes {:.3} against {:.3}), \
+             moving {} against {}.",
+            weighted.peak_to_mean_bytes,
+            cli.peak_to_mean_bytes,
+            mib(weighted.bytes_moved),
+            mib(cli.bytes_moved)
+        ),
+        [cli, weighted] if cli.within => format!(
+            "redis-cli's plan already leaves every master within {pct:.1}% by {by}: run it \
+             (it moves {}; the plan by {by} {}).",
+            mib(cli.bytes_moved),
+            mib(weighted.bytes_moved)
+        ),
+        [cli, weighted] => format!(
+            "Neither plan reaches {pct:.1}% by {by}; the plan by {by} comes closer \
+             (peak-to-mean by bytes {:.3} against {:.3}), moving {} against {}.",
+            weighted.peak_to_mean_bytes,
+            cli.peak_to_mean_bytes,
+            mib(weighted.bytes_moved),
+            mib(cli.bytes_moved)
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
+         this plan evens {by} (each master within {pct:.1}% of its share by capacity: 1 a \
+         master, --weight for joining ones, 0 for leaving ones), moving slots whole and as \
+         little {by} as its heuristic finds (engine/src/by_weight.rs: within 2% of the least \
+         any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
+         one by one are in the JSON (`--json`, field `by_weight.moves`). redis-cli cannot \
+         move chosen slots (its reshard picks them); carrying this plan out is not part of \
+         the tool yet.\n\n{verdict}\n",
+        plans.markdown(),
+        per.markdown(),
+        if moves.is_empty() {
+            "none".to_string()
+        } else {
+            moves.join("; ")
+        }
     )
 }

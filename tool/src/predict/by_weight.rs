@@ -1,0 +1,220 @@
+//! A plan by weight (`--by bytes|memory|keys`) beside redis-cli's plan by slot counts, on the
+//! same keys: the engine's [`ringslot_engine::by_weight`] planner given every slot's measured
+//! weight, the masters' capacities from the change (1 each, `--weight` for joining masters, 0
+//! for leaving ones), and `--tolerance`; then both plans' moves, what they move and what they
+//! leave on each master, by bytes and by keys.
+
+use super::change::MasterChange;
+use super::estimate::{Sizes, SlotSize};
+use super::options::WeightBy;
+use ringslot_engine::by_weight::{plan_by_weight, WeightProblem};
+use ringslot_engine::SLOT_COUNT;
+use serde::Serialize;
+
+/// The two plans side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightComparison {
+    /// What the plan by weight evens.
+    pub by: WeightBy,
+    /// How far from its target each master may end (a fraction).
+    pub tolerance: f64,
+    /// The masters, in the prediction's order, with their capacities.
+    pub masters: Vec<String>,
+    pub capacities: Vec<u32>,
+    /// Per master, its target in the weight (`total x capacity / sum of capacities`).
+    pub targets: Vec<f64>,
+    /// redis-cli's plan (even slot counts), then the plan by weight.
+    pub plans: Vec<PlanFigures>,
+    /// The plan by weight's moves, slot by slot, in order: the input of a later step that
+    /// carries it out.
+    pub moves: Vec<SlotMoveRow>,
+    /// Slots heavier than every master's upper bound (a hash tag bigger than a share): the
+    /// master holding one alone is the best achievable.
+    pub oversized: Vec<u16>,
+    /// Whether the plan by weight is within the tolerance.
+    pub within: bool,
+}
+
+/// One slot of the plan by weight.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotMoveRow {
+    pub slot: u16,
+    pub from: String,
+    pub to: String,
+}
+
+/// What one plan moves and leaves.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanFigures {
+    /// "slots (redis-cli --cluster rebalance)" or "bytes", "memory", "keys".
+    pub name: String,
+    /// Slots, keys and bytes (`DUMP`, estimated where sampled) moved, and the weight moved.
+    pub slots_moved: u64,
+    pub keys_moved: f64,
+    pub bytes_moved: f64,
+    pub weight_moved: f64,
+    /// Per master (as [`WeightComparison::masters`]): slots, keys, bytes and weight after.
+    pub slots_after: Vec<u64>,
+    pub keys_after: Vec<f64>,
+    pub bytes_after: Vec<f64>,
+    pub weight_after: Vec<f64>,
+    /// The largest load over its target among the masters with a capacity, by bytes and by
+    /// keys (1: every master at its share).
+    pub peak_to_mean_bytes: f64,
+    pub peak_to_mean_keys: f64,
+    /// Whether every master ends within the tolerance of its target in the weight.
+    pub within: bool,
+}
+
+/// A slot's keys, `DUMP` bytes and memory, estimated from its measured keys where sampled.
+fn slot_figures(s: &SlotSize) -> (f64, f64, f64) {
+    let keys = s.keys as f64;
+    if s.sampled == 0 {
+        return (keys, 0.0, 0.0);
+    }
+    let scale = if s.sampled >= s.keys {
+        1.0
+    } else {
+        keys / s.sampled as f64
+    };
+    (keys, s.dump * scale, s.memory * scale)
+}
+
+/// Each master's capacity under `change`: 1, `--weight` for joining masters, 0 for leaving.
+fn capacities(masters: &[String], change: &MasterChange) -> Vec<u32> {
+    masters
+        .iter()
+        .map(|m| match change {
+            MasterChange::Add { nodes, weight } if nodes.contains(m) => weight.unwrap_or(1),
+            MasterChange::Del { nodes } if nodes.contains(m) => 0,
+            _ => 1,
+        })
+        .collect()
+}
+
+/// The comparison for `by`: `masters` (every master before and after), the slots' owners
+/// before and after redis-cli's plan, their sizes (every slot measured), and the change.
+/// `None` when no master may take slots.
+pub fn compare(
+    by: WeightBy,
+    tolerance: f64,
+    masters: &[String],
+    owner_before: &[Option<String>],
+    owner_after: &[Option<String>],
+    sizes: &Sizes,
+    change: &MasterChange,
+) -> Option<WeightComparison> {
+    let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
+    let owners: Vec<Option<usize>> = owner_before.iter().map(index).collect();
+    let empty = SlotSize::default();
+    let figures: Vec<(f64, f64, f64)> = (0..SLOT_COUNT)
+        .map(|s| {
+            let slot = u16::try_from(s).unwrap_or(u16::MAX);
+            slot_figures(sizes.get(&slot).unwrap_or(&empty))
+        })
+        .collect();
+    let weight = |f: &(f64, f64, f64)| match by {
+        WeightBy::Keys => f.0,
+        WeightBy::Bytes => f.1,
+        WeightBy::Memory => f.2,
+    };
+    let weights: Vec<u64> = figures.iter().map(|f| weight(f).round() as u64).collect();
+    let capacities = capacities(masters, change);
+    let plan = plan_by_weight(&WeightProblem {
+        weights: &weights,
+        owners: &owners,
+        capacities: &capacities,
+        tolerance,
+    })
+    .ok()?;
+    let mut owner_weight: Vec<Option<usize>> = owners.clone();
+    for m in &plan.moves {
+        if let Some(o) = owner_weight.get_mut(m.slot) {
+            *o = Some(m.to);
+        }
+    }
+    let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
+    let capacity: f64 = capacities.iter().map(|&c| f64::from(c)).sum();
+    let figures_of = |name: String, after: &[Option<usize>]| -> PlanFigures {
+        let n = masters.len();
+        let (mut slots, mut keys, mut bytes, mut w) =
+            (vec![0u64; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut slots_moved, mut keys_moved, mut bytes_moved, mut weight_moved) =
+            (0u64, 0.0, 0.0, 0.0);
+        for (s, (o, f)) in after.iter().zip(&figures).enumerate() {
+            let Some(m) = *o else { continue };
+            slots[m] += 1;
+            keys[m] += f.0;
+            bytes[m] += f.1;
+            w[m] += weight(f);
+            if owners.get(s).copied().flatten() != Some(m) {
+                slots_moved += 1;
+                keys_moved += f.0;
+                bytes_moved += f.1;
+                weight_moved += weight(f);
+            }
+        }
+        let peak = |loads: &[f64]| {
+            let total: f64 = loads.iter().sum();
+            loads
+                .iter()
+                .zip(&capacities)
+                .filter(|(_, &c)| c > 0)
+                .map(|(&l, &c)| {
+                    let target = total * f64::from(c) / capacity;
+                    if target > 0.0 {
+                        l / target
+                    } else {
+                        0.0
+                    }
+                })
+                .fold(0.0f64, f64::max)
+        };
+        let within = w
+            .iter()
+            .zip(&plan.targets)
+            .all(|(&l, &t)| l <= t * (1.0 + tolerance) + 0.5 && l >= t * (1.0 - tolerance) - 0.5);
+        PlanFigures {
+            name,
+            slots_moved,
+            keys_moved,
+            bytes_moved,
+            weight_moved,
+            peak_to_mean_bytes: peak(&bytes),
+            peak_to_mean_keys: peak(&keys),
+            slots_after: slots,
+            keys_after: keys,
+            bytes_after: bytes,
+            weight_after: w,
+            within,
+        }
+    };
+    let plans = vec![
+        figures_of("slots (redis-cli --cluster rebalance)".into(), &owners_cli),
+        figures_of(by.name().into(), &owner_weight),
+    ];
+    let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
+    Some(WeightComparison {
+        by,
+        tolerance,
+        masters: masters.to_vec(),
+        capacities,
+        targets: plan.targets.clone(),
+        plans,
+        moves: plan
+            .moves
+            .iter()
+            .map(|m| SlotMoveRow {
+                slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
+                from: name(m.from),
+                to: name(m.to),
+            })
+            .collect(),
+        oversized: plan
+            .oversized
+            .iter()
+            .filter_map(|&s| u16::try_from(s).ok())
+            .collect(),
+        within: plan.within,
+    })
+}
