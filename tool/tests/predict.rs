@@ -418,7 +418,7 @@ fn read_only_rule(con: &mut redis::Connection) -> String {
         })
         .is_some_and(|v| v >= (7, 2));
     let mut rule =
-        "on resetkeys %R~* resetchannels -@all +cluster|nodes +scan +dump +memory|usage +info +ping +eval_ro"
+        "on resetkeys %R~* resetchannels -@all +cluster|nodes +scan +dump +memory|usage +info +ping +eval_ro +client|setname"
             .to_string();
     if valkey9 {
         rule.push_str(" +cluster|getslotmigrations");

@@ -29,8 +29,8 @@ const PROBE_KEY: &str = "ringslot:acl-probe";
 /// The commands of the read-only way: `CLUSTER NODES` (the topology), `SCAN` (every key),
 /// `DUMP` and `MEMORY USAGE` (the moving keys' bytes); optionally `INFO` (memory and server
 /// kind), `PING` (other clients' latency meanwhile), `EVAL_RO` (the sizes by a read-only
-/// script, without carrying the payloads) and `CLIENT NO-TOUCH` (reads that leave access times
-/// alone; Redis 7.2 and later, Valkey).
+/// script, without carrying the payloads), `CLIENT SETNAME` (the connections named `ringslot`)
+/// and `CLIENT NO-TOUCH` (reads that leave access times alone; Redis 7.2 and later, Valkey).
 pub const READ_ONLY: &[Need] = &[
     Need {
         acl: "cluster|nodes",
@@ -74,6 +74,14 @@ pub const READ_ONLY: &[Need] = &[
         without: Some(
             "the moving keys' sizes by script: their payloads were carried to the tool to be \
              measured, which is slower",
+        ),
+    },
+    Need {
+        acl: "client|setname",
+        probe: &["CLIENT", "SETNAME", crate::link::CLIENT_NAME],
+        without: Some(
+            "names on the tool's connections: a master's SLOWLOG and CLIENT LIST cannot tell \
+             its commands apart (and its ACL LOG records each refused CLIENT SETNAME)",
         ),
     },
 ];

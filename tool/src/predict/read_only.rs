@@ -159,7 +159,7 @@ pub fn predict_readonly(
         }
     }
     unreadable.check(access.user())?;
-    let mut notes: Vec<String> = sizes_note(&ways).into_iter().collect();
+    let mut notes: Vec<String> = sizes_note(&ways, opts.sizes_by).into_iter().collect();
     if !touched.is_empty() {
         notes.push(format!(
             "CLIENT NO-TOUCH could not be set on {}: the reads of the moving keys (DUMP, \

@@ -262,14 +262,21 @@ impl<'a> Sizer<'a> {
             // Keys the user may not read: counted key by key (a rare path: the run fails at
             // the end with their count, before any plan is printed).
             Err(e) if is_noperm(&e) => {
-                for name in names {
+                // Only the names this pipeline covered, at most.
+                let covered = if by_script {
+                    PIPELINE_CALLS * SCRIPT_KEYS
+                } else {
+                    DUMP_KEYS
+                };
+                let part = names.get(..names.len().min(covered)).unwrap_or(names);
+                for name in part {
                     match redis::cmd("DUMP").arg(name.as_slice()).query::<Value>(con) {
                         Err(e) if is_noperm(&e) => self.unreadable.note(name),
                         Err(e) => bail!("{at}: DUMP: {}", error_text(&e)),
                         Ok(_) => {}
                     }
                 }
-                return Ok((names.len(), names.len(), Vec::new()));
+                return Ok((part.len(), part.len(), Vec::new()));
             }
             Err(e) => bail!("{at}: the moving keys' sizes: {}", error_text(&e)),
         };
@@ -296,13 +303,18 @@ impl<'a> Sizer<'a> {
     }
 }
 
-/// How the moving keys' sizes were read, over the masters' sizers, for the report (`None`
-/// when no key was sized).
-pub fn sizes_note(ways: &[Option<bool>]) -> Option<String> {
+/// How the moving keys' sizes were read, over the masters' sizers (and `--sizes-by`), for the
+/// report (`None` when no key was sized).
+pub fn sizes_note(ways: &[Option<bool>], sizes_by: SizesBy) -> Option<String> {
     let scripts = ways.iter().filter(|w| **w == Some(true)).count();
     let dumps = ways.iter().filter(|w| **w == Some(false)).count();
     match (scripts, dumps) {
         (0, 0) => None,
+        (_, _) if sizes_by == SizesBy::Dump => Some(
+            "the moving keys' sizes were read by DUMP (--sizes-by dump), their payloads \
+             carried to the tool to be measured"
+                .into(),
+        ),
         (_, 0) => Some(
             "the moving keys' sizes were read by read-only scripts (EVAL_RO: each key's DUMP \
              length and MEMORY USAGE, the payloads left on the servers)"
@@ -478,7 +490,7 @@ pub fn size_moved_slots(
         ways.push(by_script);
     }
     unreadable.check(user)?;
-    Ok((all, sizes_note(&ways)))
+    Ok((all, sizes_note(&ways, opts.sizes_by)))
 }
 
 /// The most keys `CLUSTER GETKEYSINSLOT` is asked for at once (it has no cursor, and holds the
@@ -524,6 +536,9 @@ fn size_master(
     if !big.is_empty() {
         big.sort_unstable();
         scan_master(m, &mut con, holds, |con, names| {
+            // Every name SCAN returned was read: counted and rate-limited as such.
+            holds.read(&m.address, names.len() as u64);
+            sizer.limiter.take(names.len() as u64);
             let kept: Vec<Vec<u8>> = names
                 .into_iter()
                 .filter(|n| big.binary_search(&ringslot_engine::key_slot(n)).is_ok())
