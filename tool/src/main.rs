@@ -153,8 +153,8 @@ struct PredictArgs {
     sizes_by: SizesBy,
     /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
     /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
-    /// memory (MEMORY USAGE) or keys. It sizes every key (--bytes-sample N: N a slot). Read-only
-    /// way only.
+    /// memory (MEMORY USAGE) or keys, which size every key (--bytes-sample N: N a slot), or load
+    /// (CLUSTER SLOT-STATS cpu-usec, with cluster-slot-stats-enabled yes). Read-only way only.
     #[arg(long, value_enum, conflicts_with = "with_module")]
     by: Option<WeightBy>,
     /// With --by: how far from its share each master may end, in percent.

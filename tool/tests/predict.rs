@@ -835,3 +835,90 @@ fn a_plan_by_bytes_beside_redis_clis() {
     ]);
     assert!(!refused.status.success());
 }
+
+#[test]
+fn a_plan_by_load_from_the_slot_stats() {
+    // --by load reads each slot's cpu-usec from CLUSTER SLOT-STATS (Valkey 8 and Redis 8.2 and
+    // later, with cluster-slot-stats-enabled yes); elsewhere it is refused with the reason.
+    let binary = ringslot_harness::server::server_binary();
+    let version = ringslot_harness::server::server_version(&binary);
+    let number = |prefix: &str| {
+        version
+            .strip_prefix(prefix)
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+    };
+    let has_stats = number("Valkey server v=").is_some_and(|v| v >= 8)
+        || number("Redis server v=").is_some_and(|v| v >= 8);
+    let cluster = Cluster::start(3, || {
+        let b = Server::builder().no_module();
+        if has_stats {
+            b.args(&["--cluster-slot-stats-enabled", "yes"])
+        } else {
+            b
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let seed = cluster.nodes[0].url();
+    let owners = ringslot_harness::cluster::owners(
+        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
+            .unwrap(),
+    );
+    let mut cons: HashMap<String, redis::Connection> = cluster
+        .nodes
+        .iter()
+        .map(|s| (s.address(), s.client()))
+        .collect();
+    // Traffic: 3000 keys read once, and one hash tag's keys read 200 times each.
+    let mut keys: Vec<String> = (0..3000).map(|i| format!("key:{i}")).collect();
+    keys.extend((0..20).map(|i| format!("{{busy}}:{i}")));
+    for key in &keys {
+        let owner = owners[usize::from(key_slot(key.as_bytes()))]
+            .clone()
+            .unwrap();
+        let con = cons.get_mut(&owner).unwrap();
+        call(con, &[b"SET", key.as_bytes(), b"v"]).unwrap();
+        let reads = if key.starts_with("{busy}") { 200 } else { 1 };
+        for _ in 0..reads {
+            call(con, &[b"GET", key.as_bytes()]).unwrap();
+        }
+    }
+    let args = [
+        "predict",
+        "--url",
+        &seed,
+        "--json",
+        "--add",
+        "10.9.9.9:7000",
+        "--by",
+        "load",
+        "--tolerance",
+        "20",
+    ];
+    if !has_stats {
+        let run = ringslot(&args);
+        assert!(!run.status.success());
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains("CLUSTER SLOT-STATS"), "{err}");
+        return;
+    }
+    let json: serde_json::Value = serde_json::from_str(&ok(&args)).expect("a JSON object");
+    let c = &json["prediction"]["by_weight"];
+    assert_eq!(c["by"], "load", "{json:#}");
+    let plans = c["plans"].as_array().expect("two plans");
+    let load = |p: &serde_json::Value| -> f64 {
+        p["weight_after"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum()
+    };
+    // The same load in all under both plans, all of it measured.
+    assert!(load(&plans[0]) > 0.0);
+    assert!((load(&plans[0]) - load(&plans[1])).abs() < 1e-6);
+    // The busy tag's slot weighs most; the plan's moves start from the slots' owners.
+    for m in c["moves"].as_array().unwrap() {
+        let slot = m["slot"].as_u64().unwrap() as usize;
+        assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
+    }
+}

@@ -93,15 +93,16 @@ fn capacities(masters: &[String], change: &MasterChange) -> Vec<u32> {
 }
 
 /// The comparison for `by`: `masters` (every master before and after), the slots' owners
-/// before and after redis-cli's plan, their sizes (every slot measured), and the change.
-/// `None` when no master may take slots.
+/// before and after redis-cli's plan, their sizes (every slot measured, or `--bytes-sample`),
+/// each slot's load (`--by load`), and the change. `None` when no master may take slots, or
+/// `--by load` without loads.
 pub fn compare(
     by: WeightBy,
     tolerance: f64,
     masters: &[String],
-    owner_before: &[Option<String>],
-    owner_after: &[Option<String>],
+    (owner_before, owner_after): (&[Option<String>], &[Option<String>]),
     sizes: &Sizes,
+    slot_load: Option<&[u64]>,
     change: &MasterChange,
 ) -> Option<WeightComparison> {
     let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
@@ -117,8 +118,15 @@ pub fn compare(
         WeightBy::Keys => f.0,
         WeightBy::Bytes => f.1,
         WeightBy::Memory => f.2,
+        WeightBy::Load => 0.0,
     };
-    let weights: Vec<u64> = figures.iter().map(|f| weight(f).round() as u64).collect();
+    let weights: Vec<u64> = match (by, slot_load) {
+        (WeightBy::Load, Some(load)) => (0..SLOT_COUNT)
+            .map(|s| load.get(s).copied().unwrap_or(0))
+            .collect(),
+        (WeightBy::Load, None) => return None,
+        _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
+    };
     let capacities = capacities(masters, change);
     let plan = plan_by_weight(&WeightProblem {
         weights: &weights,

@@ -22,8 +22,8 @@ pub struct Options {
     pub atomic: bool,
     /// How the moving keys' sizes are read.
     pub sizes_by: SizesBy,
-    /// Besides redis-cli's plan by slot counts, a plan by this weight (`--by`), which sizes
-    /// every key of every slot (or `--bytes-sample N` of each).
+    /// Besides redis-cli's plan by slot counts, a plan by this weight (`--by`); by bytes,
+    /// memory or keys it sizes every key of every slot (or `--bytes-sample N` of each).
     pub by: Option<WeightBy>,
     /// How far from its target each master may end under the plan by weight, as a fraction
     /// (`--tolerance`, given in percent).
@@ -43,6 +43,10 @@ pub enum WeightBy {
     Memory,
     /// The keys themselves, one each.
     Keys,
+    /// The CPU time the masters spent on each slot's commands (`CLUSTER SLOT-STATS`
+    /// `cpu-usec`, counted since the server started or `CONFIG RESETSTAT`; Valkey 8 and Redis
+    /// 8.2 and later, with `cluster-slot-stats-enabled yes`).
+    Load,
 }
 
 impl WeightBy {
@@ -52,6 +56,7 @@ impl WeightBy {
             WeightBy::Bytes => "bytes",
             WeightBy::Memory => "memory",
             WeightBy::Keys => "keys",
+            WeightBy::Load => "load",
         }
     }
 }

@@ -173,6 +173,8 @@ pub struct Gathered {
     pub writes: Vec<String>,
     /// What the run could not do, and what it means for the figures or the cluster.
     pub notes: Vec<String>,
+    /// With `--by load`: each slot's `cpu-usec` by `CLUSTER SLOT-STATS` (16384 entries).
+    pub slot_load: Option<Vec<u64>>,
 }
 
 /// The prediction from what a way gathered on `topo`.
@@ -317,9 +319,9 @@ pub fn assemble(
             by,
             opts.tolerance,
             &addresses,
-            &owner_before,
-            &owner_after,
+            (&owner_before, &owner_after),
             &g.sizes,
+            g.slot_load.as_deref(),
             change,
         )
     });

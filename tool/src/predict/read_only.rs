@@ -14,13 +14,13 @@
 use super::change::MasterChange;
 use super::estimate::Sizes;
 use super::live::{check_unchanged, scan_master, Holds, LiveCluster, Master};
-use super::options::Options;
+use super::options::{Options, WeightBy};
 use super::plan::PlanStep;
 use super::prediction::{Gathered, Mode, Sums};
 use super::sizing::{sizes_note, Sizer, Unreadable};
 use crate::client::error_text;
 use crate::link::Access;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{mirror, MirrorOptions};
 use ringslot_engine::{key_slot, Limits, Scheme, SchemeParams, Topology, WhatIf, SLOT_COUNT};
 use std::collections::HashMap;
@@ -104,7 +104,11 @@ pub fn predict_readonly(
         .map_or_else(String::new, |n| n.address.clone());
     // The slots whose keys are sized: those the plan moves, or every slot for a plan by
     // weight.
-    let mut moved = vec![opts.by.is_some(); SLOT_COUNT];
+    let sizes_all = matches!(
+        opts.by,
+        Some(WeightBy::Bytes | WeightBy::Memory | WeightBy::Keys)
+    );
+    let mut moved = vec![sizes_all; SLOT_COUNT];
     for m in &plan {
         for &slot in &m.slots {
             if let Some(x) = moved.get_mut(usize::from(slot)) {
@@ -185,7 +189,12 @@ pub fn predict_readonly(
         )
         .map(|w| w.ideal)
         .unwrap_or(0.0);
+    let slot_load = match opts.by {
+        Some(WeightBy::Load) => Some(slot_loads(topo)?),
+        _ => None,
+    };
     Ok(Gathered {
+        slot_load,
         mode: Mode::ReadOnly,
         entry,
         plan,
@@ -261,4 +270,78 @@ fn pass(
         touched,
         by_script: sizer.by_script,
     })
+}
+
+/// Each slot's `cpu-usec` from its master's `CLUSTER SLOT-STATS SLOTSRANGE 0 16383` (16384
+/// entries, 0 for a slot no master serves). Errors: a master without the command (before
+/// Valkey 8 and Redis 8.2), or with every slot's `cpu-usec` 0 (`cluster-slot-stats-enabled`
+/// off, or no traffic since the counters started).
+fn slot_loads(topo: &LiveCluster) -> Result<Vec<u64>> {
+    let mut load = vec![0u64; SLOT_COUNT];
+    for m in topo.masters.iter().filter(|m| !m.slots.is_empty()) {
+        let mut con = m.link.connect()?;
+        let reply: redis::Value = redis::cmd("CLUSTER")
+            .arg("SLOT-STATS")
+            .arg("SLOTSRANGE")
+            .arg(0)
+            .arg(SLOT_COUNT - 1)
+            .query(&mut con)
+            .map_err(|e| {
+                anyhow!(
+                    "--by load: {}: CLUSTER SLOT-STATS: {} (it needs Valkey 8 or Redis 8.2 and \
+                     later, and +cluster|slot-stats)",
+                    m.address,
+                    error_text(&e)
+                )
+            })?;
+        let rows = crate::reply::array(&reply).map_err(|e| anyhow!("{}: {e}", m.address))?;
+        let mut mine = vec![false; SLOT_COUNT];
+        for &s in &m.slots {
+            if let Some(x) = mine.get_mut(usize::from(s)) {
+                *x = true;
+            }
+        }
+        let mut seen_cpu = false;
+        for row in rows {
+            let fields = crate::reply::array(row).unwrap_or_default();
+            let Some(slot) = fields
+                .first()
+                .and_then(|v| crate::reply::int(v).ok())
+                .and_then(|s| usize::try_from(s).ok())
+            else {
+                continue;
+            };
+            if mine.get(slot) != Some(&true) {
+                continue;
+            }
+            // The stats: a map (RESP3) or a flat list of names and values (RESP2).
+            let stats = fields
+                .get(1)
+                .and_then(|v| crate::reply::fields(v).ok())
+                .map(|(f, _)| f)
+                .unwrap_or_default();
+            for (name, value) in stats {
+                if name == "cpu-usec" {
+                    seen_cpu = true;
+                    if let (Some(x), Ok(v)) = (load.get_mut(slot), crate::reply::int(value)) {
+                        *x = u64::try_from(v).unwrap_or(0);
+                    }
+                }
+            }
+        }
+        if !seen_cpu {
+            bail!(
+                "--by load: {} gives no cpu-usec in CLUSTER SLOT-STATS: set \
+                 cluster-slot-stats-enabled yes on every master, let traffic run, then predict",
+                m.address
+            );
+        }
+    }
+    if load.iter().all(|&x| x == 0) {
+        bail!(
+            "--by load: every slot's cpu-usec is 0: set cluster-slot-stats-enabled yes on every \
+             master and let traffic run (the counters start with the server or CONFIG RESETSTAT)"
+        );
+    }
+    Ok(load)
 }

@@ -383,6 +383,7 @@ pub fn predict_module(
         steps,
         writes: std::mem::take(&mut copies.log),
         notes: sizes_note.into_iter().collect(),
+        slot_load: None,
     })
 }
 
