@@ -15,7 +15,7 @@
 //!   one at a time (each member chosen by the previous answer, so that the CPU cannot overlap
 //!   their misses);
 //! - a rebalance plan by weight (`plan_by_weight`) over 16384 slots: 3 -> 4 masters with a hot
-//!   slot, and 100 masters of which 10 are drained (2.2 and 1.7 ms on the development machine).
+//!   slot, and 100 masters of which 10 are drained (2.5 and 2.2 ms on the development machine).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringslot_engine::Limits;

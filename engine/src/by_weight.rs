@@ -19,8 +19,9 @@
 //!    weight instead of filling a few masters to their bounds).
 //! 2. **Shed**: while a master is over its upper bound, the one furthest over gives one slot:
 //!    the lightest of its slots that alone brings it under the bound, or if none does, its
-//!    heaviest slot that fits somewhere; the slot goes to the master whose room it fits best
-//!    (the least room that still takes it).
+//!    heaviest slot that fits somewhere; the slot goes to the master with the most room under
+//!    its upper bound (worst fit: masters near their share are not filled to their bounds, then
+//!    emptied again by pass 3).
 //! 3. **Fill**: while a master is under its lower bound, the one furthest under takes one slot
 //!    from the masters that stay above their own lower bound without it, chosen the same way.
 //! 4. **Repair**: while a master is still outside its bounds, the single move or the swap of
@@ -37,12 +38,12 @@
 //! moved without overloading a receiver; the plan then says it is not within the tolerance. The cost: one sort
 //! of each master's slots, then per move of passes 1-3 a binary search of the donor's slots and
 //! a scan of the masters, and per move of pass 4 a search of every pair of a master outside its
-//! bounds with another (a binary search per slot of the pair); for 16384 slots, 2.2 ms for 3 ->
-//! 4 masters with a hot slot and 1.7 ms for 100 masters of which 10 are drained (`cargo bench
+//! bounds with another (a binary search per slot of the pair); for 16384 slots, 2.5 ms for 3 ->
+//! 4 masters with a hot slot and 2.2 ms for 100 masters of which 10 are drained (`cargo bench
 //! -p ringslot-engine -- plan_by_weight`). How far from the optimum it lands, against an exact
 //! solver on 2000 small instances (8 slots, 3 masters; `engine/tests/by_weight.rs`): where some
-//! plan reaches the tolerance it reached it in 96.7%, moving the optimum's weight in the median
-//! and at most 1.34 times it in 90% (3.38 at worst); on the full-size instances of its tests it
+//! plan reaches the tolerance it reached it in 96.2%, moving the optimum's weight in the median
+//! and at most 1.26 times it in 90% (2.80 at worst); on the full-size instances of its tests it
 //! moved within 2% of the least weight any plan must move.
 
 use super::error::EngineError;
@@ -326,17 +327,19 @@ impl Moves {
         });
     }
 
-    /// The receiver other than `donor` whose room `weight` fits best (the least room under its
-    /// upper bound that takes it), if any.
+    /// The receiver other than `donor` that `weight` fits under its upper bound with the most
+    /// room left (worst fit: a slot goes where the load is furthest below its bound, so that
+    /// the masters near their share are not filled to their bounds and then emptied again by
+    /// the fill pass), if any.
     fn receiver(&self, weight: u64, upper: &[f64], donor: usize) -> Option<usize> {
-        let mut best_fit: Option<(f64, usize)> = None;
+        let mut most: Option<(f64, usize)> = None;
         for m in (0..self.loads.len()).filter(|&m| m != donor) {
             let room = upper[m] - self.loads[m] as f64;
-            if room + 1e-9 >= weight as f64 && best_fit.is_none_or(|(r, _)| room < r) {
-                best_fit = Some((room, m));
+            if room + 1e-9 >= weight as f64 && most.is_none_or(|(r, _)| room > r) {
+                most = Some((room, m));
             }
         }
-        best_fit.map(|(_, m)| m)
+        most.map(|(_, m)| m)
     }
 
     /// Pass 1: every slot of a master of capacity 0 leaves it, heaviest first.

@@ -50,12 +50,12 @@ pub struct PlanFigures {
     pub name: String,
     /// Slots, keys and bytes (`DUMP`, estimated where sampled) moved, and the weight moved.
     pub slots_moved: u64,
-    pub keys_moved: f64,
+    pub keys_moved: u64,
     pub bytes_moved: f64,
     pub weight_moved: f64,
     /// Per master (as [`WeightComparison::masters`]): slots, keys, bytes and weight after.
     pub slots_after: Vec<u64>,
-    pub keys_after: Vec<f64>,
+    pub keys_after: Vec<u64>,
     pub bytes_after: Vec<f64>,
     pub weight_after: Vec<f64>,
     /// The largest load over its target among the masters with a capacity, by bytes and by
@@ -146,20 +146,20 @@ pub fn compare(
     let figures_of = |name: String, after: &[Option<usize>]| -> PlanFigures {
         let n = masters.len();
         let (mut slots, mut keys, mut bytes, mut w) =
-            (vec![0u64; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            (vec![0u64; n], vec![0u64; n], vec![0.0; n], vec![0.0; n]);
         let (mut slots_moved, mut keys_moved, mut bytes_moved, mut weight_moved) =
-            (0u64, 0.0, 0.0, 0.0);
+            (0u64, 0u64, 0.0, 0.0);
         for (s, (o, f)) in after.iter().zip(&figures).enumerate() {
             let Some(m) = *o else { continue };
             slots[m] += 1;
-            keys[m] += f.0;
+            keys[m] += f.0 as u64;
             bytes[m] += f.1;
             // The weights the planner saw (whole units), so that `within` agrees with it.
             let slot_weight = weights.get(s).copied().unwrap_or(0) as f64;
             w[m] += slot_weight;
             if owners.get(s).copied().flatten() != Some(m) {
                 slots_moved += 1;
-                keys_moved += f.0;
+                keys_moved += f.0 as u64;
                 bytes_moved += f.1;
                 weight_moved += slot_weight;
             }
@@ -191,7 +191,7 @@ pub fn compare(
             bytes_moved,
             weight_moved,
             peak_to_mean_bytes: peak(&bytes),
-            peak_to_mean_keys: peak(&keys),
+            peak_to_mean_keys: peak(&keys.iter().map(|&k| k as f64).collect::<Vec<_>>()),
             slots_after: slots,
             keys_after: keys,
             bytes_after: bytes,

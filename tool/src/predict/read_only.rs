@@ -66,6 +66,12 @@ pub fn predict_readonly(
     holds: &Holds,
 ) -> Result<Gathered> {
     let mark = Instant::now();
+    // --by load: the slots' loads first, so that a server without CLUSTER SLOT-STATS refuses
+    // before any key is read.
+    let slot_load = match opts.by {
+        Some(WeightBy::Load) => Some(slot_loads(topo)?),
+        _ => None,
+    };
     let mirrors: Vec<(String, Topology)> = opts
         .flavours
         .iter()
@@ -189,10 +195,6 @@ pub fn predict_readonly(
         )
         .map(|w| w.ideal)
         .unwrap_or(0.0);
-    let slot_load = match opts.by {
-        Some(WeightBy::Load) => Some(slot_loads(topo)?),
-        _ => None,
-    };
     Ok(Gathered {
         slot_load,
         mode: Mode::ReadOnly,

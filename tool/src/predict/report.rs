@@ -53,7 +53,11 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
     };
     let mut t = Table::new(&[
         "master",
-        "key reads (each key once by name, each moving key again by DUMP)",
+        if p.by_weight.is_some() {
+            "key reads (each key once by name, and again to size it)"
+        } else {
+            "key reads (each key once by name, each moving key again to size it)"
+        },
         "longest round trip of the run's commands (the client's view: a RING.MOVES in the background waits here without holding the master)",
         "longest PING of another client",
     ]);
@@ -755,7 +759,7 @@ fn by_weight_section(c: &WeightComparison) -> String {
         plans.push(vec![
             f.name.clone(),
             f.slots_moved.to_string(),
-            format!("{:.0}", f.keys_moved),
+            f.keys_moved.to_string(),
             format!("{:.0} ({})", f.bytes_moved, mib(f.bytes_moved)),
             fixed(f.peak_to_mean_bytes, 3),
             fixed(f.peak_to_mean_keys, 3),
@@ -777,15 +781,16 @@ fn by_weight_section(c: &WeightComparison) -> String {
         for (i, m) in c.masters.iter().enumerate() {
             let at = |v: &[f64]| format!("{:.0}", v.get(i).copied().unwrap_or(0.0));
             let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
+            let keys = slots;
             per.push(vec![
                 m.clone(),
                 c.capacities.get(i).copied().unwrap_or(0).to_string(),
                 format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
                 slots(&cli.slots_after),
-                at(&cli.keys_after),
+                keys(&cli.keys_after),
                 at(&cli.bytes_after),
                 slots(&weighted.slots_after),
-                at(&weighted.keys_after),
+                keys(&weighted.keys_after),
                 at(&weighted.bytes_after),
             ]);
         }
@@ -803,8 +808,8 @@ fn by_weight_section(c: &WeightComparison) -> String {
     } else {
         format!(
             " Slot(s) {} alone weigh more than any master's share allows (a hash tag bigger \
-             than the tolerance): no plan that moves whole slots can reach it; the plan keeps \
-             each on a master of its own and evens the rest, the best achievable.",
+             than a share): no plan that moves whole slots can reach the tolerance; the plan \
+             keeps each on a master of its own and evens the rest among the others.",
             c.oversized
                 .iter()
                 .map(u16::to_string)
@@ -829,8 +834,9 @@ fn by_weight_section(c: &WeightComparison) -> String {
             mib(weighted.bytes_moved)
         ),
         [cli, weighted] => format!(
-            "Neither plan reaches {pct:.1}% by {by}; the plan by {by} comes closer \
-             (peak-to-mean by bytes {:.3} against {:.3}), moving {} against {}.",
+            "Neither plan reaches {pct:.1}% by {by}. The plan by {by} comes closer (peak-to-mean \
+             by bytes {:.3} against {:.3}), moving {} against {}: prefer it where {by} is what \
+             fills the masters, once it can be carried out.",
             weighted.peak_to_mean_bytes,
             cli.peak_to_mean_bytes,
             mib(weighted.bytes_moved),
@@ -846,7 +852,8 @@ fn by_weight_section(c: &WeightComparison) -> String {
          any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
          one by one are in the JSON (`--json`, field `by_weight.moves`). redis-cli cannot \
          move chosen slots (its reshard picks them); carrying this plan out is not part of \
-         the tool yet.\n\n{verdict}\n",
+         the tool yet: \"What to run\" is redis-cli's plan. It evens {by}, not keys (see \
+         the keys' peak-to-mean), and has no duration estimate yet.\n\n{verdict}\n",
         plans.markdown(),
         per.markdown(),
         if moves.is_empty() {
