@@ -484,9 +484,18 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
         ));
     }
     if let Some(note) = &p.memory_note {
+        // The cause as the error gives it: a refused INFO, or a node the user cannot log in to
+        // (a joining master where the ACL user was not made).
+        let hint = if note.contains("NOPERM") {
+            " `INFO` needs `+info`."
+        } else if note.contains("uthentication") || note.contains("WRONGPASS") {
+            " The user could not log in there: make it on every node, the joining ones too."
+        } else {
+            ""
+        };
         md.push_str(&format!(
             "\n**used_memory could not be read on every master** ({note}): those masters \
-             start at 0 below. `INFO` needs `+info`.\n"
+             start at 0 below.{hint}\n"
         ));
     }
     for cost in &p.methods {
