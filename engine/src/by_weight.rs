@@ -167,7 +167,8 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
     let mut plan = Moves {
         loads: loads.clone(),
         held,
-        moves: Vec::new(),
+        owner: p.owners.to_vec(),
+        order: Vec::new(),
     };
     plan.drain(p.capacities, &upper);
     // Slots heavier than every bound, heaviest first, one a master: each stays on its master
@@ -231,14 +232,12 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
     plan.fill(&best_upper, &best_lower);
 
     // Pass 4: where the passes left a master outside its bounds, single moves and swaps.
-    let mut owner_now: Vec<Option<usize>> = p.owners.to_vec();
-    for m in &plan.moves {
-        if let Some(o) = owner_now.get_mut(m.slot) {
-            *o = Some(m.to);
-        }
-    }
-    let mut after = plan.loads;
-    let order: Vec<usize> = plan.moves.iter().map(|m| m.slot).collect();
+    let Moves {
+        loads: mut after,
+        owner: mut owner_now,
+        order,
+        ..
+    } = plan;
     let repaired = repair(p, &mut owner_now, &mut after, &best_upper, &best_lower);
     // The moves: every slot that ends away from its owner, once, in the order first chosen.
     let mut seen = vec![false; p.weights.len()];
@@ -297,11 +296,13 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
     })
 }
 
-/// The passes' state: the loads, the slots each master holds (sorted by weight), the moves.
+/// The passes' state: the loads, the slots each master holds (sorted by weight), each slot's
+/// owner now, and the slots moved, in the order the passes moved them.
 struct Moves {
     loads: Vec<u64>,
     held: Vec<Vec<(u64, usize)>>,
-    moves: Vec<WeightMove>,
+    owner: Vec<Option<usize>>,
+    order: Vec<usize>,
 }
 
 impl Moves {
@@ -319,12 +320,10 @@ impl Moves {
         // from its owner to where it ends).
         let at = self.held[to].partition_point(|&e| e < (weight, slot));
         self.held[to].insert(at, (weight, slot));
-        self.moves.push(WeightMove {
-            slot,
-            from,
-            to,
-            weight,
-        });
+        if let Some(o) = self.owner.get_mut(slot) {
+            *o = Some(to);
+        }
+        self.order.push(slot);
     }
 
     /// The receiver other than `donor` that `weight` fits under its upper bound with the most

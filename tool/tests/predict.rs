@@ -46,28 +46,41 @@ fn untouched(con: &mut redis::Connection) -> (String, String) {
     (digest, changes)
 }
 
+/// The owner of every slot of `cluster` (from its first node's `CLUSTER NODES`) and a
+/// connection to each master, by address.
+fn masters(cluster: &Cluster) -> (Vec<Option<String>>, HashMap<String, redis::Connection>) {
+    let nodes =
+        ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
+            .unwrap();
+    let cons = cluster
+        .nodes
+        .iter()
+        .map(|s| (s.address(), s.client()))
+        .collect();
+    (ringslot_harness::cluster::owners(&nodes), cons)
+}
+
+/// The connection of the master that serves `key`.
+fn owner_of<'a>(
+    owners: &[Option<String>],
+    cons: &'a mut HashMap<String, redis::Connection>,
+    key: &[u8],
+) -> &'a mut redis::Connection {
+    let owner = owners[usize::from(key_slot(key))].as_ref().unwrap();
+    cons.get_mut(owner).unwrap()
+}
+
 #[test]
 fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     let mut cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
     let seed = cluster.nodes[0].url();
     // 20000 keys, each written to its master; the same keys on a standalone server.
-    let owners = ringslot_harness::cluster::owners(
-        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap(),
-    );
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
+    let (owners, mut cons) = masters(&cluster);
     let standalone = Server::start();
     let mut one = standalone.client();
     for i in 0..20000 {
         let key = format!("key:{i}");
-        let owner = owners[usize::from(key_slot(key.as_bytes()))]
-            .clone()
-            .unwrap();
-        let con = cons.get_mut(&owner).unwrap();
+        let con = owner_of(&owners, &mut cons, key.as_bytes());
         call(con, &[b"SET", key.as_bytes(), b"v"]).unwrap();
         call(&mut one, &[b"SET", key.as_bytes(), b"v"]).unwrap();
     }
@@ -432,22 +445,11 @@ fn read_only_rule(con: &mut redis::Connection) -> String {
 #[test]
 fn a_least_privilege_user_made_on_every_node() {
     let cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
-    let owners = ringslot_harness::cluster::owners(
-        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap(),
-    );
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
+    let (owners, mut cons) = masters(&cluster);
     for i in 0..3000 {
         let key = format!("app:{i}");
-        let owner = owners[usize::from(key_slot(key.as_bytes()))]
-            .clone()
-            .unwrap();
         call(
-            cons.get_mut(&owner).unwrap(),
+            owner_of(&owners, &mut cons, key.as_bytes()),
             &[b"SET", key.as_bytes(), b"v"],
         )
         .unwrap();
@@ -547,22 +549,11 @@ fn a_tls_only_cluster_with_a_client_certificate() {
         }
         Err(e) => panic!("{e}"),
     };
-    let owners = ringslot_harness::cluster::owners(
-        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap(),
-    );
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
+    let (owners, mut cons) = masters(&cluster);
     for i in 0..2000 {
         let key = format!("tls:{i}");
-        let owner = owners[usize::from(key_slot(key.as_bytes()))]
-            .clone()
-            .unwrap();
         call(
-            cons.get_mut(&owner).unwrap(),
+            owner_of(&owners, &mut cons, key.as_bytes()),
             &[b"SET", key.as_bytes(), b"v"],
         )
         .unwrap();
@@ -656,15 +647,7 @@ fn each_command_of_the_tool_does_bounded_work() {
     // most 100 keys of one slot, GETKEYSINSLOT at most 16384, RING.MOVES ... SLOTS at most
     // 1024 keys a call (or one slot, which the module walks in the background, in slices).
     let cluster = Cluster::start(3, Server::builder).unwrap_or_else(|e| panic!("{e}"));
-    let owners = ringslot_harness::cluster::owners(
-        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap(),
-    );
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
+    let (owners, mut cons) = masters(&cluster);
     let mut per_slot = vec![0u64; 16384];
     for i in 0..30000 {
         let key = if i % 10 == 0 {
@@ -672,11 +655,9 @@ fn each_command_of_the_tool_does_bounded_work() {
         } else {
             format!("key:{i}")
         };
-        let slot = usize::from(key_slot(key.as_bytes()));
-        per_slot[slot] += 1;
-        let owner = owners[slot].clone().unwrap();
+        per_slot[usize::from(key_slot(key.as_bytes()))] += 1;
         call(
-            cons.get_mut(&owner).unwrap(),
+            owner_of(&owners, &mut cons, key.as_bytes()),
             &[b"SET", key.as_bytes(), b"v"],
         )
         .unwrap();
@@ -753,30 +734,30 @@ fn a_plan_by_bytes_beside_redis_clis() {
     let cluster =
         Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
     let seed = cluster.nodes[0].url();
-    let nodes =
-        ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap();
-    let owners = ringslot_harness::cluster::owners(&nodes);
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
-    let big = vec![b'x'; 1000];
+    let (owners, mut cons) = masters(&cluster);
+    // Values that DUMP's LZF cannot compress (a repeated byte would weigh a few bytes).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut noise = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
     let mut keys: Vec<(String, Vec<u8>)> = (0..6000)
         .map(|i| (format!("key:{i}"), b"small".to_vec()))
         .collect();
     for t in 0..8 {
         for i in 0..40 {
-            keys.push((format!("{{tag{t}}}:{i}"), big.clone()));
+            keys.push((format!("{{tag{t}}}:{i}"), noise(1000)));
         }
     }
     for (key, value) in &keys {
-        let owner = owners[usize::from(key_slot(key.as_bytes()))]
-            .clone()
-            .unwrap();
         call(
-            cons.get_mut(&owner).unwrap(),
+            owner_of(&owners, &mut cons, key.as_bytes()),
             &[b"SET", key.as_bytes(), value],
         )
         .unwrap();
@@ -859,23 +840,12 @@ fn a_plan_by_load_from_the_slot_stats() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let seed = cluster.nodes[0].url();
-    let owners = ringslot_harness::cluster::owners(
-        &ringslot_harness::cluster::parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap())
-            .unwrap(),
-    );
-    let mut cons: HashMap<String, redis::Connection> = cluster
-        .nodes
-        .iter()
-        .map(|s| (s.address(), s.client()))
-        .collect();
+    let (owners, mut cons) = masters(&cluster);
     // Traffic: 3000 keys read once, and one hash tag's keys read 200 times each.
     let mut keys: Vec<String> = (0..3000).map(|i| format!("key:{i}")).collect();
     keys.extend((0..20).map(|i| format!("{{busy}}:{i}")));
     for key in &keys {
-        let owner = owners[usize::from(key_slot(key.as_bytes()))]
-            .clone()
-            .unwrap();
-        let con = cons.get_mut(&owner).unwrap();
+        let con = owner_of(&owners, &mut cons, key.as_bytes());
         call(con, &[b"SET", key.as_bytes(), b"v"]).unwrap();
         let reads = if key.starts_with("{busy}") { 200 } else { 1 };
         for _ in 0..reads {
