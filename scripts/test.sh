@@ -32,7 +32,7 @@ SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak m
 ALONE="module_limits program"
 # The longest binaries (cluster rebalances), started first when the last run's times are
 # unknown (a fresh clone), so that the pool does not end on one of them.
-LONG="cluster module_cluster slots_redis_cli cache predict properties"
+LONG="cluster module_cluster slots_redis_cli cache predict apply properties"
 
 phases=()
 phase() { phases+=("$(printf '%-52s %6s s%s' "$1" "$2" "${3:-}")"); }

@@ -6,6 +6,7 @@
 //! It depends on the placement engine (`ringslot-engine`) and the `redis` client, not on the
 //! module nor on the test harness, and nothing in it starts a server.
 
+pub mod apply;
 pub mod args;
 pub mod client;
 pub mod link;

@@ -139,6 +139,12 @@ impl Access {
         self.seed.redis.username.as_deref().unwrap_or("default")
     }
 
+    /// The password the tool authenticates with, if any (what `MIGRATE ... AUTH2 user
+    /// password` passes on to a target node).
+    pub fn password(&self) -> Option<&str> {
+        self.seed.redis.password.as_deref()
+    }
+
     /// Whether the nodes are reached over TLS.
     pub fn tls(&self) -> bool {
         matches!(self.seed.addr, ConnectionAddr::TcpTls { .. })

@@ -12,7 +12,7 @@ use ringslot_tool::link::{Access, TlsFiles};
 use ringslot_tool::predict::{
     self, report, MasterChange, Options, SizesBy, WeightBy, DEFAULT_TOLERANCE, INTERRUPTED,
 };
-use ringslot_tool::{args, members, output};
+use ringslot_tool::{apply, args, members, output};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -40,6 +40,42 @@ enum Command {
     /// key per line, or `lru_crawler metadump` lines) or a live memcached, weighed by their
     /// sizes.
     Members(MembersArgs),
+    /// Carries out a plan by weight (`ringslot predict ... --by bytes --json > plan.json`) on
+    /// the cluster at --url: each slot moved as redis-cli moves one (SETSLOT IMPORTING and
+    /// MIGRATING, MIGRATE in batches, SETSLOT NODE everywhere). Writes: asks for a
+    /// confirmation unless --yes; --dry-run prints the commands instead. Interrupted, it goes
+    /// on when run again with the same plan.
+    Apply(ApplyArgs),
+}
+
+#[derive(Args, Debug)]
+struct ApplyArgs {
+    /// The plan: the JSON `ringslot predict ... --by ... --json` printed.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    #[command(flatten)]
+    connection: Connection,
+    /// Print the commands the run would send, from where the cluster stands, and change
+    /// nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Do not ask for a confirmation.
+    #[arg(long)]
+    yes: bool,
+    /// Keys a CLUSTER GETKEYSINSLOT asks for, and the most a MIGRATE carries.
+    #[arg(long, default_value_t = apply::DEFAULT_BATCH_KEYS)]
+    batch_keys: u32,
+    /// The most bytes (MEMORY USAGE) a MIGRATE carries, one key at least: a MIGRATE blocks
+    /// both nodes while it runs.
+    #[arg(long, default_value_t = apply::DEFAULT_BATCH_BYTES)]
+    batch_bytes: u64,
+    /// The most bytes a second the run moves (MEMORY USAGE); 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    max_bytes_per_sec: u64,
+    /// When a key is already on the target with a different value, overwrite it with the
+    /// source's (without it the run stops there; equal copies are always replaced).
+    #[arg(long)]
+    replace: bool,
 }
 
 /// Where the output goes.
@@ -284,11 +320,155 @@ fn members_run(a: &MembersArgs) -> Result<()> {
     Ok(())
 }
 
+fn apply_run(a: &ApplyArgs) -> Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if a.batch_keys == 0 {
+        bail!("--batch-keys needs at least 1 key");
+    }
+    let text = std::fs::read_to_string(&a.plan)
+        .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
+    let plan = apply::plan::SlotPlan::from_json(&text)
+        .with_context(|| format!("the plan {}", a.plan.display()))?;
+    let access = a.connection.access()?;
+    let opts = apply::ApplyOptions {
+        batch_keys: a.batch_keys,
+        batch_bytes: a.batch_bytes,
+        max_bytes_per_sec: a.max_bytes_per_sec,
+        replace: a.replace,
+    };
+    let mut prepared = apply::prepare(&access, plan)?;
+    let total = prepared.plan.moves.len();
+    let remaining = prepared.remaining().to_vec();
+    let (keys, bytes): (u64, f64) = remaining
+        .iter()
+        .fold((0, 0.0), |(k, b), m| (k + m.keys, b + m.bytes));
+    let done = prepared.position.done;
+    if a.dry_run {
+        println!(
+            "# ringslot apply --dry-run: {done} of {total} moves done; {} to go ({keys} keys, \
+             {:.1} MiB by DUMP when planned). Nothing was changed.",
+            remaining.len(),
+            bytes / 1048576.0
+        );
+        for line in prepared.commands(&opts) {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if remaining.is_empty() && !prepared.position.close_last {
+        eprintln!("ringslot: every move of the plan is done ({total} slots); nothing to do");
+        return Ok(());
+    }
+    eprintln!(
+        "ringslot: {done} of {total} moves done; this run moves {} slots, {keys} keys, {:.1} \
+         MiB by DUMP when planned{}.",
+        remaining.len(),
+        bytes / 1048576.0,
+        if prepared.position.next_open {
+            " (the first is open: it goes on where it stopped)"
+        } else {
+            ""
+        }
+    );
+    if !a.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("apply writes to the cluster: give --yes to run without a prompt (or --dry-run)");
+        }
+        eprint!("Type yes to move them: ");
+        std::io::stderr().flush().ok();
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if answer.trim() != "yes" {
+            bail!("not confirmed; nothing was changed");
+        }
+    }
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("ringslot: interrupted; stopping after the MIGRATE under way");
+    })
+    .context("install the Ctrl-C handler")?;
+    let tty = std::io::stderr().is_terminal();
+    let bar = indicatif::ProgressBar::new(bytes.max(1.0) as u64);
+    if tty {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {bytes}/{total_bytes} planned, {msg}, {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let (mut moved_keys, mut moved_slots) = (0u64, 0usize);
+    let started = std::time::Instant::now();
+    let outcome = prepared.run(&opts, &mut |event| {
+        if let apply::Event::Slot {
+            index,
+            total,
+            mv,
+            keys,
+            bytes,
+        } = event
+        {
+            moved_keys += keys;
+            moved_slots += 1;
+            bar.inc(mv.bytes as u64);
+            bar.set_message(format!("{moved_slots} slots, {moved_keys} keys"));
+            if !tty {
+                let share = bar.position() as f64 / bar.length().unwrap_or(1).max(1) as f64;
+                let elapsed = started.elapsed().as_secs_f64();
+                let left = if share > 0.0 {
+                    elapsed * (1.0 - share) / share
+                } else {
+                    0.0
+                };
+                eprintln!(
+                    "ringslot: moved slot {} {} -> {}: {keys} keys, {bytes} bytes (move {} of \
+                     {total}, ~{left:.0} s left)",
+                    mv.slot,
+                    mv.from,
+                    mv.to,
+                    index + 1
+                );
+            }
+        }
+    });
+    bar.finish_and_clear();
+    let applied = outcome?;
+    eprintln!(
+        "ringslot: done: {} slots, {} keys, {:.1} MiB (MEMORY USAGE) moved in {:.1} s; every \
+         move of the plan is done",
+        applied.slots,
+        applied.keys,
+        applied.bytes as f64 / 1048576.0,
+        applied.seconds
+    );
+    if !applied.equal_copies.is_empty() {
+        eprintln!(
+            "ringslot: {} keys were already on their target as equal copies (an earlier \
+             interrupted MIGRATE) and were replaced: {:?}",
+            applied.equal_copies.len(),
+            applied.equal_copies.iter().take(10).collect::<Vec<_>>()
+        );
+    }
+    if !applied.replaced.is_empty() {
+        eprintln!(
+            "ringslot: --replace overwrote {} keys that differed on their target: {:?}",
+            applied.replaced.len(),
+            applied.replaced.iter().take(10).collect::<Vec<_>>()
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let done = match &cli.command {
         Command::Predict(a) => predict_run(a),
         Command::Members(a) => members_run(a),
+        Command::Apply(a) => apply_run(a),
     };
     if let Err(e) = done {
         eprintln!("ringslot: error: {e:#}");

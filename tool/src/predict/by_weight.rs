@@ -25,8 +25,10 @@ pub struct WeightComparison {
     pub targets: Vec<f64>,
     /// redis-cli's plan (even slot counts), then the plan by weight.
     pub plans: Vec<PlanFigures>,
-    /// The plan by weight's moves, slot by slot, in order: the input of a later step that
-    /// carries it out.
+    /// The slot map the plan starts from: every slot's owner, as ascending ranges (what
+    /// `ringslot apply` checks the cluster against before it moves anything).
+    pub start: Vec<OwnedRange>,
+    /// The plan by weight's moves, slot by slot, in order: what `ringslot apply` carries out.
     pub moves: Vec<SlotMoveRow>,
     /// Slots heavier than every master's upper bound (a hash tag bigger than a share): the
     /// master holding one alone is the best achievable.
@@ -35,12 +37,40 @@ pub struct WeightComparison {
     pub within: bool,
 }
 
-/// One slot of the plan by weight.
+/// One slot of the plan by weight, with what it carries (keys; `DUMP` bytes, estimated where
+/// sampled).
 #[derive(Debug, Clone, Serialize)]
 pub struct SlotMoveRow {
     pub slot: u16,
     pub from: String,
     pub to: String,
+    pub keys: u64,
+    pub bytes: f64,
+}
+
+/// Slots `first..=last`, all owned by `owner` (`ip:port`; `None`: unassigned).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OwnedRange {
+    pub first: u16,
+    pub last: u16,
+    pub owner: Option<String>,
+}
+
+/// `owners` (one per slot) as ascending ranges of one owner each.
+pub fn owned_ranges(owners: &[Option<String>]) -> Vec<OwnedRange> {
+    let mut ranges: Vec<OwnedRange> = Vec::new();
+    for (slot, owner) in owners.iter().enumerate() {
+        let Ok(slot) = u16::try_from(slot) else { break };
+        match ranges.last_mut() {
+            Some(r) if r.owner == *owner && r.last.checked_add(1) == Some(slot) => r.last = slot,
+            _ => ranges.push(OwnedRange {
+                first: slot,
+                last: slot,
+                owner: owner.clone(),
+            }),
+        }
+    }
+    ranges
 }
 
 /// What one plan moves and leaves.
@@ -211,13 +241,19 @@ pub fn compare(
         capacities,
         targets: plan.targets.clone(),
         plans,
+        start: owned_ranges(owner_before),
         moves: plan
             .moves
             .iter()
-            .map(|m| SlotMoveRow {
-                slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
-                from: name(m.from),
-                to: name(m.to),
+            .map(|m| {
+                let (keys, bytes, _) = figures.get(m.slot).copied().unwrap_or_default();
+                SlotMoveRow {
+                    slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
+                    from: name(m.from),
+                    to: name(m.to),
+                    keys: keys as u64,
+                    bytes,
+                }
             })
             .collect(),
         oversized: plan

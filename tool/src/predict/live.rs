@@ -371,7 +371,7 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
 
 /// Each node's TLS port by node id, from `CLUSTER SHARDS` on the node at `link` (Redis 7.0 and
 /// later, Valkey); empty where the server has no such command or gives no `tls-port`.
-fn tls_ports(link: &Link) -> HashMap<String, u16> {
+pub fn tls_ports(link: &Link) -> HashMap<String, u16> {
     let mut ports = HashMap::new();
     let Ok(mut con) = link.connect() else {
         return ports;

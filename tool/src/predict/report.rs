@@ -845,7 +845,7 @@ fn by_weight_section(c: &WeightComparison) -> String {
         [cli, weighted] => format!(
             "Neither plan reaches {pct:.1}% by {by}. The plan by {by} comes closer (peak-to-mean \
              by bytes {:.3} against {:.3}), moving {} against {}: prefer it where {by} is what \
-             fills the masters, once it can be carried out.",
+             fills the masters.",
             weighted.peak_to_mean_bytes,
             cli.peak_to_mean_bytes,
             mib(weighted.bytes_moved),
@@ -860,9 +860,11 @@ fn by_weight_section(c: &WeightComparison) -> String {
          little {by} as its heuristic finds (engine/src/by_weight.rs: within 2% of the least \
          any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
          one by one are in the JSON (`--json`, field `by_weight.moves`). redis-cli cannot \
-         move chosen slots (its reshard picks them); carrying this plan out is not part of \
-         the tool yet: \"What to run\" is redis-cli's plan. It evens {by}, not keys (see \
-         the keys' peak-to-mean), and has no duration estimate yet.\n\n{verdict}\n",
+         move chosen slots (its reshard picks them): to carry this plan out, save the JSON \
+         (`ringslot predict ... --by {by} --json > plan.json`), look at `ringslot apply \
+         plan.json --url ... --dry-run`, then run it without --dry-run (\"What to run\" \
+         above is redis-cli's plan). It evens {by}, not keys (see the keys' peak-to-mean), \
+         and has no duration estimate yet.\n\n{verdict}\n",
         plans.markdown(),
         per.markdown(),
         if moves.is_empty() {

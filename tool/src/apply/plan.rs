@@ -1,0 +1,408 @@
+//! The plan `ringslot apply` carries out, read from `ringslot predict --by ... --json`: the
+//! slot map it starts from and its moves in order; and where a cluster stands in it. A cluster
+//! is accepted only in a state the plan reaches: the first `k` moves done (their targets own
+//! their slots), the others not begun (their sources own them), every other slot where the
+//! plan found it, and open slots (`MIGRATING`/`IMPORTING`) only on the last move done (killed
+//! before every master was told) and the next one (killed while its keys moved).
+
+use anyhow::{anyhow, bail, Context, Result};
+use ringslot_engine::cluster::ClusterNode;
+use ringslot_engine::SLOT_COUNT;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One move: a slot from a master to another (`ip:port`), with what the plan measured in it
+/// (keys; `DUMP` bytes, estimated where the prediction sampled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedMove {
+    pub slot: u16,
+    pub from: String,
+    pub to: String,
+    pub keys: u64,
+    pub bytes: f64,
+}
+
+/// A plan by weight as `ringslot apply` takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotPlan {
+    /// What the plan evens (`bytes`, `memory`, `keys`, `load`) and its tolerance (fraction).
+    pub by: String,
+    pub tolerance: f64,
+    /// The owner of every slot when the plan was made (`SLOT_COUNT` entries).
+    pub start: Vec<Option<String>>,
+    /// The moves, in the order they are carried out; each slot at most once.
+    pub moves: Vec<PlannedMove>,
+}
+
+fn text_of(v: &Value, name: &str) -> Result<String> {
+    v.get(name)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("`{name}` missing or not a string"))
+}
+
+fn slot_of(v: &Value, name: &str) -> Result<u16> {
+    v.get(name)
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|&s| usize::from(s) < SLOT_COUNT)
+        .ok_or_else(|| anyhow!("`{name}` missing or not a slot (0 to 16383)"))
+}
+
+impl SlotPlan {
+    /// Reads a plan from the text of `ringslot predict --by ... --json` (or of its
+    /// `prediction.by_weight` object alone). Errors: not JSON, no plan by weight in it (a
+    /// prediction without `--by`), a start map that does not cover every slot once, a move of
+    /// a slot twice, from a master that did not own it, or to itself.
+    pub fn from_json(text: &str) -> Result<SlotPlan> {
+        let v: Value = serde_json::from_str(text).context("the plan is not JSON")?;
+        let c = v
+            .get("prediction")
+            .and_then(|p| p.get("by_weight"))
+            .or_else(|| v.get("moves").map(|_| &v))
+            .ok_or_else(|| {
+                anyhow!(
+                    "no plan by weight in it: make one with `ringslot predict ... --by bytes \
+                     --json > plan.json`"
+                )
+            })?;
+        let by = text_of(c, "by")?;
+        let tolerance = c
+            .get("tolerance")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| anyhow!("`tolerance` missing"))?;
+        let mut start: Vec<Option<Option<String>>> = vec![None; SLOT_COUNT];
+        let ranges = c.get("start").and_then(Value::as_array).ok_or_else(|| {
+            anyhow!("the plan has no `start` (the slot map it starts from): make it again")
+        })?;
+        for r in ranges {
+            let (first, last) = (slot_of(r, "first")?, slot_of(r, "last")?);
+            let owner = r.get("owner").and_then(Value::as_str).map(str::to_string);
+            for slot in first..=last {
+                match start.get_mut(usize::from(slot)) {
+                    Some(s @ None) => *s = Some(owner.clone()),
+                    _ => bail!("the plan's start map lists slot {slot} twice"),
+                }
+            }
+        }
+        let start: Vec<Option<String>> = start
+            .into_iter()
+            .enumerate()
+            .map(|(slot, o)| o.ok_or_else(|| anyhow!("the plan's start map lacks slot {slot}")))
+            .collect::<Result<_>>()?;
+        let mut seen = BTreeSet::new();
+        let mut moves = Vec::new();
+        for m in c
+            .get("moves")
+            .and_then(Value::as_array)
+            .ok_or_else(|| anyhow!("`moves` missing"))?
+        {
+            let mv = PlannedMove {
+                slot: slot_of(m, "slot")?,
+                from: text_of(m, "from")?,
+                to: text_of(m, "to")?,
+                keys: m.get("keys").and_then(Value::as_u64).unwrap_or(0),
+                bytes: m.get("bytes").and_then(Value::as_f64).unwrap_or(0.0),
+            };
+            if !seen.insert(mv.slot) {
+                bail!("the plan moves slot {} twice", mv.slot);
+            }
+            if start
+                .get(usize::from(mv.slot))
+                .cloned()
+                .flatten()
+                .as_deref()
+                != Some(&mv.from)
+            {
+                bail!(
+                    "the plan moves slot {} from {}, which did not own it",
+                    mv.slot,
+                    mv.from
+                );
+            }
+            if mv.from == mv.to {
+                bail!("the plan moves slot {} from {} to itself", mv.slot, mv.from);
+            }
+            moves.push(mv);
+        }
+        Ok(SlotPlan {
+            by,
+            tolerance,
+            start,
+            moves,
+        })
+    }
+
+    /// Every master the plan names (sources and targets), sorted.
+    pub fn masters(&self) -> BTreeSet<String> {
+        self.moves
+            .iter()
+            .flat_map(|m| [m.from.clone(), m.to.clone()])
+            .collect()
+    }
+}
+
+/// Where a cluster stands in a plan (see [`position`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The moves done: `moves[..done]`.
+    pub done: usize,
+    /// Whether the last move done must be closed first (`SETSLOT ... NODE` on every master):
+    /// its source still claims the slot or a node still has it open.
+    pub close_last: bool,
+    /// Whether the next move is open (its slot migrating or importing somewhere).
+    pub next_open: bool,
+}
+
+/// Where the cluster stands in `plan`. `seed_owners`: every slot's owner (`ip:port`) as the
+/// seed sees it; `views`: each master's own `CLUSTER NODES` by address (a node lists its own
+/// open slots, on its `myself` line, and its own claims are what a move changes first). Error
+/// (the reason, naming the slot): a state no prefix of the plan reaches.
+pub fn position(
+    plan: &SlotPlan,
+    seed_owners: &[Option<String>],
+    views: &BTreeMap<String, Vec<ClusterNode>>,
+) -> Result<Position, String> {
+    let me = |address: &str| {
+        views
+            .get(address)
+            .and_then(|v| v.iter().find(|n| n.has("myself")))
+    };
+    let claims = |address: &str, slot: u16| me(address).is_some_and(|n| n.serves(slot));
+    let planned: BTreeMap<u16, usize> = plan
+        .moves
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.slot, i))
+        .collect();
+    for (slot, (now, then)) in seed_owners.iter().zip(&plan.start).enumerate() {
+        let Ok(slot) = u16::try_from(slot) else { break };
+        if !planned.contains_key(&slot) && now != then {
+            return Err(format!(
+                "slot {slot} is served by {}, where the plan found it on {}: the cluster \
+                 changed since the plan was made; make a new one",
+                now.as_deref().unwrap_or("no master"),
+                then.as_deref().unwrap_or("no master"),
+            ));
+        }
+    }
+    let mut done = 0;
+    for (i, m) in plan.moves.iter().enumerate() {
+        let (to, from) = (claims(&m.to, m.slot), claims(&m.from, m.slot));
+        if !to && !from {
+            return Err(format!(
+                "slot {} (move {} of the plan, {} -> {}) is served by {}: the cluster changed \
+                 since the plan was made; make a new one",
+                m.slot,
+                i + 1,
+                m.from,
+                m.to,
+                seed_owners
+                    .get(usize::from(m.slot))
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "no master".into()),
+            ));
+        }
+        if to {
+            if done != i {
+                return Err(format!(
+                    "slot {} (move {} of the plan) has moved but slot {} (move {}) has not: \
+                     the plan's moves are done in order, and this state is not one it reaches",
+                    m.slot,
+                    i + 1,
+                    plan.moves.get(done).map(|d| d.slot).unwrap_or_default(),
+                    done + 1
+                ));
+            }
+            done = i + 1;
+        }
+    }
+    let last = done.checked_sub(1).and_then(|i| plan.moves.get(i));
+    let next = plan.moves.get(done);
+    let (mut close_last, mut next_open) = (false, false);
+    for (address, view) in views {
+        let Some(n) = view.iter().find(|n| n.has("myself")) else {
+            continue;
+        };
+        for (slot, _) in n.migrating.iter().chain(&n.importing) {
+            if last.is_some_and(|m| m.slot == *slot) {
+                close_last = true;
+            } else if next.is_some_and(|m| m.slot == *slot) {
+                next_open = true;
+            } else {
+                return Err(format!(
+                    "slot {slot} is open (migrating or importing) on {address}, and it is \
+                     not the plan's next move: close it first (redis-cli --cluster fix, or \
+                     CLUSTER SETSLOT {slot} STABLE on that node if it holds no keys of it)"
+                ));
+            }
+        }
+    }
+    if let Some(m) = last {
+        if claims(&m.from, m.slot) {
+            close_last = true;
+        }
+    }
+    Ok(Position {
+        done,
+        close_last,
+        next_open,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringslot_engine::cluster::parse_cluster_nodes;
+
+    const A: &str = "10.0.0.1:7000";
+    const B: &str = "10.0.0.2:7000";
+    const C: &str = "10.0.0.3:7000";
+
+    fn id(address: &str) -> String {
+        address.chars().nth(7).unwrap().to_string().repeat(40)
+    }
+
+    /// A node's own `CLUSTER NODES` line: its `slots` (already formatted) and open slots.
+    fn view(address: &str, slots: &str) -> Vec<ClusterNode> {
+        let line = format!(
+            "{} {address}@17000 myself,master - 0 0 1 connected {slots}\n",
+            id(address)
+        );
+        parse_cluster_nodes(&line).unwrap()
+    }
+
+    fn plan() -> SlotPlan {
+        let mut start = vec![Some(A.to_string()); SLOT_COUNT];
+        for s in start.iter_mut().skip(8192) {
+            *s = Some(B.to_string());
+        }
+        let mv = |slot: u16, from: &str| PlannedMove {
+            slot,
+            from: from.into(),
+            to: C.into(),
+            keys: 1,
+            bytes: 10.0,
+        };
+        SlotPlan {
+            by: "bytes".into(),
+            tolerance: 0.05,
+            start,
+            moves: vec![mv(0, A), mv(1, A), mv(8192, B)],
+        }
+    }
+
+    fn owners(moved: &[u16]) -> Vec<Option<String>> {
+        let mut o = plan().start;
+        for &s in moved {
+            o[usize::from(s)] = Some(C.into());
+        }
+        o
+    }
+
+    fn views(a: &str, b: &str, c: &str) -> BTreeMap<String, Vec<ClusterNode>> {
+        [(A, a), (B, b), (C, c)]
+            .into_iter()
+            .map(|(addr, slots)| (addr.to_string(), view(addr, slots)))
+            .collect()
+    }
+
+    #[test]
+    fn a_plan_reads_from_the_predictions_json_and_bad_plans_are_refused() {
+        let json = |moves: &str| {
+            format!(
+                r#"{{"prediction": {{"by_weight": {{"by": "bytes", "tolerance": 0.05,
+                "start": [{{"first": 0, "last": 8191, "owner": "{A}"}},
+                          {{"first": 8192, "last": 16383, "owner": "{B}"}}],
+                "moves": [{moves}]}}}}}}"#
+            )
+        };
+        let p = SlotPlan::from_json(&json(&format!(
+            r#"{{"slot": 0, "from": "{A}", "to": "{C}", "keys": 3, "bytes": 40.0}}"#
+        )))
+        .unwrap();
+        assert_eq!(p.moves.len(), 1);
+        assert_eq!(p.moves[0].keys, 3);
+        assert_eq!(p.start[8192].as_deref(), Some(B));
+        let twice = format!(
+            r#"{{"slot": 0, "from": "{A}", "to": "{C}"}}, {{"slot": 0, "from": "{A}", "to": "{B}"}}"#
+        );
+        let e = SlotPlan::from_json(&json(&twice)).unwrap_err().to_string();
+        assert!(e.contains("twice"), "{e}");
+        let wrong = format!(r#"{{"slot": 0, "from": "{B}", "to": "{C}"}}"#);
+        let e = SlotPlan::from_json(&json(&wrong)).unwrap_err().to_string();
+        assert!(e.contains("did not own"), "{e}");
+        let itself = format!(r#"{{"slot": 0, "from": "{A}", "to": "{A}"}}"#);
+        assert!(SlotPlan::from_json(&json(&itself)).is_err());
+        let e = SlotPlan::from_json(r#"{"prediction": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--by bytes"), "{e}");
+        assert!(SlotPlan::from_json("not json").is_err());
+    }
+
+    #[test]
+    fn prefixes_of_the_plan_are_accepted_with_the_open_slots_they_leave() {
+        let p = plan();
+        // Not begun.
+        let pos = position(&p, &owners(&[]), &views("0-8191", "8192-16383", "")).unwrap();
+        assert_eq!((pos.done, pos.close_last, pos.next_open), (0, false, false));
+        // Slot 0 done, slot 1 open (killed while its keys moved).
+        let v = views(
+            "1-8191 [1->-cccccccccccccccccccccccccccccccccccccccc]",
+            "8192-16383",
+            "0 [1-<-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]",
+        );
+        let pos = position(&p, &owners(&[0]), &v).unwrap();
+        assert_eq!((pos.done, pos.close_last, pos.next_open), (1, false, true));
+        // Slot 1 given to C on C only (killed before the source was told).
+        let v = views(
+            "1-8191 [1->-cccccccccccccccccccccccccccccccccccccccc]",
+            "8192-16383",
+            "0-1",
+        );
+        let pos = position(&p, &owners(&[0]), &v).unwrap();
+        assert_eq!((pos.done, pos.close_last, pos.next_open), (2, true, false));
+        // Every move done.
+        let pos = position(
+            &p,
+            &owners(&[0, 1, 8192]),
+            &views("2-8191", "8193-16383", "0-1 8192"),
+        )
+        .unwrap();
+        assert_eq!((pos.done, pos.close_last, pos.next_open), (3, false, false));
+    }
+
+    #[test]
+    fn states_no_prefix_reaches_are_refused_naming_the_slot() {
+        let p = plan();
+        // Slot 8192 moved before slot 1.
+        let e = position(
+            &p,
+            &owners(&[0, 8192]),
+            &views("1-8191", "8193-16383", "0 8192"),
+        )
+        .unwrap_err();
+        assert!(e.contains("slot 8192") && e.contains("slot 1 "), "{e}");
+        // A slot outside the plan changed owner.
+        let mut o = owners(&[]);
+        o[5] = Some(B.into());
+        let e = position(&p, &o, &views("0-4 6-8191", "5 8192-16383", "")).unwrap_err();
+        assert!(e.contains("slot 5 ") && e.contains("make a new one"), "{e}");
+        // A planned slot served by a third master.
+        let e = position(&p, &owners(&[]), &views("1-8191", "0 8192-16383", "")).unwrap_err();
+        assert!(e.contains("slot 0 "), "{e}");
+        // An open slot that is not the next move.
+        let v = views(
+            "0-8191 [9->-cccccccccccccccccccccccccccccccccccccccc]",
+            "8192-16383",
+            "",
+        );
+        let e = position(&p, &owners(&[]), &v).unwrap_err();
+        assert!(
+            e.contains("slot 9 ") && e.contains("not the plan's next move"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,771 @@
+//! `ringslot apply` on real clusters started here (issue 32): the plan by bytes applied leaves
+//! the masters' bytes within the tolerance where redis-cli's rebalance of an identical cluster
+//! does not; every key is intact after (each key's `DUMP` before and after, each key on one
+//! master); a client reading and writing throughout sees no error but `MOVED`, `ASK` and
+//! `TRYAGAIN` and loses no acknowledged write; an apply killed twenty times and run again
+//! ends as planned (`redis-cli --cluster check` clean); a key already on the target is
+//! replaced only as an equal copy, or with `--replace`; a failover stops the run.
+
+mod common;
+
+use common::{ok, ringslot};
+use ringslot_engine::key_slot;
+use ringslot_harness::cluster::{cluster_nodes, owners, parse_cluster_nodes, redis_cli, Cluster};
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Values DUMP's LZF cannot compress, from a fixed xorshift.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The owner of every slot, from node 0's `CLUSTER NODES`.
+fn slot_owners(cluster: &Cluster) -> Vec<Option<String>> {
+    owners(&parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap()).unwrap())
+}
+
+/// Writes `commands` (each a command whose second argument is the key), pipelined to each
+/// key's owner.
+fn write(cluster: &Cluster, commands: &[Vec<Vec<u8>>]) {
+    let owner = slot_owners(cluster);
+    let mut by_owner: HashMap<String, redis::Pipeline> = HashMap::new();
+    for c in commands {
+        let o = owner[usize::from(key_slot(&c[1]))].clone().unwrap();
+        let p = by_owner.entry(o).or_default();
+        let mut cmd = redis::cmd(std::str::from_utf8(&c[0]).unwrap());
+        for a in &c[1..] {
+            cmd.arg(a.as_slice());
+        }
+        p.add_command(cmd).ignore();
+    }
+    for s in &cluster.nodes {
+        if let Some(p) = by_owner.get(&s.address()) {
+            p.query::<()>(&mut s.client()).unwrap();
+        }
+    }
+}
+
+fn c(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.to_vec()).collect()
+}
+
+/// Skewed data: `small` keys of 16 to 200 bytes in every type, some with a TTL (an hour:
+/// nothing expires during a test); and hot tags of `tags` (keys, value bytes) each.
+fn fill(cluster: &Cluster, small: usize, tags: &[(usize, usize)]) {
+    let mut noise = Noise(0x2545_f491_4f6c_dd1d);
+    let mut commands = Vec::new();
+    for i in 0..small {
+        let key = format!("k:{i}").into_bytes();
+        let n = 16 + (noise.next() % 185) as usize;
+        let v = noise.bytes(n);
+        commands.push(match i % 6 {
+            0 | 1 => c(&[b"SET", &key, &v]),
+            2 => c(&[b"RPUSH", &key, &v, b"x"]),
+            3 => c(&[b"HSET", &key, b"f", &v]),
+            4 => c(&[b"ZADD", &key, b"1", &v]),
+            _ => c(&[b"SADD", &key, &v]),
+        });
+        if i % 5 == 0 {
+            commands.push(c(&[b"PEXPIRE", &key, b"3600000"]));
+        }
+    }
+    for (t, &(keys, bytes)) in tags.iter().enumerate() {
+        for i in 0..keys {
+            let key = format!("{{hot{t}}}:{i}").into_bytes();
+            let v = noise.bytes(bytes);
+            commands.push(if i % 3 == 2 {
+                c(&[b"XADD", &key, b"1-1", b"payload", &v])
+            } else {
+                c(&[b"SET", &key, &v])
+            });
+        }
+    }
+    write(cluster, &commands);
+}
+
+/// Every key of every master (data keys: not the client's `w:` keys) with its `DUMP`
+/// payload; a key found on two masters fails the test.
+fn keyspace(cluster: &Cluster) -> BTreeMap<Vec<u8>, (String, Vec<u8>)> {
+    let mut all = BTreeMap::new();
+    let owner = slot_owners(cluster);
+    for s in &cluster.nodes {
+        let mut con = s.client();
+        let role = text(&q(&mut con, "ROLE").as_sequence().unwrap()[0].clone());
+        if role != "master" {
+            continue;
+        }
+        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        keys.retain(|k| !k.starts_with(b"w:"));
+        for k in keys {
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(k.as_slice())
+                .query(&mut con)
+                .unwrap();
+            // A key is where its slot's owner is.
+            assert_eq!(
+                owner[usize::from(key_slot(&k))].as_deref(),
+                Some(s.address().as_str()),
+                "{:?} on {} outside its slot's owner",
+                String::from_utf8_lossy(&k),
+                s.address()
+            );
+            let before = all.insert(k.clone(), (s.address(), dump));
+            assert!(
+                before.is_none(),
+                "{:?} on two masters",
+                String::from_utf8_lossy(&k)
+            );
+        }
+    }
+    all
+}
+
+/// Each master's DUMP bytes of the data keys.
+fn bytes_by_master(keys: &BTreeMap<Vec<u8>, (String, Vec<u8>)>) -> BTreeMap<String, f64> {
+    let mut by = BTreeMap::new();
+    for (owner, dump) in keys.values() {
+        *by.entry(owner.clone()).or_insert(0.0) += dump.len() as f64;
+    }
+    by
+}
+
+/// The largest master's bytes over the mean.
+fn peak_to_mean(by: &BTreeMap<String, f64>, masters: usize) -> f64 {
+    let total: f64 = by.values().sum();
+    by.values().fold(0.0f64, |a, &b| a.max(b)) / (total / masters as f64)
+}
+
+/// Asserts that two keyspaces hold the same keys with the same `DUMP` payloads (wherever
+/// they are), naming the first difference.
+fn assert_same(
+    a: &BTreeMap<Vec<u8>, (String, Vec<u8>)>,
+    b: &BTreeMap<Vec<u8>, (String, Vec<u8>)>,
+    what: &str,
+) {
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "{what}: {} keys against {}",
+        a.len(),
+        b.len()
+    );
+    for (k, (_, dump)) in a {
+        let name = String::from_utf8_lossy(k);
+        let other = b
+            .get(k)
+            .unwrap_or_else(|| panic!("{what}: {name:?} missing"));
+        assert!(other.1 == *dump, "{what}: {name:?} differs");
+    }
+}
+
+/// `redis-cli --cluster check` of node 0: exit 0, no open slot, every slot covered.
+fn check_clean(cluster: &Cluster) {
+    let mut args = cluster.nodes[0].cli_args();
+    args.extend([
+        "--cluster".into(),
+        "check".into(),
+        cluster.nodes[0].address(),
+    ]);
+    let run = redis_cli(&args, Duration::from_secs(60)).unwrap();
+    assert!(
+        run.success && !run.stdout.contains("[WARNING]") && !run.stdout.contains("[ERR]"),
+        "redis-cli --cluster check:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}
+
+/// `ringslot predict --rebalance --by bytes --json` against node 0: the plan's text.
+fn plan_by_bytes(cluster: &Cluster) -> String {
+    ok(&[
+        "predict",
+        "--url",
+        &cluster.nodes[0].url(),
+        "--rebalance",
+        "--by",
+        "bytes",
+        "--tolerance",
+        "5",
+        "--max-keys-per-sec",
+        "0",
+        "--json",
+    ])
+}
+
+/// The slot owners the plan ends with.
+fn planned_owners(plan: &serde_json::Value) -> Vec<Option<String>> {
+    let mut o = slot_owners_from_plan(plan);
+    for m in plan["prediction"]["by_weight"]["moves"].as_array().unwrap() {
+        o[m["slot"].as_u64().unwrap() as usize] = Some(m["to"].as_str().unwrap().to_string());
+    }
+    o
+}
+
+fn slot_owners_from_plan(plan: &serde_json::Value) -> Vec<Option<String>> {
+    let mut o = vec![None; 16384];
+    for r in plan["prediction"]["by_weight"]["start"].as_array().unwrap() {
+        for s in r["first"].as_u64().unwrap()..=r["last"].as_u64().unwrap() {
+            o[s as usize] = r["owner"].as_str().map(str::to_string);
+        }
+    }
+    o
+}
+
+/// A cluster client as an application runs one: commands to the slot's owner, following
+/// `MOVED` and `ASK`, retrying `TRYAGAIN`; any other error is counted.
+struct AppClient {
+    cons: HashMap<String, redis::Connection>,
+    owner: Vec<String>,
+    errors: Vec<String>,
+    redirects: u64,
+}
+
+impl AppClient {
+    fn new(cluster: &Cluster) -> AppClient {
+        AppClient {
+            cons: cluster
+                .nodes
+                .iter()
+                .map(|s| (s.address(), s.client()))
+                .collect(),
+            owner: slot_owners(cluster)
+                .into_iter()
+                .map(Option::unwrap)
+                .collect(),
+            errors: Vec::new(),
+            redirects: 0,
+        }
+    }
+
+    fn exec(&mut self, cmd: &redis::Cmd, slot: u16) -> Option<redis::Value> {
+        let mut at = self.owner[usize::from(slot)].clone();
+        let mut asking = false;
+        for _ in 0..1000 {
+            let con = self.cons.get_mut(&at).unwrap();
+            let reply = if asking {
+                redis::pipe()
+                    .cmd("ASKING")
+                    .ignore()
+                    .add_command(cmd.clone())
+                    .query::<Vec<redis::Value>>(con)
+                    .map(|mut v| v.pop().unwrap_or(redis::Value::Nil))
+            } else {
+                cmd.query::<redis::Value>(con)
+            };
+            asking = false;
+            match reply {
+                Ok(v) => return Some(v),
+                Err(e) => {
+                    let code = e.code().unwrap_or_default().to_string();
+                    let target = e.redirect_node().map(|(a, _)| a.to_string());
+                    match (code.as_str(), target) {
+                        ("MOVED", Some(node)) => {
+                            self.owner[usize::from(slot)] = node.clone();
+                            at = node;
+                        }
+                        ("ASK", Some(node)) => {
+                            at = node;
+                            asking = true;
+                        }
+                        ("TRYAGAIN", _) => {
+                            std::thread::sleep(Duration::from_millis(2));
+                            at = self.owner[usize::from(slot)].clone();
+                        }
+                        _ => {
+                            self.errors.push(format!("{e}"));
+                            return None;
+                        }
+                    }
+                    self.redirects += 1;
+                }
+            }
+        }
+        self.errors.push("over 1000 redirections".into());
+        None
+    }
+}
+
+/// Writes `w:<i>` (and a pair of keys under one tag, by MSET, for TRYAGAIN) and reads them
+/// back until `stop`; returns the client and the acknowledged writes.
+fn traffic(cluster: &Cluster, stop: Arc<AtomicBool>) -> (AppClient, Vec<(String, String)>) {
+    let mut client = AppClient::new(cluster);
+    let mut acked = Vec::new();
+    let mut i = 0u64;
+    while !stop.load(Ordering::SeqCst) || i < 200 {
+        let key = format!("w:{i}");
+        let value = format!("v{i}");
+        let set = redis::cmd("SET").arg(&key).arg(&value).clone();
+        if client.exec(&set, key_slot(key.as_bytes())).is_some() {
+            acked.push((key.clone(), value.clone()));
+        }
+        let tag = format!("w:{{t{}}}", i % 64);
+        let (a, b) = (format!("{tag}:a"), format!("{tag}:b"));
+        let mset = redis::cmd("MSET")
+            .arg(&a)
+            .arg(&value)
+            .arg(&b)
+            .arg(&value)
+            .clone();
+        if client.exec(&mset, key_slot(a.as_bytes())).is_some() {
+            acked.push((a.clone(), value.clone()));
+            acked.push((b, value.clone()));
+        }
+        let get = redis::cmd("GET").arg(&key).clone();
+        client.exec(&get, key_slot(key.as_bytes()));
+        i += 1;
+    }
+    (client, acked)
+}
+
+#[test]
+fn a_plan_by_bytes_applied_evens_the_bytes_where_redis_clis_rebalance_does_not() {
+    let start = || {
+        let mut cluster =
+            Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+        // Small keys, and hot tags each below a master's share.
+        fill(
+            &cluster,
+            6000,
+            &[(40, 8192), (30, 16384), (8, 65536), (300, 1024)],
+        );
+        cluster
+            .add_node(|| Server::builder().no_module())
+            .unwrap_or_else(|e| panic!("{e}"));
+        cluster
+    };
+    let tool = start();
+    let cli = start();
+    let before = keyspace(&tool);
+    assert_same(&before, &keyspace(&cli), "the two clusters");
+    let plan_text = plan_by_bytes(&tool);
+    let plan: serde_json::Value = serde_json::from_str(&plan_text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, &plan_text).unwrap();
+    let path = path.to_str().unwrap();
+    let url = tool.nodes[0].url();
+
+    // --dry-run prints the commands and changes nothing; without --yes (no terminal) it is
+    // refused.
+    let digests = |c: &Cluster| -> Vec<String> {
+        c.nodes
+            .iter()
+            .map(|s| text(&q(&mut s.client(), "DEBUG DIGEST")))
+            .collect()
+    };
+    let digest = digests(&tool);
+    let dry = ok(&["apply", path, "--url", &url, "--dry-run"]);
+    let first = &plan["prediction"]["by_weight"]["moves"][0];
+    assert!(
+        dry.contains(&format!(
+            "CLUSTER SETSLOT {} IMPORTING",
+            first["slot"].as_u64().unwrap()
+        )),
+        "{dry}"
+    );
+    assert!(dry.contains("MIGRATE"), "{dry}");
+    let unconfirmed = ringslot(&["apply", path, "--url", &url]);
+    assert!(!unconfirmed.status.success());
+    assert!(String::from_utf8_lossy(&unconfirmed.stderr).contains("--yes"));
+    assert_eq!(
+        digests(&tool),
+        digest,
+        "dry-run or a refused run changed the data"
+    );
+
+    // The apply, with a client writing and reading throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = std::thread::scope(|scope| {
+        let handle = scope.spawn(|| traffic(&tool, stop.clone()));
+        let out = ringslot(&["apply", path, "--url", &url, "--yes"]);
+        stop.store(true, Ordering::SeqCst);
+        let traffic = handle.join().unwrap();
+        assert!(
+            out.status.success(),
+            "apply failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        traffic
+    });
+    let (mut app, acked) = client;
+    assert!(
+        app.errors.is_empty(),
+        "the client saw errors: {:?}",
+        app.errors
+    );
+    // The last acknowledged value of each key (the tagged pairs are written again and again).
+    let last: BTreeMap<String, String> = acked.into_iter().collect();
+    for (key, value) in &last {
+        let got = app.exec(
+            &redis::cmd("GET").arg(key).clone(),
+            key_slot(key.as_bytes()),
+        );
+        assert_eq!(
+            got.map(|v| text(&v)),
+            Some(value.clone()),
+            "acknowledged write of {key} lost"
+        );
+    }
+    assert!(app.redirects > 0, "the client never met a moving slot");
+
+    // The cluster is as planned, every key intact, the bytes within the tolerance.
+    assert_eq!(slot_owners(&tool), planned_owners(&plan));
+    check_clean(&tool);
+    let after = keyspace(&tool);
+    assert_same(&before, &after, "before and after the apply");
+    let tool_peak = peak_to_mean(&bytes_by_master(&after), 4);
+    assert!(tool_peak <= 1.05 + 1e-9, "plan by bytes left {tool_peak}");
+
+    // redis-cli's rebalance of the identical cluster evens slots, not bytes.
+    cli.rebalance(&[]).unwrap_or_else(|e| panic!("{e}"));
+    cli.converge().unwrap();
+    let cli_after = keyspace(&cli);
+    assert_same(
+        &before,
+        &cli_after,
+        "before and after redis-cli's rebalance",
+    );
+    let cli_peak = peak_to_mean(&bytes_by_master(&cli_after), 4);
+    assert!(
+        cli_peak > 1.05,
+        "redis-cli's rebalance left bytes within 5% ({cli_peak}): the data is not skewed enough"
+    );
+    let moved = |a: &BTreeMap<Vec<u8>, (String, Vec<u8>)>| -> f64 {
+        a.iter()
+            .filter(|(k, (o, _))| before[*k].0 != *o)
+            .map(|(_, (_, d))| d.len() as f64)
+            .sum()
+    };
+    eprintln!(
+        "peak-to-mean by bytes: plan by bytes {tool_peak:.3} moving {:.0} bytes; redis-cli \
+         {cli_peak:.3} moving {:.0} bytes",
+        moved(&after),
+        moved(&cli_after)
+    );
+}
+
+/// Writes the plan's text to a file in `dir`, the moves reordered by `order` (a plan's moves
+/// are single slots, each moved once: any order of them is a plan too).
+fn plan_file(dir: &tempfile::TempDir, plan: &serde_json::Value) -> String {
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, serde_json::to_string(plan).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A running `ringslot apply`, its standard error read line by line.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ringslot");
+        let stderr = child.stderr.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (at most two minutes) for `n` lines that start with `prefix`; false when the
+    /// process ended first.
+    fn wait_for(&mut self, prefix: &str, n: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.seen.iter().filter(|l| l.starts_with(prefix)).count() < n {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => self.seen.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    assert!(Instant::now() < deadline, "no {prefix:?}: {:?}", self.seen);
+                }
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Waits (at most two minutes) for the process to end; its success and every line.
+    fn finish(mut self) -> (bool, String) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
+                    self.seen.push(line);
+                }
+                return (status.success(), self.seen.join("\n"));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "ringslot apply still ran after two minutes: {:?}",
+                    self.seen
+                );
+            }
+            while let Ok(line) = self.lines.try_recv() {
+                self.seen.push(line);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const MOVED: &str = "ringslot: moved slot";
+
+/// The rule docs/cluster.md gives the user of `ringslot apply` (after its keys).
+const APPLY_ACL: &str = "resetchannels -@all +cluster|nodes +cluster|info +cluster|setslot \
+    +cluster|getkeysinslot +cluster|countkeysinslot +migrate +restore-asking +asking +select +dump \
+    +memory|usage +ping +client|setname";
+
+#[test]
+fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 3000, &[(10, 64); 100]);
+    cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = keyspace(&cluster);
+    let plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    let planned = plan["prediction"]["by_weight"]["moves"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        planned > 120,
+        "{planned} moves: too few to be killed 20 times on the way"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let url = cluster.nodes[0].url();
+    let args = ["apply", &path, "--url", &url, "--yes", "--batch-keys", "2"];
+    // Killed (SIGKILL) at points drawn from a fixed seed: after 0 to 2 slots moved, then 0 to
+    // 10 ms more (often within a slot's MIGRATEs of 2 keys each, sometimes before the first
+    // write). 20 runs take at most ~100 of the plan's moves.
+    let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
+    let mut kills = 0;
+    for _ in 0..20 {
+        let mut run = Running::start(&args);
+        let slots = (noise.next() % 3) as usize;
+        if !run.wait_for(MOVED, slots) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(noise.next() % 11));
+        run.child.kill().unwrap();
+        run.child.wait().unwrap();
+        kills += 1;
+    }
+    assert_eq!(kills, 20, "the apply ended before it was killed 20 times");
+    // Where the kills left it: somewhere in the plan, not at its end.
+    let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
+    assert!(dry.contains("# move "), "{dry}");
+    let (success, out) = Running::start(&args).finish();
+    assert!(success, "the last run failed:\n{out}");
+    assert!(out.contains("every move of the plan is done"), "{out}");
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    check_clean(&cluster);
+    assert_same(
+        &before,
+        &keyspace(&cluster),
+        "before and after the killed applies",
+    );
+    // Once done, a run has nothing to do.
+    let again = ringslot(&args);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to do"));
+}
+
+#[test]
+fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 300, &[(20, 4096); 6]);
+    cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = keyspace(&cluster);
+    let mut plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    // The first move: one of a hot tag's slots.
+    let moves = plan["prediction"]["by_weight"]["moves"]
+        .as_array_mut()
+        .unwrap();
+    let hot = moves
+        .iter()
+        .position(|m| m["keys"].as_u64().unwrap() >= 2)
+        .expect("a move of several keys");
+    let first = moves.remove(hot);
+    moves.insert(0, first.clone());
+    let slot = first["slot"].as_u64().unwrap();
+    let (from, to) = (
+        first["from"].as_str().unwrap(),
+        first["to"].as_str().unwrap(),
+    );
+    let node = |a: &str| cluster.nodes.iter().find(|s| s.address() == a).unwrap();
+    let (mut src, mut dst) = (node(from).client(), node(to).client());
+    let id = |con: &mut redis::Connection| text(&q(con, "CLUSTER MYID"));
+    let from_id = id(&mut src);
+    // As a MIGRATE that timed out after the target restored its keys leaves it: the slot
+    // importing on the target, which holds an equal copy of one key and another value under a
+    // second key.
+    let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(2)
+        .query(&mut src)
+        .unwrap();
+    let dump = |con: &mut redis::Connection, k: &[u8]| -> Vec<u8> {
+        redis::cmd("DUMP").arg(k).query(con).unwrap()
+    };
+    let (equal, different) = (keys[0].clone(), keys[1].clone());
+    let payload = dump(&mut src, &equal);
+    q(
+        &mut dst,
+        &format!("CLUSTER SETSLOT {slot} IMPORTING {from_id}"),
+    );
+    for k in [&equal, &different] {
+        let _: () = redis::pipe()
+            .cmd("ASKING")
+            .ignore()
+            .cmd("RESTORE")
+            .arg(k.as_slice())
+            .arg(0)
+            .arg(payload.as_slice())
+            .ignore()
+            .query(&mut dst)
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    // As the user docs/cluster.md gives `apply`, made on every node.
+    for s in &cluster.nodes {
+        q(
+            &mut s.client(),
+            &format!("ACL SETUSER ringslot-apply on >apply-secret resetkeys ~* {APPLY_ACL}"),
+        );
+    }
+    let url = format!(
+        "redis://ringslot-apply:apply-secret@{}",
+        cluster.nodes[0].address()
+    );
+    // The copies differ for the second key: the run stops, naming it, overwriting nothing.
+    let stopped = ringslot(&["apply", &path, "--url", &url, "--yes"]);
+    let err = String::from_utf8_lossy(&stopped.stderr).to_string();
+    assert!(!stopped.status.success(), "{err}");
+    let name = String::from_utf8_lossy(&different).to_string();
+    assert!(
+        err.contains(&name) && err.contains("different values") && err.contains("--replace"),
+        "{err}"
+    );
+    let theirs: Vec<u8> = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("DUMP")
+        .arg(different.as_slice())
+        .query::<(Vec<u8>,)>(&mut dst)
+        .unwrap()
+        .0;
+    assert_eq!(
+        theirs, payload,
+        "the target's copy was overwritten without --replace"
+    );
+    // With --replace the source's copy wins and the plan completes.
+    let replaced = ringslot(&["apply", &path, "--url", &url, "--yes", "--replace"]);
+    let err = String::from_utf8_lossy(&replaced.stderr).to_string();
+    assert!(replaced.status.success(), "{err}");
+    assert!(err.contains("--replace overwrote 1 keys"), "{err}");
+    cluster.converge().unwrap();
+    check_clean(&cluster);
+    assert_same(&before, &keyspace(&cluster), "after the replacing apply");
+}
+
+#[test]
+fn a_failover_in_the_middle_stops_the_apply() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 3000, &[(40, 2048); 12]);
+    cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    // A replica for the master that gives the first slot.
+    let from = plan["prediction"]["by_weight"]["moves"][0]["from"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let master = cluster
+        .nodes
+        .iter()
+        .position(|s| s.address() == from)
+        .unwrap();
+    let replica = cluster
+        .add_replica(master, || Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let url = cluster.nodes[0].url();
+    // Slow (a rate limit), so that the failover comes while it runs.
+    let mut run = Running::start(&[
+        "apply",
+        &path,
+        "--url",
+        &url,
+        "--yes",
+        "--max-bytes-per-sec",
+        "5000",
+    ]);
+    assert!(run.wait_for(MOVED, 1), "{:?}", run.seen);
+    q(
+        &mut cluster.nodes[replica].client(),
+        "CLUSTER FAILOVER TAKEOVER",
+    );
+    let (success, out) = run.finish();
+    assert!(!success, "the apply went on through a failover:\n{out}");
+    assert!(
+        out.contains("failover") || out.contains("flagged `fail"),
+        "{out}"
+    );
+    // Run again, the plan names a master that is now a replica: refused, with the reason.
+    let again = ringslot(&["apply", &path, "--url", &url, "--yes"]);
+    let err = String::from_utf8_lossy(&again.stderr).to_string();
+    assert!(!again.status.success(), "{err}");
+    assert!(err.contains(&from), "{err}");
+}
