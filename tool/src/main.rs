@@ -339,9 +339,9 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
     let mut prepared = apply::prepare(&access, plan)?;
     let total = prepared.plan.moves.len();
     let remaining = prepared.remaining().to_vec();
-    let (keys, bytes): (u64, f64) = remaining
-        .iter()
-        .fold((0, 0.0), |(k, b), m| (k + m.keys, b + m.bytes));
+    let (keys, bytes): (u64, f64) = remaining.iter().fold((0u64, 0.0), |(k, b), m| {
+        (k.saturating_add(m.keys), b + m.bytes)
+    });
     let done = prepared.position.done;
     if a.dry_run {
         println!(

@@ -202,6 +202,18 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         if nodes.contains_key(&address) {
             continue;
         }
+        let is_target = plan.moves.iter().any(|m| m.to == address);
+        if !is_target
+            && seed_view
+                .iter()
+                .any(|n| n.address == address && !n.has("master"))
+        {
+            // A source that is a replica now: drained by the moves done (a master that loses
+            // its last slot becomes a replica of the one that took it, Redis 7.0 and later with
+            // cluster-allow-replica-migration), or failed over, which the position tells
+            // apart (a move from it not done has no owner among the plan's masters).
+            continue;
+        }
         if seed_view.iter().any(|n| n.address == address) {
             bail!(
                 "{address}, a master when the plan was made, is not one now (a failover?): the \
@@ -273,8 +285,8 @@ impl Prepared {
         }
     }
 
-    /// `MIGRATE`'s timeout, milliseconds: half the tool's wait for a reply, so that the
-    /// source gives up before the tool does.
+    /// `MIGRATE`'s timeout, milliseconds: half the tool's wait for a reply (it bounds each of
+    /// its I/O steps, not the whole command; the batch caps bound the whole).
     fn migrate_timeout_ms(&self) -> u128 {
         (self.access.timeout.as_millis() / 2).max(1)
     }
@@ -351,16 +363,37 @@ impl Prepared {
     }
 
     /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
-    fn health(&mut self) -> Result<Option<String>> {
+    /// `next`: the index of the next move. A master that no move from `next` on names and that
+    /// has become a replica was drained by the plan (it lost its last slot): it leaves the
+    /// run, not a failover.
+    fn health(&mut self, next: usize) -> Result<Option<String>> {
         let seed_view = own_view(&mut self.seed, &self.access.seed().address)?;
+        let needed: std::collections::BTreeSet<&str> = self
+            .plan
+            .moves
+            .iter()
+            .skip(next)
+            .flat_map(|m| [m.from.as_str(), m.to.as_str()])
+            .collect();
+        let mut drained = Vec::new();
         for (address, n) in self.nodes.iter_mut() {
             n.view = own_view(&mut n.con, address)?;
+            let me = n.view.iter().find(|m| m.has("myself"));
+            if !needed.contains(address.as_str())
+                && me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
+            {
+                drained.push(address.clone());
+                continue;
+            }
             let info = crate::reply::text(&run(&mut n.con, address, &s(&["CLUSTER", "INFO"]))?)
                 .map_err(|e| anyhow!("{address}: CLUSTER INFO: {e}"))?;
             let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
             if state != "ok" {
                 return Ok(Some(format!("{address} says cluster_state:{state}")));
             }
+        }
+        for address in drained {
+            self.nodes.remove(&address);
         }
         let own: Vec<(&str, &str, &[ClusterNode])> = self
             .nodes
@@ -423,7 +456,7 @@ impl Prepared {
     ) -> Result<(u64, u64)> {
         let stop = |why: &str| {
             anyhow!(
-                "the apply stopped before slot {} ({} -> {}), which is left as it was: {why}. \
+                "the apply stopped at slot {} ({} -> {}), which it did not touch this time: {why}. \
                  Slots already moved stay moved. Run the same command again once `redis-cli \
                  --cluster check` is clean; after a failover the plan's masters changed: make \
                  a new plan",
@@ -432,14 +465,20 @@ impl Prepared {
                 m.to
             )
         };
-        if let Some(why) = self.health()? {
+        let next = self
+            .plan
+            .moves
+            .iter()
+            .position(|p| p.slot == m.slot)
+            .unwrap_or(0);
+        if let Some(why) = self.health(next)? {
             return Err(stop(&why));
         }
         match self.move_slot(m, opts, limiter, applied, on) {
             Ok(moved) => Ok(moved),
             Err(e) => {
                 // A failed command may be the first sign of a failover: say so if it is.
-                if let Ok(Some(why)) = self.health() {
+                if let Ok(Some(why)) = self.health(next) {
                     bail!(
                         "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \
                          left open; once `redis-cli --cluster check` is clean, make a new plan",
@@ -449,7 +488,7 @@ impl Prepared {
                     );
                 }
                 bail!(
-                    "slot {} ({} -> {}): {e:#}. The slot is left open (importing on {}, \
+                    "slot {} ({} -> {}): {e:#}. The slot may be left open (importing on {}, \
                      migrating on {}): run the same command again to go on from there",
                     m.slot,
                     m.from,
@@ -487,6 +526,7 @@ impl Prepared {
         let target_claims = claims(&self.node(&m.to)?.view, m.slot);
         let source_claims = claims(&self.node(&m.from)?.view, m.slot);
         let (mut keys, mut bytes) = (0u64, 0u64);
+        let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
         if !target_claims {
             self.on_node(
                 &m.to,
@@ -506,6 +546,19 @@ impl Prepared {
                 if batch.is_empty() {
                     break;
                 }
+                // MIGRATE answers NOKEY for a key that expired but is still listed (no write to
+                // the source deletes it meanwhile): the same batch twice is no progress.
+                let first: Option<Vec<u8>> = batch.first().map(|(k, _)| k.clone());
+                if first.is_some() && first == last_first && batch.len() == last_len {
+                    bail!(
+                        "{}: the same {} keys came back from GETKEYSINSLOT after a MIGRATE \
+                         (keys that expired but are still listed?): stopped rather than loop",
+                        m.from,
+                        batch.len()
+                    );
+                }
+                last_first = first;
+                last_len = batch.len();
                 let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
                 let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
                 match self.migrate(m, &names, false) {
@@ -528,7 +581,7 @@ impl Prepared {
             if left > 0 {
                 bail!(
                     "{} already serves the slot but {} still holds {left} of its keys: move \
-                     them by hand (redis-cli --cluster fix) and run again",
+                     them to it by hand (MIGRATE) and run again",
                     m.to,
                     m.from
                 );
@@ -536,8 +589,16 @@ impl Prepared {
         }
         // The target first, then the source, then every other master (redis-cli's order).
         let node = s(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+        let replica =
+            |e: &anyhow::Error| format!("{e:#}").contains("Please use SETSLOT only with masters");
         self.on_node(&m.to, &node)?;
-        self.on_node(&m.from, &node)?;
+        // A source that gave its last slot may already be a replica of the target (told by
+        // gossip first): it holds none of the slot's keys, and takes the news by gossip.
+        if let Err(e) = self.on_node(&m.from, &node) {
+            if !replica(&e) {
+                return Err(e);
+            }
+        }
         let others: Vec<String> = self
             .nodes
             .keys()
@@ -547,7 +608,7 @@ impl Prepared {
         for other in others {
             if let Err(e) = self.on_node(&other, &node) {
                 // A master that has become a replica meanwhile takes the news by gossip.
-                if !format!("{e:#}").contains("Please use SETSLOT only with masters") {
+                if !replica(&e) {
                     return Err(e);
                 }
             }
@@ -657,7 +718,8 @@ impl Prepared {
                 }
                 Some(_) => bail!(
                     "key {name:?} is on both {} and {} with different values (their DUMP \
-                     payloads differ); nothing was overwritten. Look at both copies; run again \
+                     payloads differ: the values, or only their encodings); nothing was \
+                     overwritten. Look at both copies; run again \
                      with --replace to keep {}'s copy and overwrite {}'s",
                     m.from,
                     m.to,

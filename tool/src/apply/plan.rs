@@ -220,27 +220,53 @@ pub fn position(
     }
     let last = done.checked_sub(1).and_then(|i| plan.moves.get(i));
     let next = plan.moves.get(done);
+    let id = |address: &str| me(address).map(|n| n.id.as_str());
+    // An open slot of a move is the move's own only: migrating on its source towards its
+    // target, importing on its target from its source.
+    let own = |m: &PlannedMove, address: &str, to: Option<&String>, from: Option<&String>| {
+        let (migrating_ok, importing_ok) = (
+            address == m.from && to.map(String::as_str) == id(&m.to),
+            address == m.to && from.map(String::as_str) == id(&m.from),
+        );
+        (to.is_some() && migrating_ok) || (from.is_some() && importing_ok)
+    };
     let (mut close_last, mut next_open) = (false, false);
     for (address, view) in views {
         let Some(n) = view.iter().find(|n| n.has("myself")) else {
             continue;
         };
-        for (slot, _) in n.migrating.iter().chain(&n.importing) {
-            if last.is_some_and(|m| m.slot == *slot) {
+        let open = n
+            .migrating
+            .iter()
+            .map(|(slot, to)| (*slot, Some(to), None))
+            .chain(
+                n.importing
+                    .iter()
+                    .map(|(slot, from)| (*slot, None, Some(from))),
+            );
+        for (slot, to, from) in open {
+            if last.is_some_and(|m| m.slot == slot && own(m, address, to, from)) {
                 close_last = true;
-            } else if next.is_some_and(|m| m.slot == *slot) {
+            } else if next.is_some_and(|m| m.slot == slot && own(m, address, to, from)) {
                 next_open = true;
             } else {
                 return Err(format!(
-                    "slot {slot} is open (migrating or importing) on {address}, and it is \
-                     not the plan's next move: close it first (redis-cli --cluster fix, or \
-                     CLUSTER SETSLOT {slot} STABLE on that node if it holds no keys of it)"
+                    "slot {slot} is open (migrating or importing) on {address}, and not as \
+                     the plan's next move opens it (from its source to its target): close it \
+                     first (CLUSTER SETSLOT {slot} STABLE on that node if it holds no keys of \
+                     it, else redis-cli --cluster fix)"
                 ));
             }
         }
     }
+    // The last move done is closed once every master's view gives its slot to its target.
     if let Some(m) = last {
-        if claims(&m.from, m.slot) {
+        let elsewhere = views.values().any(|view| {
+            view.iter()
+                .find(|n| n.serves(m.slot))
+                .is_some_and(|n| n.address != m.to)
+        });
+        if claims(&m.from, m.slot) || elsewhere {
             close_last = true;
         }
     }
@@ -350,15 +376,15 @@ mod tests {
         assert_eq!((pos.done, pos.close_last, pos.next_open), (0, false, false));
         // Slot 0 done, slot 1 open (killed while its keys moved).
         let v = views(
-            "1-8191 [1->-cccccccccccccccccccccccccccccccccccccccc]",
+            "1-8191 [1->-3333333333333333333333333333333333333333]",
             "8192-16383",
-            "0 [1-<-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]",
+            "0 [1-<-1111111111111111111111111111111111111111]",
         );
         let pos = position(&p, &owners(&[0]), &v).unwrap();
         assert_eq!((pos.done, pos.close_last, pos.next_open), (1, false, true));
         // Slot 1 given to C on C only (killed before the source was told).
         let v = views(
-            "1-8191 [1->-cccccccccccccccccccccccccccccccccccccccc]",
+            "1-8191 [1->-3333333333333333333333333333333333333333]",
             "8192-16383",
             "0-1",
         );
@@ -372,6 +398,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!((pos.done, pos.close_last, pos.next_open), (3, false, false));
+    }
+
+    #[test]
+    fn a_move_told_to_some_masters_only_is_closed_and_open_slots_must_point_the_plans_way() {
+        let p = plan();
+        // Slot 1 given to C on C and A; B still sees A serving it: close it first.
+        let mut v = views("2-8191", "8192-16383", "0-1");
+        let stale = format!("{} {A}@17000 master - 0 0 1 connected 1-8191\n", id(A));
+        v.get_mut(B)
+            .unwrap()
+            .extend(parse_cluster_nodes(&stale).unwrap());
+        let pos = position(&p, &owners(&[0]), &v).unwrap();
+        assert_eq!((pos.done, pos.close_last), (2, true));
+        // Slot 1 migrating from A towards B, not towards the plan's target C: refused.
+        let v = views(&format!("1-8191 [1->-{}]", id(B)), "8192-16383", "0");
+        let e = position(&p, &owners(&[0]), &v).unwrap_err();
+        assert!(e.contains("slot 1 ") && e.contains("10.0.0.1:7000"), "{e}");
     }
 
     #[test]
@@ -395,13 +438,13 @@ mod tests {
         assert!(e.contains("slot 0 "), "{e}");
         // An open slot that is not the next move.
         let v = views(
-            "0-8191 [9->-cccccccccccccccccccccccccccccccccccccccc]",
+            "0-8191 [9->-3333333333333333333333333333333333333333]",
             "8192-16383",
             "",
         );
         let e = position(&p, &owners(&[]), &v).unwrap_err();
         assert!(
-            e.contains("slot 9 ") && e.contains("not the plan's next move"),
+            e.contains("slot 9 ") && e.contains("the plan's next move"),
             "{e}"
         );
     }
