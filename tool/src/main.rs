@@ -76,6 +76,15 @@ struct ApplyArgs {
     /// source's (without it the run stops there; equal copies are always replaced).
     #[arg(long)]
     replace: bool,
+    /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
+    /// run of moves between the same two masters) instead of key by key. Every master must be
+    /// Valkey 9 or later (and a module loaded there must declare support for it).
+    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec"])]
+    atomic: bool,
+    /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
+    /// again to wait again).
+    #[arg(long, value_name = "SECS", default_value_t = 3600, requires = "atomic")]
+    atomic_wait: u64,
 }
 
 /// Where the output goes.
@@ -350,7 +359,12 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
             remaining.len(),
             bytes / 1048576.0
         );
-        for line in prepared.commands(&opts) {
+        let lines = if a.atomic {
+            prepared.atomic_commands()
+        } else {
+            prepared.commands(&opts)
+        };
+        for line in lines {
             println!("{line}");
         }
         return Ok(());
@@ -403,7 +417,7 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
     }
     let (mut moved_keys, mut moved_slots) = (0u64, 0usize);
     let started = std::time::Instant::now();
-    let outcome = prepared.run(&opts, &mut |event| {
+    let mut on = |event: apply::Event| {
         if let apply::Event::Slot {
             index,
             total,
@@ -434,15 +448,25 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
                 );
             }
         }
-    });
+    };
+    let outcome = if a.atomic {
+        prepared.run_atomic(Duration::from_secs(a.atomic_wait), &mut on)
+    } else {
+        prepared.run(&opts, &mut on)
+    };
     bar.finish_and_clear();
     let applied = outcome?;
     eprintln!(
-        "ringslot: done: {} slots, {} keys, {:.1} MiB (MEMORY USAGE) moved in {:.1} s; every \
+        "ringslot: done: {} slots, {} keys, {:.1} MiB ({}) moved in {:.1} s; every \
          move of the plan is done",
         applied.slots,
         applied.keys,
         applied.bytes as f64 / 1048576.0,
+        if a.atomic {
+            "by DUMP, as planned"
+        } else {
+            "by MEMORY USAGE"
+        },
         applied.seconds
     );
     if !applied.equal_copies.is_empty() {

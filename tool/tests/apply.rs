@@ -578,6 +578,24 @@ fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
     let path = plan_file(&dir, &plan);
     let url = cluster.nodes[0].url();
     let args = ["apply", &path, "--url", &url, "--yes", "--batch-keys", "2"];
+    // Stopped after its 1st, 2nd, ... 8th write (the test hook: as a kill would leave it), three
+    // times over, and run again each time: every point of a slot's move (after IMPORTING,
+    // after MIGRATING, after a MIGRATE, after SETSLOT NODE on the target, on the source, on
+    // each other master) is an interruption the next run finishes.
+    for n in (1..=8).cycle().take(24) {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+            .args(args)
+            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(86),
+            "stopped after {n} writes:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // Killed (SIGKILL) at points drawn from a fixed seed: after 0 to 2 slots moved, then 0 to
     // 10 ms more (often within a slot's MIGRATEs of 2 keys each, sometimes before the first
     // write). 20 runs take at most ~100 of the plan's moves.
@@ -807,4 +825,64 @@ fn a_plan_that_drains_a_master_ends_with_it_empty() {
     assert_eq!(owners, planned_owners(&plan));
     check_clean(&cluster);
     assert_same(&before, &keyspace(&cluster), "after draining a master");
+}
+
+#[test]
+fn an_atomic_apply_on_valkey_9_and_its_refusal_elsewhere() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 1500, &[(20, 2048); 6]);
+    cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = keyspace(&cluster);
+    let plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let url = cluster.nodes[0].url();
+    let atomic = ["apply", &path, "--url", &url, "--yes", "--atomic"];
+    if !ringslot_harness::cluster::has_atomic_slot_migration(&cluster.nodes[0]) {
+        let out = ringslot(&atomic);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains("no atomic slot migration"), "{err}");
+        assert_eq!(slot_owners(&cluster), slot_owners_from_plan(&plan));
+        return;
+    }
+    let dry = ok(&["apply", &path, "--url", &url, "--dry-run", "--atomic"]);
+    assert!(dry.contains("CLUSTER MIGRATESLOTS SLOTSRANGE"), "{dry}");
+    // Killed right after it started its first job: the job goes on in the servers; the next
+    // run reads the jobs first and waits for it (or finds it done) rather than start it again.
+    let mut run = Running::start(&atomic);
+    assert!(
+        run.wait_for("ringslot: atomic slot migration", 1),
+        "{:?}",
+        run.seen
+    );
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    let (success, out) = Running::start(&atomic).finish();
+    assert!(success, "{out}");
+    eprintln!("the run after the kill:\n{out}");
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    check_clean(&cluster);
+    // The sources drop the moved slots' keys after each job ends (a trim): wait for it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let total = || -> usize {
+        cluster
+            .nodes
+            .iter()
+            .map(|s| {
+                let mut con = s.client();
+                let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+                keys.len()
+            })
+            .sum()
+    };
+    while total() != before.len() {
+        assert!(Instant::now() < deadline, "the sources kept moved keys");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_same(&before, &keyspace(&cluster), "after the atomic apply");
 }

@@ -14,6 +14,7 @@
 //! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot
 //! moves: no key is created, changed or deleted except by `MIGRATE`.
 
+pub mod atomic;
 pub mod plan;
 
 use crate::client::error_text;
@@ -78,7 +79,8 @@ pub enum Event<'a> {
 /// What a run moved.
 #[derive(Debug, Default, Clone)]
 pub struct Applied {
-    /// Moves carried out by this run, and their keys and `MEMORY USAGE` bytes.
+    /// Moves carried out by this run, and their keys and bytes (`MEMORY USAGE` key by key;
+    /// the plan's `DUMP` bytes for an atomic job, which moves a slot whole).
     pub slots: usize,
     pub keys: u64,
     pub bytes: u64,
@@ -99,7 +101,18 @@ pub struct Prepared {
     /// A connection to the seed, whose view of the other nodes' flags the checks read.
     seed: Connection,
     access: Access,
+    /// Writes sent so far (each `SETSLOT` and `MIGRATE`), and the test hook's bound on them.
+    writes: u64,
+    stop_after: Option<u64>,
 }
+
+/// For tests only: `RINGSLOT_APPLY_EXIT_AFTER_WRITES=N` makes a run exit at once (status
+/// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
+/// write (`CLUSTER SETSLOT` or `MIGRATE`), so that a test can interrupt an apply at every
+/// point of a slot's move for certain rather than by timing.
+pub const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
+/// The exit status of a run stopped by [`EXIT_AFTER_WRITES_VAR`].
+pub const EXIT_AFTER_WRITES: i32 = 86;
 
 /// Why a node's state stops a run (a failing node, a failover, a cluster not ok); `None`
 /// when it may go on. `seed_view`: the seed's `CLUSTER NODES`; `own`: a master's own view,
@@ -247,6 +260,10 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         nodes,
         seed: access.seed().connect()?,
         access: access.clone(),
+        writes: 0,
+        stop_after: std::env::var(EXIT_AFTER_WRITES_VAR)
+            .ok()
+            .and_then(|v| v.parse().ok()),
     })
 }
 
@@ -407,6 +424,9 @@ impl Prepared {
     /// name the slot, the nodes and the server's reply, and say what was left open; Ctrl-C
     /// (`INTERRUPTED`) stops it between two `MIGRATE`s. Running it again goes on.
     pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
+        if let Some(why) = self.atomic_running() {
+            bail!("{why}");
+        }
         let began = Instant::now();
         let mut applied = Applied::default();
         let mut limiter = Limiter::new(opts.max_bytes_per_sec);
@@ -509,7 +529,19 @@ impl Prepared {
     /// Runs `args` on the master at `address`.
     fn on_node(&mut self, address: &str, args: &[String]) -> Result<Value> {
         let n = self.node(address)?;
-        run(&mut n.con, address, args)
+        let reply = run(&mut n.con, address, args);
+        if args.get(1).is_some_and(|a| a == "SETSLOT") {
+            self.wrote();
+        }
+        reply
+    }
+
+    /// Counts a write sent; the test hook ([`EXIT_AFTER_WRITES_VAR`]) may end the process.
+    fn wrote(&mut self) {
+        self.writes += 1;
+        if self.stop_after == Some(self.writes) {
+            std::process::exit(EXIT_AFTER_WRITES);
+        }
     }
 
     /// Moves the keys of `m`'s slot and gives it to the target everywhere; (keys, bytes).
@@ -677,7 +709,9 @@ impl Prepared {
         args.push(b"KEYS".to_vec());
         args.extend(keys.iter().cloned());
         let n = self.nodes.get_mut(&m.from).ok_or("no source")?;
-        crate::client::call(&mut n.con, &args).map(|_| ())
+        let reply = crate::client::call(&mut n.con, &args).map(|_| ());
+        self.wrote();
+        reply
     }
 
     /// After a `BUSYKEY`: each key of `keys` still on the source is compared with the target's

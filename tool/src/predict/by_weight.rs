@@ -110,6 +110,32 @@ fn slot_figures(s: &SlotSize) -> (f64, f64, f64) {
     (keys, s.dump * scale, s.memory * scale)
 }
 
+/// The planner's moves grouped by (source, target), the groups in the order of their first
+/// move, each group's slots ascending: what one `MIGRATE` run of redis-cli or one atomic slot
+/// migration job carries (each slot moves once, straight from its owner to its final master,
+/// so the order of the moves does not change where they end).
+fn grouped(
+    moves: &[ringslot_engine::by_weight::WeightMove],
+) -> Vec<&ringslot_engine::by_weight::WeightMove> {
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for m in moves {
+        if !pairs.contains(&(m.from, m.to)) {
+            pairs.push((m.from, m.to));
+        }
+    }
+    let mut out: Vec<&ringslot_engine::by_weight::WeightMove> = moves.iter().collect();
+    out.sort_by_key(|m| {
+        (
+            pairs
+                .iter()
+                .position(|&p| p == (m.from, m.to))
+                .unwrap_or(usize::MAX),
+            m.slot,
+        )
+    });
+    out
+}
+
 /// Each master's capacity under `change`: 1, `--weight` for joining masters, 0 for leaving.
 fn capacities(masters: &[String], change: &MasterChange) -> Vec<u32> {
     masters
@@ -242,9 +268,8 @@ pub fn compare(
         targets: plan.targets.clone(),
         plans,
         start: owned_ranges(owner_before),
-        moves: plan
-            .moves
-            .iter()
+        moves: grouped(&plan.moves)
+            .into_iter()
             .map(|m| {
                 let (keys, bytes, _) = figures.get(m.slot).copied().unwrap_or_default();
                 SlotMoveRow {

@@ -1,0 +1,377 @@
+//! `ringslot apply --atomic`: the plan's moves carried out by Valkey 9's atomic slot migration
+//! instead of key by key. Consecutive moves between the same two masters become one job,
+//! `CLUSTER MIGRATESLOTS SLOTSRANGE a b [c d ...] NODE <target>` sent to the source, whose
+//! progress `CLUSTER GETSLOTMIGRATIONS` on the source shows (valkey-io/valkey
+//! `src/cluster_migrateslots.c`: a job ends `success`, `failed` or `cancelled`). A job runs in
+//! the servers, not in the tool: it outlives a killed or interrupted run, which says so (Ctrl-C
+//! does not cancel it: `CLUSTER CANCELSLOTMIGRATIONS` on the source does), and a resumed run
+//! reads the jobs first and waits for the plan's own before it starts another.
+
+use super::plan::PlannedMove;
+use super::{Applied, ApplyOptions, Event, Prepared};
+use crate::predict::live::{run, s, INTERRUPTED};
+use crate::reply::{array as items, fields, text};
+use anyhow::{anyhow, bail, Result};
+use redis::Connection;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// One job of `CLUSTER GETSLOTMIGRATIONS`: its fields as text (`name`, `operation`,
+/// `slot_ranges` as `0-100 200-300`, `source_node`, `target_node`, `state`, `message`, ...).
+pub type Job = BTreeMap<String, String>;
+
+/// Whether a job is over: `success`, `failed` or `cancelled`.
+pub fn finished(job: &Job) -> bool {
+    matches!(
+        job.get("state").map(String::as_str),
+        Some("success" | "failed" | "cancelled")
+    )
+}
+
+/// The slots of a job's `slot_ranges` (`0-100 200-300`, or `5` for one slot).
+pub fn job_slots(job: &Job) -> BTreeSet<u16> {
+    let mut slots = BTreeSet::new();
+    for range in job
+        .get("slot_ranges")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split([' ', ','])
+        .filter(|r| !r.is_empty())
+    {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
+            slots.extend(a..=b);
+        }
+    }
+    slots
+}
+
+/// `slots` (ascending) as inclusive ranges.
+pub fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
+    let mut out: Vec<(u16, u16)> = Vec::new();
+    for &slot in slots {
+        match out.last_mut() {
+            Some((_, b)) if b.checked_add(1) == Some(slot) => *b = slot,
+            _ => out.push((slot, slot)),
+        }
+    }
+    out
+}
+
+/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on the node (newest first). Error: a server
+/// without atomic slot migration, or a refusal.
+pub fn jobs(con: &mut Connection, at: &str) -> Result<Vec<Job>> {
+    let reply = run(con, at, &s(&["CLUSTER", "GETSLOTMIGRATIONS"]))?;
+    items(&reply)?
+        .iter()
+        .map(|job| {
+            let (pairs, _) = fields(job)?;
+            Ok(pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    let value = text(v)
+                        .or_else(|_| crate::reply::int(v).map(|n| n.to_string()))
+                        .unwrap_or_default();
+                    (k, value)
+                })
+                .collect())
+        })
+        .collect()
+}
+
+/// The plan's moves from `first` on, as groups of consecutive moves between the same two
+/// masters: each group is one job.
+fn groups(moves: &[PlannedMove], first: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, m) in moves.iter().enumerate().skip(first) {
+        match out.last_mut() {
+            Some(g)
+                if moves
+                    .get(g.start)
+                    .is_some_and(|p| p.from == m.from && p.to == m.to) =>
+            {
+                g.end = i + 1
+            }
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
+/// The most a job may run before the tool stops waiting for it (it goes on in the servers):
+/// an hour, unless `--atomic-wait` says otherwise.
+pub const DEFAULT_ATOMIC_WAIT: Duration = Duration::from_secs(3600);
+
+impl Prepared {
+    /// The `CLUSTER MIGRATESLOTS` commands `--atomic` would send, one line each.
+    pub fn atomic_commands(&self) -> Vec<String> {
+        let moves = &self.plan.moves;
+        groups(moves, self.position.done)
+            .into_iter()
+            .filter_map(|g| {
+                let m = moves.get(g.start)?;
+                let mut slots: Vec<u16> = moves.get(g)?.iter().map(|p| p.slot).collect();
+                slots.sort_unstable();
+                let spec: Vec<String> = ranges(&slots)
+                    .iter()
+                    .map(|(a, b)| format!("{a} {b}"))
+                    .collect();
+                Some(format!(
+                    "{}: CLUSTER MIGRATESLOTS SLOTSRANGE {} NODE {}   # {} slots to {}; then \
+                     CLUSTER GETSLOTMIGRATIONS every 100 ms until the job ends",
+                    m.from,
+                    spec.join(" "),
+                    self.id(&m.to),
+                    slots.len(),
+                    m.to
+                ))
+            })
+            .collect()
+    }
+
+    /// An atomic slot migration running on a master (a server without them: none), as the
+    /// reason a key-by-key run must not start.
+    pub fn atomic_running(&mut self) -> Option<String> {
+        for (address, n) in self.nodes.iter_mut() {
+            let Ok(list) = jobs(&mut n.con, address) else {
+                continue;
+            };
+            if let Some(job) = list.iter().find(|j| !finished(j)) {
+                return Some(format!(
+                    "{address} runs an atomic slot migration ({} of slots {}): run with \
+                     --atomic to wait for it and go on that way, or wait for it to end",
+                    job.get("name").map(String::as_str).unwrap_or("?"),
+                    job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
+                ));
+            }
+        }
+        None
+    }
+
+    /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
+    pub fn atomic_refusal(&mut self) -> Result<Option<String>> {
+        for (address, n) in self.nodes.iter_mut() {
+            let info = text(&run(&mut n.con, address, &s(&["INFO", "server"]))?)?;
+            if !crate::reply::is_valkey_9(&info) {
+                return Ok(Some(format!(
+                    "{address} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 \
+                     and later): run without --atomic to move the slots key by key"
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Carries out the plan from its position by atomic slot migration (see the module docs);
+    /// `wait`: the most one job is waited for. Each job's moves are reported to `on` when it
+    /// succeeds.
+    pub fn run_atomic(&mut self, wait: Duration, on: &mut dyn FnMut(Event)) -> Result<Applied> {
+        let began = Instant::now();
+        let mut applied = Applied::default();
+        let moves = self.plan.moves.clone();
+        let total = moves.len();
+        if let Some(why) = self.atomic_refusal()? {
+            bail!("{why}");
+        }
+        // A key-by-key move left half done is finished that way first.
+        let opts = ApplyOptions {
+            batch_keys: super::DEFAULT_BATCH_KEYS,
+            batch_bytes: super::DEFAULT_BATCH_BYTES,
+            max_bytes_per_sec: 0,
+            replace: false,
+        };
+        let mut limiter = crate::predict::live::Limiter::new(0);
+        let done = self.position.done;
+        if self.position.close_last {
+            if let Some(m) = done.checked_sub(1).and_then(|i| moves.get(i)) {
+                self.checked(m, &opts, &mut limiter, &mut applied, on)?;
+            }
+            self.position.close_last = false;
+        }
+        if self.position.next_open {
+            if let Some(m) = moves.get(done) {
+                let (keys, bytes) = self.checked(m, &opts, &mut limiter, &mut applied, on)?;
+                applied.slots += 1;
+                applied.keys += keys;
+                applied.bytes += bytes;
+                self.position.done = done + 1;
+                on(Event::Slot {
+                    index: done,
+                    total,
+                    mv: m,
+                    keys,
+                    bytes,
+                });
+            }
+            self.position.next_open = false;
+        }
+        for g in groups(&moves, self.position.done) {
+            let Some(m) = moves.get(g.start) else { break };
+            let group = moves.get(g.clone()).unwrap_or_default();
+            let mut slots: Vec<u16> = group.iter().map(|p| p.slot).collect();
+            slots.sort_unstable();
+            let wanted: BTreeSet<u16> = slots.iter().copied().collect();
+            if let Some(why) = self.health(g.start)? {
+                bail!(
+                    "the apply stopped before the atomic migration of {} slots {} -> {}: {why}. \
+                     Slots already moved stay moved; after a failover, make a new plan",
+                    slots.len(),
+                    m.from,
+                    m.to
+                );
+            }
+            let to_id = self.id(&m.to);
+            let source = self.node(&m.from)?;
+            let at = m.from.clone();
+            // A job of the plan's already running (a run killed or interrupted while it ran)
+            // is waited for, not started again; any other running job stops the run.
+            let running: Vec<Job> = jobs(&mut source.con, &at)?
+                .into_iter()
+                .filter(|j| !finished(j))
+                .collect();
+            let name = match running.first() {
+                Some(job) if job_slots(job).is_subset(&wanted) => {
+                    let name = job.get("name").cloned().unwrap_or_default();
+                    eprintln!(
+                        "ringslot: the atomic slot migration {name} of this plan still runs on \
+                         {at}: waiting for it"
+                    );
+                    name
+                }
+                Some(job) => bail!(
+                    "{at} runs an atomic slot migration that is not this plan's next ({} of \
+                     slots {}, {}): wait for it to end (CLUSTER GETSLOTMIGRATIONS)",
+                    job.get("name").map(String::as_str).unwrap_or("?"),
+                    job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
+                    job.get("state").map(String::as_str).unwrap_or("?"),
+                ),
+                None => {
+                    let before: BTreeSet<String> = jobs(&mut source.con, &at)?
+                        .into_iter()
+                        .filter_map(|j| j.get("name").cloned())
+                        .collect();
+                    let mut args = s(&["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]);
+                    for (a, b) in ranges(&slots) {
+                        args.push(a.to_string());
+                        args.push(b.to_string());
+                    }
+                    args.extend(s(&["NODE", &to_id]));
+                    run(&mut source.con, &at, &args)
+                        .map_err(|e| anyhow!("{e:#} (the slots stay where they were)"))?;
+                    self.wrote();
+                    let source = self.node(&m.from)?;
+                    let name = jobs(&mut source.con, &at)?
+                        .into_iter()
+                        .filter_map(|j| j.get("name").cloned())
+                        .find(|n| !before.contains(n))
+                        .ok_or_else(|| {
+                            anyhow!("{at}: CLUSTER MIGRATESLOTS answered OK but lists no new job")
+                        })?;
+                    eprintln!(
+                        "ringslot: atomic slot migration {name} started on {at}: {} slots to {}",
+                        slots.len(),
+                        m.to
+                    );
+                    name
+                }
+            };
+            self.wait_job(&at, &name, wait)?;
+            for (i, mv) in group.iter().enumerate() {
+                applied.slots += 1;
+                applied.keys += mv.keys;
+                applied.bytes += mv.bytes as u64;
+                on(Event::Slot {
+                    index: g.start + i,
+                    total,
+                    mv,
+                    keys: mv.keys,
+                    bytes: mv.bytes as u64,
+                });
+            }
+            self.position.done = g.end;
+        }
+        applied.seconds = began.elapsed().as_secs_f64();
+        Ok(applied)
+    }
+
+    /// Polls the job `name` on the source at `at` every 100 ms until it ends (success: `Ok`),
+    /// at most `wait`. Ctrl-C, the wait running out, a failed or cancelled job: an error that
+    /// says whether the job still runs.
+    fn wait_job(&mut self, at: &str, name: &str, wait: Duration) -> Result<()> {
+        let deadline = Instant::now() + wait;
+        let goes_on = |why: &str| {
+            anyhow!(
+                "{why}: the atomic slot migration {name} goes on in the servers (the tool does \
+                 not cancel it; CLUSTER CANCELSLOTMIGRATIONS on {at} would). Run the same \
+                 command again to wait for it and go on"
+            )
+        };
+        loop {
+            let source = self.node(at)?;
+            let job = jobs(&mut source.con, at)?
+                .into_iter()
+                .find(|j| j.get("name").map(String::as_str) == Some(name));
+            let Some(job) = job else {
+                bail!("{at}: the atomic slot migration {name} is no longer listed");
+            };
+            match job.get("state").map(String::as_str) {
+                Some("success") => return Ok(()),
+                Some(state @ ("failed" | "cancelled")) => bail!(
+                    "the atomic slot migration {name} on {at} {state}: {}; its slots stay on \
+                     {at}. Run the same command again to try again",
+                    job.get("message")
+                        .map(String::as_str)
+                        .unwrap_or("no message")
+                ),
+                _ => {}
+            }
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                return Err(goes_on("interrupted (Ctrl-C)"));
+            }
+            if Instant::now() > deadline {
+                return Err(goes_on(&format!(
+                    "it ran longer than --atomic-wait ({} s)",
+                    wait.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mv(slot: u16, from: &str, to: &str) -> PlannedMove {
+        PlannedMove {
+            slot,
+            from: from.into(),
+            to: to.into(),
+            keys: 1,
+            bytes: 1.0,
+        }
+    }
+
+    #[test]
+    fn consecutive_moves_between_two_masters_are_one_job() {
+        let moves = [
+            mv(5, "a", "d"),
+            mv(3, "a", "d"),
+            mv(4, "a", "d"),
+            mv(9, "b", "d"),
+            mv(1, "a", "d"),
+        ];
+        assert_eq!(groups(&moves, 0), vec![0..3, 3..4, 4..5]);
+        assert_eq!(groups(&moves, 2), vec![2..3, 3..4, 4..5]);
+        assert_eq!(
+            ranges(&[3, 4, 5, 9, 11, 12]),
+            vec![(3, 5), (9, 9), (11, 12)]
+        );
+        let job: Job = [("slot_ranges".to_string(), "3-5 9".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(job_slots(&job), [3, 4, 5, 9].into_iter().collect());
+    }
+}
