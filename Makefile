@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply clean
 
 all: release
 
@@ -154,6 +154,15 @@ bench-limits: release
 bench-whatif: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  whatif $(BENCH_ARGS)
+
+## bench-apply: the plan by bytes carried out by `ringslot apply` beside redis-cli's rebalance,
+## on two identical throw-away clusters (ports 30101-30104 and 30201-30204; KEYS keys of 16 B
+## to 1 KiB, default 1000000, and HOT keys of one hot tag, default 20000, of 4 KiB): the time
+## of each and each master's keys and used_memory after (scripts/bench-apply.sh; ATOMIC=1
+## REDIS_SERVER=.../valkey-server for --atomic).
+bench-apply: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-apply.sh
 
 ## bench-cluster: throw-away Redis Clusters on ports 30001 and up (1M keys of 16 B to 1 KiB,
 ## and a hot hash tag of 20000 keys of 4 KiB), where each change is predicted both ways

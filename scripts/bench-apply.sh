@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# make bench-apply: the plan by bytes carried out by `ringslot apply` beside redis-cli's
+# rebalance, on two identical throw-away clusters (3 masters + 1 added empty, ports 30101-30104
+# and 30201-30204): KEYS keys of 16 B to 1 KiB and a hot hash tag of HOT keys of 4 KiB, loaded
+# identically into both (scripts/bench_apply_data.py). On cluster A: `ringslot predict
+# --rebalance --by bytes --json` then `ringslot apply --yes` (ATOMIC=1: --atomic, needs
+# REDIS_SERVER=valkey-server 9); on cluster B: `redis-cli --cluster rebalance
+# --cluster-use-empty-masters`. Prints the time of each step and each master's keys and
+# used_memory after, with the peak-to-mean of used_memory (data only: an empty master's
+# used_memory is subtracted). Every server is stopped at the end, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KEYS="${KEYS:-1000000}"
+HOT="${HOT:-20000}"
+SERVER="${REDIS_SERVER:-redis-server}"
+TOOL="${TOOL:-target/release/ringslot}"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    echo "bench-apply: port $port is in use" >&2; exit 1
+  fi
+  mkdir -p "$work/$port"
+  "$SERVER" --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-node-timeout 15000 \
+    --cluster-config-file "$work/$port/nodes.conf" --dir "$work/$port" --save "" \
+    --appendonly no --daemonize no --logfile "$work/$port/log" &
+  pids+=($!)
+done
+for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+t() { date +%s.%N; }
+since() { python3 -c "print(f'{$(t) - $1:.1f}')"; }
+echo "bench-apply: $("$SERVER" --version | cut -d' ' -f1-3), $KEYS keys + $HOT hot keys"
+python3 scripts/bench_apply_data.py "$KEYS" "$HOT" 7 "$work"
+for base in 3010 3020; do
+  redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
+    --cluster-replicas 0 --cluster-yes >/dev/null
+  for _ in $(seq 300); do
+    ok=1
+    for i in 1 2 3; do
+      redis-cli -p "${base}$i" cluster info | grep -q cluster_state:ok || ok=0
+    done
+    [ "$ok" = 1 ] && break; sleep 0.2
+  done
+  for i in 0 1 2; do
+    redis-cli -p "${base}$((i + 1))" --pipe <"$work/node$i.resp" >/dev/null
+  done
+  empty=$(redis-cli -p "${base}4" info memory | grep '^used_memory:' | cut -d: -f2 | tr -d '\r')
+  redis-cli --cluster add-node "127.0.0.1:${base}4" "127.0.0.1:${base}1" >/dev/null
+  # Every node knows every other before anything moves.
+  for _ in $(seq 300); do
+    ok=1
+    for i in 1 2 3 4; do
+      [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 4 ] || ok=0
+    done
+    [ "$ok" = 1 ] && break; sleep 0.2
+  done
+done
+report() {
+  local base=$1
+  python3 - "$base" "$empty" <<'PY'
+import subprocess, sys
+base, empty = sys.argv[1], int(sys.argv[2])
+rows = []
+for i in range(1, 5):
+    port = f"{base}{i}"
+    info = subprocess.run(["redis-cli", "-p", port, "info", "memory"], capture_output=True, text=True).stdout
+    used = int(next(l.split(":")[1] for l in info.splitlines() if l.startswith("used_memory:")))
+    keys = int(subprocess.run(["redis-cli", "-p", port, "dbsize"], capture_output=True, text=True).stdout)
+    rows.append((port, keys, used - empty))
+mean = sum(r[2] for r in rows) / len(rows)
+for port, keys, used in rows:
+    print(f"  127.0.0.1:{port}: {keys} keys, {used / 2**20:.1f} MiB of data ({used / mean:.3f} of the mean)")
+print(f"  peak-to-mean of used_memory: {max(r[2] for r in rows) / mean:.3f}")
+PY
+}
+s=$(t)
+"$TOOL" predict --url redis://127.0.0.1:30101 --rebalance --by bytes --max-keys-per-sec 0 \
+  --json >"$work/plan.json"
+echo "A: ringslot predict --by bytes: $(since "$s") s"
+python3 - "$work/plan.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
+for p in c["plans"]:
+    print(f"  plan {p['name']}: {p['slots_moved']} slots, {p['keys_moved']} keys, "
+          f"{p['bytes_moved'] / 2**20:.1f} MiB moved; peak-to-mean by bytes after {p['peak_to_mean_bytes']:.3f}")
+PY
+atomic=()
+[ "${ATOMIC:-}" = 1 ] && atomic=(--atomic)
+s=$(t)
+"$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
+echo "A: ringslot apply ${atomic[*]}: $(since "$s") s ($(tail -1 "$work/apply.log"))"
+redis-cli --cluster check 127.0.0.1:30101 | grep -E "^\[(OK|WARNING|ERR)\]" | sort | uniq -c | sed 's/^/  check: /'
+sleep 2
+report 3010
+s=$(t)
+redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
+echo "B: redis-cli --cluster rebalance: $(since "$s") s"
+sleep 2
+report 3020
