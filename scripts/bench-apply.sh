@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make bench-apply: the plan by bytes carried out by `ringslot apply` beside redis-cli's
 # rebalance, on two identical throw-away clusters (3 masters + 1 added empty, ports 30101-30104
-# and 30201-30204): KEYS keys of 16 B to 1 KiB and a hot hash tag of HOT keys of 4 KiB, loaded
+# and 30201-30204, their cluster buses 10000 below, out of the ephemeral port range): KEYS keys of 16 B to 1 KiB and a hot hash tag of HOT keys of 4 KiB, loaded
 # identically into both (scripts/bench_apply_data.py). On cluster A: `ringslot predict
-# --rebalance --by bytes --json` then `ringslot apply --yes` (ATOMIC=1: --atomic, needs
+# --rebalance --by bytes --json` (BY=memory or keys for another weight) then `ringslot apply
+# --yes` (ATOMIC=1: --atomic, needs
 # REDIS_SERVER=valkey-server 9); on cluster B: `redis-cli --cluster rebalance
 # --cluster-use-empty-masters`. Prints the time of each step and each master's keys and
 # used_memory after, with the peak-to-mean of used_memory (data only: an empty master's
@@ -19,7 +20,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$work"
+  [ -n "${KEEP:-}" ] && echo "bench-apply: kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
 for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
@@ -28,6 +29,7 @@ for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
   fi
   mkdir -p "$work/$port"
   "$SERVER" --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-node-timeout 15000 \
+    --cluster-port "$((port - 10000))" \
     --cluster-config-file "$work/$port/nodes.conf" --dir "$work/$port" --save "" \
     --appendonly no --daemonize no --logfile "$work/$port/log" &
   pids+=($!)
@@ -82,9 +84,9 @@ print(f"  peak-to-mean of used_memory: {max(r[2] for r in rows) / mean:.3f}")
 PY
 }
 s=$(t)
-"$TOOL" predict --url redis://127.0.0.1:30101 --rebalance --by bytes --max-keys-per-sec 0 \
-  --json >"$work/plan.json"
-echo "A: ringslot predict --by bytes: $(since "$s") s"
+"$TOOL" predict --url redis://127.0.0.1:30101 --rebalance --by "${BY:-bytes}" --max-keys-per-sec 0 \
+  --json >"$work/plan.json" 2>"$work/predict.log"
+echo "A: ringslot predict --by ${BY:-bytes}: $(since "$s") s"
 python3 - "$work/plan.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
@@ -97,7 +99,9 @@ atomic=()
 s=$(t)
 "$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
 echo "A: ringslot apply ${atomic[*]}: $(since "$s") s ($(tail -1 "$work/apply.log"))"
-redis-cli --cluster check 127.0.0.1:30101 | grep -E "^\[(OK|WARNING|ERR)\]" | sort | uniq -c | sed 's/^/  check: /'
+redis-cli --cluster check 127.0.0.1:30101 >"$work/check.log" 2>&1 || true
+echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check.log") OK, \
+$(grep -c -E '\[(WARNING|ERR)\]' "$work/check.log" || true) warnings or errors"
 sleep 2
 report 3010
 s=$(t)
