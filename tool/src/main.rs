@@ -199,7 +199,8 @@ struct PredictArgs {
     /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
     /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
     /// memory (MEMORY USAGE) or keys, which size every key (--bytes-sample N: N a slot), or load
-    /// (CLUSTER SLOT-STATS cpu-usec, with cluster-slot-stats-enabled yes). Read-only way only.
+    /// or network (CLUSTER SLOT-STATS cpu-usec, or network-bytes-in + network-bytes-out, with
+    /// cluster-slot-stats-enabled yes). Read-only way only.
     #[arg(long, value_enum, conflicts_with = "with_module")]
     by: Option<WeightBy>,
     /// With --by: how far from its share each master may end, in percent.

@@ -891,4 +891,13 @@ fn a_plan_by_load_from_the_slot_stats() {
         let slot = m["slot"].as_u64().unwrap() as usize;
         assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
     }
+    // --by network: each slot's network-bytes-in + network-bytes-out, measured as cpu-usec is.
+    let mut network = args;
+    network[7] = "network";
+    let json: serde_json::Value = serde_json::from_str(&ok(&network)).expect("a JSON object");
+    let c = &json["prediction"]["by_weight"];
+    assert_eq!(c["by"], "network", "{json:#}");
+    let plans = c["plans"].as_array().expect("two plans");
+    assert!(load(&plans[0]) > 0.0);
+    assert!((load(&plans[0]) - load(&plans[1])).abs() < 1e-6);
 }

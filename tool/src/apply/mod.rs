@@ -104,7 +104,13 @@ pub struct Prepared {
     /// Writes sent so far (each `SETSLOT` and `MIGRATE`), and the test hook's bound on them.
     writes: u64,
     stop_after: Option<u64>,
+    /// When every master was last checked (see [`Prepared::health`]).
+    last_full_check: Option<Instant>,
 }
+
+/// How often a run checks every master's own view and `cluster_state` (the next move's two
+/// masters and the seed's view are checked before every slot).
+pub const FULL_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// For tests only: `RINGSLOT_APPLY_EXIT_AFTER_WRITES=N` makes a run exit at once (status
 /// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
@@ -261,6 +267,7 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         seed: access.seed().connect()?,
         access: access.clone(),
         writes: 0,
+        last_full_check: None,
         stop_after: std::env::var(EXIT_AFTER_WRITES_VAR)
             .ok()
             .and_then(|v| v.parse().ok()),
@@ -383,8 +390,25 @@ impl Prepared {
     /// `next`: the index of the next move. A master that no move from `next` on names and that
     /// has become a replica was drained by the plan (it lost its last slot): it leaves the
     /// run, not a failover.
+    ///
+    /// The seed's view and the next move's two masters are read every time; every other
+    /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
+    /// two round trips each, which on a cluster of 100 masters would cost more than the move).
     fn health(&mut self, next: usize) -> Result<Option<String>> {
         let seed_view = own_view(&mut self.seed, &self.access.seed().address)?;
+        let full = self
+            .last_full_check
+            .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
+        if full {
+            self.last_full_check = Some(Instant::now());
+        }
+        let involved: Vec<String> = self
+            .plan
+            .moves
+            .get(next)
+            .map(|m| vec![m.from.clone(), m.to.clone()])
+            .unwrap_or_default();
+        let mut checked = std::collections::BTreeSet::new();
         let needed: std::collections::BTreeSet<&str> = self
             .plan
             .moves
@@ -394,6 +418,10 @@ impl Prepared {
             .collect();
         let mut drained = Vec::new();
         for (address, n) in self.nodes.iter_mut() {
+            if !full && !involved.contains(address) {
+                continue;
+            }
+            checked.insert(address.clone());
             n.view = own_view(&mut n.con, address)?;
             let me = n.view.iter().find(|m| m.has("myself"));
             if !needed.contains(address.as_str())
@@ -415,6 +443,7 @@ impl Prepared {
         let own: Vec<(&str, &str, &[ClusterNode])> = self
             .nodes
             .iter()
+            .filter(|(a, _)| checked.contains(*a))
             .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
             .collect();
         Ok(unhealthy(&seed_view, &own))

@@ -174,13 +174,13 @@ pub fn compare(
         WeightBy::Keys => f.0,
         WeightBy::Bytes => f.1,
         WeightBy::Memory => f.2,
-        WeightBy::Load => 0.0,
+        WeightBy::Load | WeightBy::Network => 0.0,
     };
     let weights: Vec<u64> = match (by, slot_load) {
-        (WeightBy::Load, Some(load)) => (0..SLOT_COUNT)
+        (WeightBy::Load | WeightBy::Network, Some(load)) => (0..SLOT_COUNT)
             .map(|s| load.get(s).copied().unwrap_or(0))
             .collect(),
-        (WeightBy::Load, None) => return None,
+        (WeightBy::Load | WeightBy::Network, None) => return None,
         _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
     };
     let capacities = capacities(masters, change);

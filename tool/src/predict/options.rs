@@ -47,6 +47,10 @@ pub enum WeightBy {
     /// `cpu-usec`, counted since the server started or `CONFIG RESETSTAT`; Valkey 8 and Redis
     /// 8.2 and later, with `cluster-slot-stats-enabled yes`).
     Load,
+    /// The bytes each slot's commands brought in and sent out (`CLUSTER SLOT-STATS`
+    /// `network-bytes-in` plus `network-bytes-out`, counted as `cpu-usec` is; Valkey 8 and
+    /// Redis 8.2 and later, with `cluster-slot-stats-enabled yes`).
+    Network,
 }
 
 impl WeightBy {
@@ -57,6 +61,7 @@ impl WeightBy {
             WeightBy::Memory => "memory",
             WeightBy::Keys => "keys",
             WeightBy::Load => "load",
+            WeightBy::Network => "network",
         }
     }
 }

@@ -69,7 +69,12 @@ pub fn predict_readonly(
     // --by load: the slots' loads first, so that a server without CLUSTER SLOT-STATS refuses
     // before any key is read.
     let slot_load = match opts.by {
-        Some(WeightBy::Load) => Some(slot_loads(topo)?),
+        Some(WeightBy::Load) => Some(slot_loads(topo, "load", &["cpu-usec"])?),
+        Some(WeightBy::Network) => Some(slot_loads(
+            topo,
+            "network",
+            &["network-bytes-in", "network-bytes-out"],
+        )?),
         _ => None,
     };
     let mirrors: Vec<(String, Topology)> = opts
@@ -274,11 +279,12 @@ fn pass(
     })
 }
 
-/// Each slot's `cpu-usec` from its master's `CLUSTER SLOT-STATS SLOTSRANGE 0 16383` (16384
-/// entries, 0 for a slot no master serves). Errors: a master without the command (before
-/// Valkey 8 and Redis 8.2), or with every slot's `cpu-usec` 0 (`cluster-slot-stats-enabled`
-/// off, or no traffic since the counters started).
-fn slot_loads(topo: &LiveCluster) -> Result<Vec<u64>> {
+/// Each slot's load for `--by <by>`: the sum of the `metrics` (`cpu-usec`, or
+/// `network-bytes-in` and `network-bytes-out`) from its master's `CLUSTER SLOT-STATS
+/// SLOTSRANGE 0 16383` (16384 entries, 0 for a slot no master serves). Errors: a master
+/// without the command (before Valkey 8 and Redis 8.2), or without the metrics, or with every
+/// slot's load 0 (`cluster-slot-stats-enabled` off, or no traffic since the counters started).
+fn slot_loads(topo: &LiveCluster, by: &str, metrics: &[&str]) -> Result<Vec<u64>> {
     let mut load = vec![0u64; SLOT_COUNT];
     for m in topo.masters.iter().filter(|m| !m.slots.is_empty()) {
         let mut con = m.link.connect()?;
@@ -290,7 +296,7 @@ fn slot_loads(topo: &LiveCluster) -> Result<Vec<u64>> {
             .query(&mut con)
             .map_err(|e| {
                 anyhow!(
-                    "--by load: {}: CLUSTER SLOT-STATS: {} (it needs Valkey 8 or Redis 8.2 and \
+                    "--by {by}: {}: CLUSTER SLOT-STATS: {} (it needs Valkey 8 or Redis 8.2 and \
                      later, and +cluster|slot-stats)",
                     m.address,
                     error_text(&e)
@@ -303,7 +309,7 @@ fn slot_loads(topo: &LiveCluster) -> Result<Vec<u64>> {
                 *x = true;
             }
         }
-        let mut seen_cpu = false;
+        let mut seen_metric = false;
         for row in rows {
             let fields = crate::reply::array(row).unwrap_or_default();
             let Some(slot) = fields
@@ -323,26 +329,28 @@ fn slot_loads(topo: &LiveCluster) -> Result<Vec<u64>> {
                 .map(|(f, _)| f)
                 .unwrap_or_default();
             for (name, value) in stats {
-                if name == "cpu-usec" {
-                    seen_cpu = true;
+                if metrics.contains(&name.as_str()) {
+                    seen_metric = true;
                     if let (Some(x), Ok(v)) = (load.get_mut(slot), crate::reply::int(value)) {
-                        *x = u64::try_from(v).unwrap_or(0);
+                        *x = x.saturating_add(u64::try_from(v).unwrap_or(0));
                     }
                 }
             }
         }
-        if !seen_cpu {
+        if !seen_metric {
             bail!(
-                "--by load: {} gives no cpu-usec in CLUSTER SLOT-STATS: set \
+                "--by {by}: {} gives no {} in CLUSTER SLOT-STATS: set \
                  cluster-slot-stats-enabled yes on every master, let traffic run, then predict",
-                m.address
+                m.address,
+                metrics.join(" or ")
             );
         }
     }
     if load.iter().all(|&x| x == 0) {
         bail!(
-            "--by load: every slot's cpu-usec is 0: set cluster-slot-stats-enabled yes on every \
-             master and let traffic run (the counters start with the server or CONFIG RESETSTAT)"
+            "--by {by}: every slot's {} is 0: set cluster-slot-stats-enabled yes on every \
+             master and let traffic run (the counters start with the server or CONFIG RESETSTAT)",
+            metrics.join(" + ")
         );
     }
     Ok(load)
