@@ -227,11 +227,26 @@ impl Link {
 
     /// A client error as an operator reads it: a timeout says how long was waited.
     pub fn describe(&self, e: &redis::RedisError) -> String {
+        let tls = matches!(self.info.addr, ConnectionAddr::TcpTls { .. });
         if e.is_timeout() {
             format!(
                 "no answer within {} s (--timeout): the node is stopped, overloaded or \
-                 unreachable",
-                self.timeout.as_secs_f64()
+                 unreachable{}",
+                self.timeout.as_secs_f64(),
+                if tls {
+                    " (or, over TLS, the port is a plain-text one, which does not answer a \
+                     TLS handshake: give the node's tls-port)"
+                } else {
+                    ""
+                }
+            )
+        } else if e.kind() == redis::ErrorKind::AuthenticationFailed {
+            format!(
+                "cannot log in as `{}`: the password was refused or the user does not exist \
+                 there (ACL users are per node: make the user on every node, with the same \
+                 password) ({})",
+                self.info.redis.username.as_deref().unwrap_or("default"),
+                crate::client::error_text(e)
             )
         } else {
             crate::client::error_text(e)

@@ -128,7 +128,8 @@ struct Connection {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// The most seconds to wait for a node to accept a connection or to answer a command: a
-    /// node that does not is named in an error and the run ends, having written nothing.
+    /// node that does not is named in an error and the run ends (`predict` having written
+    /// nothing; `apply` leaving the slot under way open, to go on when run again).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     timeout: f64,
 }
@@ -347,6 +348,7 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
         replace: a.replace,
     };
     let mut prepared = apply::prepare(&access, plan)?;
+    prepared.check_permissions(a.atomic)?;
     let total = prepared.plan.moves.len();
     let remaining = prepared.remaining().to_vec();
     let (keys, bytes): (u64, f64) = remaining.iter().fold((0u64, 0.0), |(k, b), m| {
@@ -365,9 +367,13 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
         } else {
             prepared.commands(&opts)
         };
-        for line in lines {
+        for line in &lines {
             println!("{line}");
         }
+        println!(
+            "# end of the dry run: {} moves to go; run without --dry-run to carry them out",
+            remaining.len()
+        );
         return Ok(());
     }
     if remaining.is_empty() && !prepared.position.close_last {
@@ -401,11 +407,15 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("ringslot: interrupted; stopping after the MIGRATE under way");
+        eprintln!(
+            "ringslot: interrupted; stopping once the slot under way is moved and closed \
+             (Ctrl-C again exits at once, leaving it open)"
+        );
     })
     .context("install the Ctrl-C handler")?;
     let tty = std::io::stderr().is_terminal();
     let bar = indicatif::ProgressBar::new(bytes.max(1.0) as u64);
+    bar.set_message("0 slots, 0 keys");
     if tty {
         bar.set_style(
             indicatif::ProgressStyle::with_template(
@@ -439,12 +449,19 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
                 } else {
                     0.0
                 };
-                eprintln!(
-                    "ringslot: moved slot {} {} -> {}: {keys} keys, {bytes} bytes (move {} of \
-                     {total}, ~{left:.0} s left)",
+                // A closed stderr (`| head`) must not end the run between two writes.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "ringslot: moved slot {} {} -> {}: {keys} keys, {bytes} bytes by {} (move \
+                     {} of {total}, ~{left:.0} s left)",
                     mv.slot,
                     mv.from,
                     mv.to,
+                    if a.atomic {
+                        "DUMP, as planned"
+                    } else {
+                        "MEMORY USAGE"
+                    },
                     index + 1
                 );
             }

@@ -706,6 +706,40 @@ fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
         "redis://ringslot-apply:apply-secret@{}",
         cluster.nodes[0].address()
     );
+    // A plan whose masters were other nodes at the same addresses (a cluster rebuilt on the
+    // same ports): refused.
+    let mut other = plan.clone();
+    let ids = other["prediction"]["by_weight"]["ids"]
+        .as_object_mut()
+        .unwrap();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    ids.insert(from.to_string(), "f".repeat(40).into());
+    let other_dir = tempfile::tempdir().unwrap();
+    let other_path = plan_file(&other_dir, &other);
+    let refused = ringslot(&["apply", &other_path, "--url", &url, "--dry-run"]);
+    let err = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(
+        !refused.status.success() && err.contains("make a new plan"),
+        "{err}"
+    );
+    // A user who may not MIGRATE on one master: refused before anything is written, with
+    // the rule that grants it.
+    let last = cluster.nodes.len() - 1;
+    q(
+        &mut cluster.nodes[last].client(),
+        "ACL SETUSER ringslot-apply -migrate",
+    );
+    let refused = ringslot(&["apply", &path, "--url", &url, "--yes"]);
+    let err = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("MIGRATE") && err.contains("ACL SETUSER ringslot-apply +migrate"),
+        "{err}"
+    );
+    q(
+        &mut cluster.nodes[last].client(),
+        "ACL SETUSER ringslot-apply +migrate",
+    );
     // The copies differ for the second key: the run stops, naming it, overwriting nothing.
     let stopped = ringslot(&["apply", &path, "--url", &url, "--yes"]);
     let err = String::from_utf8_lossy(&stopped.stderr).to_string();

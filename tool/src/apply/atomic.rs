@@ -14,6 +14,7 @@ use crate::reply::{array as items, fields, text};
 use anyhow::{anyhow, bail, Result};
 use redis::Connection;
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -233,7 +234,8 @@ impl Prepared {
             let name = match running.first() {
                 Some(job) if job_slots(job).is_subset(&wanted) => {
                     let name = job.get("name").cloned().unwrap_or_default();
-                    eprintln!(
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "ringslot: the atomic slot migration {name} of this plan still runs on \
                          {at}: waiting for it"
                     );
@@ -268,7 +270,8 @@ impl Prepared {
                         .ok_or_else(|| {
                             anyhow!("{at}: CLUSTER MIGRATESLOTS answered OK but lists no new job")
                         })?;
-                    eprintln!(
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "ringslot: atomic slot migration {name} started on {at}: {} slots to {}",
                         slots.len(),
                         m.to

@@ -20,6 +20,7 @@ pub mod plan;
 use crate::client::error_text;
 use crate::link::Access;
 use crate::predict::live::{nodes_of, run, s, tls_ports, Limiter, INTERRUPTED};
+use crate::predict::permissions::{check, Need};
 use anyhow::{anyhow, bail, Result};
 use plan::{position, PlannedMove, Position, SlotPlan};
 use redis::{Connection, Value};
@@ -42,6 +43,98 @@ pub struct ApplyOptions {
     pub replace: bool,
 }
 
+/// The key the permission probes name: it does not exist, and nothing writes it.
+const PROBE_KEY: &str = "ringslot:acl-probe";
+
+/// What a key-by-key apply runs on every master, each with a harmless probe (an out-of-range
+/// slot, a key that does not exist, a payload no server accepts): the source's commands and,
+/// since `MIGRATE` logs in to the target as the same user, the target's (`SELECT`, `ASKING`,
+/// `RESTORE-ASKING`).
+pub const APPLY_NEEDS: &[Need] = &[
+    Need {
+        acl: "cluster|info",
+        probe: &["CLUSTER", "INFO"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|setslot",
+        probe: &["CLUSTER", "SETSLOT", "16384", "STABLE"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|getkeysinslot",
+        probe: &["CLUSTER", "GETKEYSINSLOT", "0", "0"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|countkeysinslot",
+        probe: &["CLUSTER", "COUNTKEYSINSLOT", "0"],
+        without: None,
+    },
+    Need {
+        acl: "memory|usage",
+        probe: &["MEMORY", "USAGE", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "dump",
+        probe: &["DUMP", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "migrate",
+        probe: &["MIGRATE", "127.0.0.1", "1", PROBE_KEY, "0", "1"],
+        without: None,
+    },
+    Need {
+        acl: "select",
+        probe: &["SELECT", "0"],
+        without: None,
+    },
+    Need {
+        acl: "asking",
+        probe: &["ASKING"],
+        without: None,
+    },
+    Need {
+        acl: "restore-asking",
+        probe: &["RESTORE-ASKING", PROBE_KEY, "0", "not-a-dump-payload"],
+        without: None,
+    },
+];
+
+/// What `--atomic` runs besides on every master (Valkey 9).
+pub const ATOMIC_NEEDS: &[Need] = &[
+    Need {
+        acl: "cluster|info",
+        probe: &["CLUSTER", "INFO"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|migrateslots",
+        probe: &[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "16384",
+            "16384",
+            "NODE",
+            "0",
+        ],
+        without: None,
+    },
+    Need {
+        acl: "cluster|getslotmigrations",
+        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
+        without: None,
+    },
+    Need {
+        acl: "info",
+        probe: &["INFO", "server"],
+        without: None,
+    },
+];
+
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
 /// `MIGRATE` carries).
 pub const DEFAULT_BATCH_KEYS: u32 = 100;
@@ -51,6 +144,7 @@ pub const DEFAULT_BATCH_BYTES: u64 = 1 << 20;
 
 /// A master of the cluster as the run reaches it.
 struct Node {
+    link: crate::link::Link,
     id: String,
     con: Connection,
     /// Its own `CLUSTER NODES`, as last read.
@@ -141,8 +235,7 @@ fn unhealthy(seed_view: &[ClusterNode], own: &[(&str, &str, &[ClusterNode])]) ->
         };
         if me.id != id || !me.has("master") {
             return Some(format!(
-                "{address} is no longer the master it was when the run began (a failover: \
-                 now {}, id {})",
+                "{address} is not the master it was (a failover: now {}, id {})",
                 if me.has("master") {
                     "a master"
                 } else {
@@ -200,17 +293,20 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         let mut con = link.connect()?;
         let view = own_view(&mut con, &n.address)?;
         // A node the seed still lists as a master that has become a replica (the news has
-        // not reached the seed yet) is left out unless the plan names it.
+        // not reached the seed yet) is left out unless the plan moves slots to it: a source
+        // drained by the plan, or failed over, which the position tells apart (a move from it
+        // not done has no owner among the plan's masters).
         let master_itself = view
             .iter()
             .find(|m| m.has("myself"))
             .is_some_and(|m| m.has("master"));
-        if !master_itself && !plan.masters().contains(&n.address) {
+        if !master_itself && !plan.moves.iter().any(|m| m.to == n.address) {
             continue;
         }
         nodes.insert(
             n.address.clone(),
             Node {
+                link,
                 id: n.id.clone(),
                 con,
                 view,
@@ -248,6 +344,19 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
             );
         }
     }
+    // The plan's masters must be the nodes it was made on, not others at the same addresses.
+    for (address, id) in &plan.ids {
+        if let Some(now) = seed_view.iter().find(|n| n.address == *address) {
+            if now.id != *id && plan.masters().contains(address) {
+                bail!(
+                    "{address} is node {} now, where the plan was made on node {}: a cluster \
+                     rebuilt on the same addresses, or a node replaced; make a new plan",
+                    now.id.get(..8).unwrap_or(&now.id),
+                    id.get(..8).unwrap_or(id)
+                );
+            }
+        }
+    }
     let own: Vec<(&str, &str, &[ClusterNode])> = nodes
         .iter()
         .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
@@ -282,6 +391,15 @@ fn own_view(con: &mut Connection, at: &str) -> Result<Vec<ClusterNode>> {
 }
 
 impl Prepared {
+    /// Probes every command the run needs on every master ([`APPLY_NEEDS`], or
+    /// [`ATOMIC_NEEDS`] with `atomic`) before anything is written. Error: every refusal at
+    /// once, with the `ACL SETUSER` rule that grants them.
+    pub fn check_permissions(&self, atomic: bool) -> Result<()> {
+        let links: Vec<&crate::link::Link> = self.nodes.values().map(|n| &n.link).collect();
+        let needs = if atomic { ATOMIC_NEEDS } else { APPLY_NEEDS };
+        check(&links, needs, self.access.user()).map(|_| ())
+    }
+
     /// The moves this run carries out: from the position on.
     pub fn remaining(&self) -> &[PlannedMove] {
         self.plan.moves.get(self.position.done..).unwrap_or(&[])
@@ -451,7 +569,8 @@ impl Prepared {
 
     /// Carries out the plan from its position, reporting each batch and slot to `on`. Errors
     /// name the slot, the nodes and the server's reply, and say what was left open; Ctrl-C
-    /// (`INTERRUPTED`) stops it between two `MIGRATE`s. Running it again goes on.
+    /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
+    /// goes on.
     pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
         if let Some(why) = self.atomic_running() {
             bail!("{why}");
@@ -600,9 +719,6 @@ impl Prepared {
                 )?;
             }
             loop {
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    bail!("interrupted (Ctrl-C) after {keys} of its keys");
-                }
                 let batch = self.batch(m, opts)?;
                 if batch.is_empty() {
                     break;

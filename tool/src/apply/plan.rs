@@ -32,6 +32,9 @@ pub struct SlotPlan {
     pub start: Vec<Option<String>>,
     /// The moves, in the order they are carried out; each slot at most once.
     pub moves: Vec<PlannedMove>,
+    /// The node id of each master when the plan was made, by address (empty in a plan made
+    /// before ids were recorded).
+    pub ids: BTreeMap<String, String>,
 }
 
 fn text_of(v: &Value, name: &str) -> Result<String> {
@@ -125,11 +128,21 @@ impl SlotPlan {
             }
             moves.push(mv);
         }
+        let ids = c
+            .get("ids")
+            .and_then(Value::as_object)
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(a, id)| Some((a.clone(), id.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(SlotPlan {
             by,
             tolerance,
             start,
             moves,
+            ids,
         })
     }
 
@@ -316,6 +329,7 @@ mod tests {
             tolerance: 0.05,
             start,
             moves: vec![mv(0, A), mv(1, A), mv(8192, B)],
+            ids: BTreeMap::new(),
         }
     }
 

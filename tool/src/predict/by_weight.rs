@@ -28,6 +28,10 @@ pub struct WeightComparison {
     /// The slot map the plan starts from: every slot's owner, as ascending ranges (what
     /// `ringslot apply` checks the cluster against before it moves anything).
     pub start: Vec<OwnedRange>,
+    /// The node id of each master of the cluster when the plan was made, by address (a
+    /// joining master not added yet has none): `ringslot apply` refuses a plan whose masters
+    /// are other nodes now (a cluster rebuilt on the same addresses).
+    pub ids: std::collections::BTreeMap<String, String>,
     /// The plan by weight's moves, slot by slot, in order: what `ringslot apply` carries out.
     pub moves: Vec<SlotMoveRow>,
     /// Slots heavier than every master's upper bound (a hash tag bigger than a share): the
@@ -268,6 +272,7 @@ pub fn compare(
         targets: plan.targets.clone(),
         plans,
         start: owned_ranges(owner_before),
+        ids: Default::default(),
         moves: grouped(&plan.moves)
             .into_iter()
             .map(|m| {

@@ -314,6 +314,12 @@ pub fn assemble(
         PIPELINE,
     );
     let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
+    let ids: BTreeMap<String, String> = topo
+        .nodes
+        .iter()
+        .filter(|n| n.has("master"))
+        .map(|n| (n.address.clone(), n.id.clone()))
+        .collect();
     let by_weight = opts.by.and_then(|by| {
         compare(
             by,
@@ -324,6 +330,10 @@ pub fn assemble(
             g.slot_load.as_deref(),
             change,
         )
+        .map(|mut c| {
+            c.ids = ids.clone();
+            c
+        })
     });
     Prediction {
         by_weight,

@@ -827,6 +827,21 @@ fn by_weight_section(c: &WeightComparison) -> String {
         )
     };
     let verdict = match c.plans.as_slice() {
+        [cli, weighted] if weighted.slots_moved == 0 && weighted.within => format!(
+            "Nothing to move by {by}: every master is within {pct:.1}% of its share already. \
+             redis-cli's rebalance would move {} slots ({}) to even slot counts{}: where {by} \
+             is what fills the masters, do not run it (after a plan by {by} it undoes it).",
+            cli.slots_moved,
+            mib(cli.bytes_moved),
+            if cli.within {
+                String::new()
+            } else {
+                format!(
+                    " and leave them outside it (peak-to-mean by bytes {:.3})",
+                    cli.peak_to_mean_bytes
+                )
+            }
+        ),
         [cli, weighted] if weighted.within && !cli.within => format!(
             "Run the plan by {by}: it leaves every master within {pct:.1}% of its share, \
              which redis-cli's plan does not (peak-to-mean by bytes {:.3} against {:.3}), \
@@ -853,18 +868,24 @@ fn by_weight_section(c: &WeightComparison) -> String {
         ),
         _ => String::new(),
     };
+    let carry = if c.moves.is_empty() {
+        String::new()
+    } else {
+        " redis-cli cannot move chosen slots (its reshard picks them): to carry this plan \
+         out, save the JSON (`ringslot predict ... --by BY --json > plan.json`), look at \
+         `ringslot apply plan.json --url ... --dry-run`, then run it without --dry-run \
+         (\"What to run\" above is redis-cli's plan)."
+            .replace("BY", by)
+    };
     format!(
         "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
          this plan evens {by} (each master within {pct:.1}% of its share by capacity: 1 a \
          master, --weight for joining ones, 0 for leaving ones), moving slots whole and as \
          little {by} as its heuristic finds (engine/src/by_weight.rs: within 2% of the least \
          any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
-         one by one are in the JSON (`--json`, field `by_weight.moves`). redis-cli cannot \
-         move chosen slots (its reshard picks them): to carry this plan out, save the JSON \
-         (`ringslot predict ... --by {by} --json > plan.json`), look at `ringslot apply \
-         plan.json --url ... --dry-run`, then run it without --dry-run (\"What to run\" \
-         above is redis-cli's plan). It evens {by}, not keys (see the keys' peak-to-mean), \
-         and has no duration estimate yet.\n\n{verdict}\n",
+         one by one are in the JSON (`--json`, field `by_weight.moves`).{carry} It evens \
+         {by}, not keys (see the keys' peak-to-mean), and has no duration estimate yet.\n\n\
+         {verdict}\n",
         plans.markdown(),
         per.markdown(),
         if moves.is_empty() {
