@@ -132,22 +132,33 @@ impl Prepared {
     }
 
     /// An atomic slot migration running on a master (a server without them: none), as the
-    /// reason a key-by-key run must not start.
-    pub fn atomic_running(&mut self) -> Option<String> {
+    /// reason a key-by-key run must not start. Error: the jobs cannot be read (NOPERM: the
+    /// user lacks `+cluster|getslotmigrations`).
+    pub fn atomic_running(&mut self) -> Result<Option<String>> {
         for (address, n) in self.nodes.iter_mut() {
-            let Ok(list) = jobs(&mut n.con, address) else {
-                continue;
+            let list = match jobs(&mut n.con, address) {
+                Ok(list) => list,
+                // Redis, and Valkey before 9, do not know the subcommand: no atomic migration.
+                // Anything else (NOPERM, a timeout) must not pass for "none".
+                Err(e)
+                    if format!("{e:#}")
+                        .to_lowercase()
+                        .contains("unknown subcommand") =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
             };
             if let Some(job) = list.iter().find(|j| !finished(j)) {
-                return Some(format!(
+                return Ok(Some(format!(
                     "{address} runs an atomic slot migration ({} of slots {}): run with \
                      --atomic to wait for it and go on that way, or wait for it to end",
                     job.get("name").map(String::as_str).unwrap_or("?"),
                     job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
-                ));
+                )));
             }
         }
-        None
+        Ok(None)
     }
 
     /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
@@ -209,6 +220,13 @@ impl Prepared {
         }
         for g in groups(&moves, self.position.done) {
             let Some(m) = moves.get(g.start) else { break };
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!(
+                    "interrupted (Ctrl-C) before the atomic migration of move {} of {total}; \
+                     no job was started for it: run the same command again to go on",
+                    g.start + 1
+                );
+            }
             let group = moves.get(g.clone()).unwrap_or_default();
             let mut slots: Vec<u16> = group.iter().map(|p| p.slot).collect();
             slots.sort_unstable();
@@ -236,7 +254,13 @@ impl Prepared {
                     .into_iter()
                     .find(|j| !finished(j));
                 if let Some(job) = running {
-                    if !job_slots(&job).is_subset(&wanted) {
+                    let ours = job
+                        .get("operation")
+                        .is_some_and(|o| o.eq_ignore_ascii_case("export"))
+                        && job.get("target_node").is_none_or(|t| *t == to_id)
+                        && !job_slots(&job).is_empty()
+                        && job_slots(&job).is_subset(&wanted);
+                    if !ours {
                         bail!(
                             "{at} runs an atomic slot migration that is not this plan's next \
                              ({} of slots {}, {}): wait for it to end (CLUSTER \
@@ -271,6 +295,14 @@ impl Prepared {
                          succeeded: check CLUSTER GETSLOTMIGRATIONS on {at}",
                         m.to,
                         ranges(&left)
+                    );
+                }
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    bail!(
+                        "interrupted (Ctrl-C) before the atomic migration of {} slots {at} -> \
+                         {}; no job was started for them: run the same command again to go on",
+                        left.len(),
+                        m.to
                     );
                 }
                 let name = self.start_job(&at, &m.to, &to_id, &left)?;

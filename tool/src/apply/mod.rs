@@ -101,6 +101,13 @@ pub const APPLY_NEEDS: &[Need] = &[
         probe: &["RESTORE-ASKING", PROBE_KEY, "0", "not-a-dump-payload"],
         without: None,
     },
+    // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses): a running atomic job
+    // must be seen before slots are opened key by key.
+    Need {
+        acl: "cluster|getslotmigrations",
+        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
+        without: None,
+    },
 ];
 
 /// What `--atomic` runs besides on every master (Valkey 9).
@@ -248,6 +255,28 @@ fn unhealthy(seed_view: &[ClusterNode], own: &[(&str, &str, &[ClusterNode])]) ->
     None
 }
 
+/// Whether `plan` drains the master at `address` by its move `upto` (exclusive): it takes
+/// no slot, and every slot it had when the plan was made is moved by then. Such a master may
+/// turn replica of one that took its slots (Redis 7.0 and later with
+/// cluster-allow-replica-migration), which is no failover; any other master turned replica is.
+fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
+    if plan.moves.iter().any(|m| m.to == address) {
+        return false;
+    }
+    let moved: std::collections::BTreeSet<u16> = plan
+        .moves
+        .iter()
+        .take(upto)
+        .filter(|m| m.from == address)
+        .map(|m| m.slot)
+        .collect();
+    plan.start
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.as_deref() == Some(address))
+        .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
+}
+
 /// The owner of every slot (`ip:port`) as `nodes` lists them.
 fn owners(nodes: &[ClusterNode]) -> Vec<Option<String>> {
     let mut owner = vec![None; SLOT_COUNT];
@@ -300,8 +329,18 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
             .iter()
             .find(|m| m.has("myself"))
             .is_some_and(|m| m.has("master"));
-        if !master_itself && !plan.moves.iter().any(|m| m.to == n.address) {
-            continue;
+        if !master_itself {
+            if drains(&plan, &n.address, plan.moves.len()) {
+                continue;
+            }
+            if !plan.moves.iter().any(|m| m.to == n.address) {
+                bail!(
+                    "{} is a replica by its own CLUSTER NODES while the seed lists it as a \
+                     master (a failover under way?): apply when redis-cli --cluster check is \
+                     clean",
+                    n.address
+                );
+            }
         }
         nodes.insert(
             n.address.clone(),
@@ -391,13 +430,17 @@ fn own_view(con: &mut Connection, at: &str) -> Result<Vec<ClusterNode>> {
 }
 
 impl Prepared {
-    /// Probes every command the run needs on every master ([`APPLY_NEEDS`], or
+    /// Probes every command the run needs on every master ([`APPLY_NEEDS`], and
     /// [`ATOMIC_NEEDS`] with `atomic`) before anything is written. Error: every refusal at
     /// once, with the `ACL SETUSER` rule that grants them.
     pub fn check_permissions(&self, atomic: bool) -> Result<()> {
         let links: Vec<&crate::link::Link> = self.nodes.values().map(|n| &n.link).collect();
-        let needs = if atomic { ATOMIC_NEEDS } else { APPLY_NEEDS };
-        check(&links, needs, self.access.user()).map(|_| ())
+        // --atomic finishes a key-by-key move left half done that way: it needs both.
+        let mut needs: Vec<Need> = APPLY_NEEDS.to_vec();
+        if atomic {
+            needs.extend(ATOMIC_NEEDS.iter().filter(|n| !APPLY_NEEDS.contains(n)));
+        }
+        check(&links, &needs, self.access.user()).map(|_| ())
     }
 
     /// The moves this run carries out: from the position on.
@@ -505,9 +548,8 @@ impl Prepared {
     }
 
     /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
-    /// `next`: the index of the next move. A master that no move from `next` on names and that
-    /// has become a replica was drained by the plan (it lost its last slot): it leaves the
-    /// run, not a failover.
+    /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
+    /// that has become a replica leaves the run: no failover.
     ///
     /// The seed's view and the next move's two masters are read every time; every other
     /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
@@ -527,13 +569,6 @@ impl Prepared {
             .map(|m| vec![m.from.clone(), m.to.clone()])
             .unwrap_or_default();
         let mut checked = std::collections::BTreeSet::new();
-        let needed: std::collections::BTreeSet<&str> = self
-            .plan
-            .moves
-            .iter()
-            .skip(next)
-            .flat_map(|m| [m.from.as_str(), m.to.as_str()])
-            .collect();
         let mut drained = Vec::new();
         for (address, n) in self.nodes.iter_mut() {
             if !full && !involved.contains(address) {
@@ -542,7 +577,7 @@ impl Prepared {
             checked.insert(address.clone());
             n.view = own_view(&mut n.con, address)?;
             let me = n.view.iter().find(|m| m.has("myself"));
-            if !needed.contains(address.as_str())
+            if drains(&self.plan, address, next)
                 && me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
             {
                 drained.push(address.clone());
@@ -572,7 +607,7 @@ impl Prepared {
     /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
     /// goes on.
     pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
-        if let Some(why) = self.atomic_running() {
+        if let Some(why) = self.atomic_running()? {
             bail!("{why}");
         }
         let began = Instant::now();
