@@ -347,7 +347,7 @@ fn apply_run(a: &ApplyArgs) -> Result<()> {
         max_bytes_per_sec: a.max_bytes_per_sec,
         replace: a.replace,
     };
-    let mut prepared = apply::prepare(&access, plan)?;
+    let mut prepared = apply::prepare_settled(&access, plan)?;
     prepared.check_permissions(a.atomic)?;
     let total = prepared.plan.moves.len();
     let remaining = prepared.remaining().to_vec();

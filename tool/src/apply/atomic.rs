@@ -108,27 +108,39 @@ impl Prepared {
     /// The `CLUSTER MIGRATESLOTS` commands `--atomic` would send, one line each.
     pub fn atomic_commands(&self) -> Vec<String> {
         let moves = &self.plan.moves;
-        groups(moves, self.position.done)
-            .into_iter()
-            .filter_map(|g| {
-                let m = moves.get(g.start)?;
-                let mut slots: Vec<u16> = moves.get(g)?.iter().map(|p| p.slot).collect();
-                slots.sort_unstable();
-                let spec: Vec<String> = ranges(&slots)
-                    .iter()
-                    .map(|(a, b)| format!("{a} {b}"))
-                    .collect();
-                Some(format!(
-                    "{}: CLUSTER MIGRATESLOTS SLOTSRANGE {} NODE {}   # {} slots to {}; then \
+        let mut lines = Vec::new();
+        let done = self.position.done;
+        if self.position.close_last || self.position.next_open {
+            lines.push(format!(
+                "# move {} is half done key by key: it is finished that way first (`ringslot \
+                 apply --dry-run` without --atomic lists its commands)",
+                if self.position.next_open {
+                    done + 1
+                } else {
+                    done
+                }
+            ));
+        }
+        let first = done + usize::from(self.position.next_open);
+        lines.extend(groups(moves, first).into_iter().filter_map(|g| {
+            let m = moves.get(g.start)?;
+            let mut slots: Vec<u16> = moves.get(g)?.iter().map(|p| p.slot).collect();
+            slots.sort_unstable();
+            let spec: Vec<String> = ranges(&slots)
+                .iter()
+                .map(|(a, b)| format!("{a} {b}"))
+                .collect();
+            Some(format!(
+                "{}: CLUSTER MIGRATESLOTS SLOTSRANGE {} NODE {}   # {} slots to {}; then \
                      CLUSTER GETSLOTMIGRATIONS every 100 ms until the job ends",
-                    m.from,
-                    spec.join(" "),
-                    self.id(&m.to),
-                    slots.len(),
-                    m.to
-                ))
-            })
-            .collect()
+                m.from,
+                spec.join(" "),
+                self.id(&m.to),
+                slots.len(),
+                m.to
+            ))
+        }));
+        lines
     }
 
     /// An atomic slot migration running on a master (a server without them: none), as the
@@ -247,6 +259,7 @@ impl Prepared {
             // target's view, read after the jobs, tells which of the group's slots are still to
             // move (a job that ended since the run began has given it its slots).
             let mut passes = 0;
+            let mut failure: Option<String> = None;
             loop {
                 passes += 1;
                 let source = self.node(&at)?;
@@ -276,7 +289,7 @@ impl Prepared {
                         "ringslot: the atomic slot migration {name} of this plan still runs on \
                          {at}: waiting for it"
                     );
-                    self.wait_job(&at, &name, wait)?;
+                    failure = self.wait_job(&at, &name, wait)?;
                     continue;
                 }
                 let target = self.node(&m.to)?;
@@ -288,6 +301,21 @@ impl Prepared {
                     .collect();
                 if left.is_empty() {
                     break;
+                }
+                if let Some(why) = failure.take() {
+                    bail!(
+                        "{why}; slots {} stay on {at} (the others of the group moved). Run the \
+                         same command again to try again",
+                        ranges(&left)
+                            .iter()
+                            .map(|(a, b)| if a == b {
+                                a.to_string()
+                            } else {
+                                format!("{a}-{b}")
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
                 }
                 if passes > 3 {
                     bail!(
@@ -306,7 +334,7 @@ impl Prepared {
                     );
                 }
                 let name = self.start_job(&at, &m.to, &to_id, &left)?;
-                self.wait_job(&at, &name, wait)?;
+                failure = self.wait_job(&at, &name, wait)?;
             }
             for (i, mv) in group.iter().enumerate() {
                 applied.slots += 1;
@@ -359,10 +387,10 @@ impl Prepared {
         Ok(name)
     }
 
-    /// Polls the job `name` on the source at `at` every 100 ms until it ends (success: `Ok`),
-    /// at most `wait`. Ctrl-C, the wait running out, a failed or cancelled job: an error that
-    /// says whether the job still runs.
-    fn wait_job(&mut self, at: &str, name: &str, wait: Duration) -> Result<()> {
+    /// Polls the job `name` on the source at `at` every 100 ms until it ends, at most `wait`:
+    /// `None` on success, else how it ended (failed, cancelled, no longer listed). Ctrl-C or
+    /// the wait running out: an error that says the job still runs.
+    fn wait_job(&mut self, at: &str, name: &str, wait: Duration) -> Result<Option<String>> {
         let deadline = Instant::now() + wait;
         let goes_on = |why: &str| {
             anyhow!(
@@ -376,18 +404,24 @@ impl Prepared {
             let job = jobs(&mut source.con, at)?
                 .into_iter()
                 .find(|j| j.get("name").map(String::as_str) == Some(name));
+            // How it ended is judged by the caller from the target's view: a job that failed
+            // late may have moved its slots, and one no longer listed (a short migration log)
+            // may have too.
             let Some(job) = job else {
-                bail!("{at}: the atomic slot migration {name} is no longer listed");
+                return Ok(Some(format!(
+                    "the atomic slot migration {name} on {at} is no longer listed"
+                )));
             };
             match job.get("state").map(String::as_str) {
-                Some("success") => return Ok(()),
-                Some(state @ ("failed" | "cancelled")) => bail!(
-                    "the atomic slot migration {name} on {at} {state}: {}; its slots stay on \
-                     {at}. Run the same command again to try again",
-                    job.get("message")
-                        .map(String::as_str)
-                        .unwrap_or("no message")
-                ),
+                Some("success") => return Ok(None),
+                Some(state @ ("failed" | "cancelled")) => {
+                    return Ok(Some(format!(
+                        "the atomic slot migration {name} on {at} {state}: {}",
+                        job.get("message")
+                            .map(String::as_str)
+                            .unwrap_or("no message")
+                    )))
+                }
                 _ => {}
             }
             if INTERRUPTED.load(Ordering::SeqCst) {

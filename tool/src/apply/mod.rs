@@ -422,6 +422,23 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     })
 }
 
+/// [`prepare`], read a second time a second later when the cluster's state is not one the
+/// plan reaches: the masters' views are read one after another, and a slot that changed owner
+/// between two reads (an atomic job ending, gossip under way) looks like no state of the plan
+/// once. A state that is truly foreign is refused both times.
+pub fn prepare_settled(access: &Access, plan: SlotPlan) -> Result<Prepared> {
+    match prepare(access, plan.clone()) {
+        Err(e) if format!("{e:#}").contains(FOREIGN) => {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            prepare(access, plan)
+        }
+        other => other,
+    }
+}
+
+/// The words of [`plan::position`]'s refusals of a state no prefix of the plan reaches.
+const FOREIGN: &str = "the cluster changed since the plan was made";
+
 /// A node's own `CLUSTER NODES`, parsed.
 fn own_view(con: &mut Connection, at: &str) -> Result<Vec<ClusterNode>> {
     let text = crate::reply::text(&run(con, at, &s(&["CLUSTER", "NODES"]))?)
