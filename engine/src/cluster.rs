@@ -96,6 +96,22 @@ pub fn parse_cluster_nodes(text: &str) -> Result<Vec<ClusterNode>, EngineError> 
     Ok(nodes)
 }
 
+/// The owner (`ip:port`) of every slot as `nodes` (a parsed `CLUSTER NODES`) lists the
+/// masters' slots: `SLOT_COUNT` entries, `None` for a slot no master serves.
+pub fn slot_owners(nodes: &[ClusterNode]) -> Vec<Option<String>> {
+    let mut owners = vec![None; SLOT_COUNT];
+    for n in nodes.iter().filter(|n| n.has("master")) {
+        for &(a, b) in &n.slots {
+            for slot in a..=b {
+                if let Some(o) = owners.get_mut(usize::from(slot)) {
+                    *o = Some(n.address.clone());
+                }
+            }
+        }
+    }
+    owners
+}
+
 /// The options of a mirror (`RING.MIRROR`'s `COMPAT`, `VNODES`, `HASHTAG`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MirrorOptions {
@@ -255,6 +271,12 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 master - 0 0 1 co
 ";
         let nodes = parse_cluster_nodes(text).unwrap();
         assert_eq!(nodes.len(), 4);
+        // Each slot's owner, a slot no master serves (5460) none.
+        let owners = slot_owners(&nodes);
+        assert_eq!(owners.len(), SLOT_COUNT);
+        assert_eq!(owners[0].as_deref(), Some("127.0.0.1:30001"));
+        assert_eq!(owners[5460], None);
+        assert_eq!(owners[10923].as_deref(), Some("127.0.0.1:30003"));
         assert_eq!(nodes[0].address, "127.0.0.1:30004");
         assert!(!nodes[0].is_master());
         assert!(nodes[2].has("myself") && nodes[2].is_master());

@@ -20,20 +20,8 @@ pub fn parse_cluster_nodes(text: &str) -> Result<Vec<ClusterNode>, Error> {
     ringslot_engine::cluster::parse_cluster_nodes(text).map_err(|e| Error(format!("{e}: {text}")))
 }
 
-/// The owner (`ip:port`) of every slot in a `CLUSTER NODES` text.
-pub fn owners(nodes: &[ClusterNode]) -> Vec<Option<String>> {
-    let mut owners = vec![None; SLOTS];
-    for n in nodes {
-        for &(a, b) in &n.slots {
-            for slot in a..=b {
-                if let Some(o) = owners.get_mut(usize::from(slot)) {
-                    *o = Some(n.address.clone());
-                }
-            }
-        }
-    }
-    owners
-}
+/// The owner (`ip:port`) of every slot in a parsed `CLUSTER NODES` (the engine's).
+pub use ringslot_engine::cluster::slot_owners as owners;
 
 /// The outcome of one `redis-cli` run.
 #[derive(Debug, Clone)]
@@ -368,45 +356,20 @@ impl Cluster {
 
 /// One job of Valkey's `CLUSTER GETSLOTMIGRATIONS` (Valkey 9): its fields as text (`name`,
 /// `operation` IMPORT or EXPORT, `slot_ranges` as `0-100 200-300`, `source_node`,
-/// `target_node`, `state`, `message`, `cow_size` in bytes, the times in seconds, ...).
-pub type SlotMigration = std::collections::BTreeMap<String, String>;
+/// `target_node`, `state`, `message`, `cow_size` in bytes, the times in seconds, ...), as the
+/// operator's tool reads it.
+pub use ringslot_tool::predict::live::Job as SlotMigration;
 
 /// Whether a job of [`slot_migrations`] is over: `success`, `cancelled` or `failed`
 /// (valkey-io/valkey `src/cluster_migrateslots.c`, the terminal states).
-pub fn migration_finished(job: &SlotMigration) -> bool {
-    matches!(
-        job.get("state").map(String::as_str),
-        Some("success" | "cancelled" | "failed")
-    )
-}
+pub use ringslot_tool::predict::live::migration_finished;
 
 /// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on `server`, newest first (Valkey adds each new
-/// job at the head of its list). Error: a server
-/// without the command (Redis, Valkey before 9).
+/// job at the head of its list). Error: a server without the command (Redis, Valkey before 9).
 pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
     let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;
-    let reply: redis::Value = redis::cmd("CLUSTER")
-        .arg("GETSLOTMIGRATIONS")
-        .query(&mut con)
-        .map_err(|e| {
-            Error(format!(
-                "{}: CLUSTER GETSLOTMIGRATIONS: {e}",
-                server.address()
-            ))
-        })?;
-    let text = |v: &redis::Value| match v {
-        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        redis::Value::SimpleString(s) => s.clone(),
-        redis::Value::Int(n) => n.to_string(),
-        other => format!("{other:?}"),
-    };
-    let jobs = crate::reply::array(&reply).map_err(|e| Error(e.to_string()))?;
-    jobs.iter()
-        .map(|job| {
-            let (fields, _) = crate::reply::fields(job).map_err(|e| Error(e.to_string()))?;
-            Ok(fields.into_iter().map(|(k, v)| (k, text(v))).collect())
-        })
-        .collect()
+    ringslot_tool::predict::live::slot_migrations(&mut con, &server.address())
+        .map_err(|e| Error(format!("{e:#}")))
 }
 
 /// Whether `server` has Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`): Valkey 9 or

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{ok, ringslot};
+use common::{ok, ringslot, Noise};
 use ringslot_engine::key_slot;
 use ringslot_harness::cluster::{cluster_nodes, owners, parse_cluster_nodes, redis_cli, Cluster};
 use ringslot_harness::prelude::*;
@@ -19,21 +19,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Values DUMP's LZF cannot compress, from a fixed xorshift.
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// The owner of every slot, from node 0's `CLUSTER NODES`.
 fn slot_owners(cluster: &Cluster) -> Vec<Option<String>> {

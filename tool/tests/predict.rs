@@ -736,23 +736,13 @@ fn a_plan_by_bytes_beside_redis_clis() {
     let seed = cluster.nodes[0].url();
     let (owners, mut cons) = masters(&cluster);
     // Values that DUMP's LZF cannot compress (a repeated byte would weigh a few bytes).
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut noise = |n: usize| -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    };
+    let mut noise = common::Noise(0x2545_f491_4f6c_dd1d);
     let mut keys: Vec<(String, Vec<u8>)> = (0..6000)
         .map(|i| (format!("key:{i}"), b"small".to_vec()))
         .collect();
     for t in 0..8 {
         for i in 0..40 {
-            keys.push((format!("{{tag{t}}}:{i}"), noise(1000)));
+            keys.push((format!("{{tag{t}}}:{i}"), noise.bytes(1000)));
         }
     }
     for (key, value) in &keys {

@@ -9,77 +9,17 @@
 
 use super::plan::PlannedMove;
 use super::{Applied, ApplyOptions, Event, Prepared};
-use crate::predict::live::{run, s, INTERRUPTED};
-use crate::reply::{array as items, fields, text};
+use crate::predict::live::{
+    job_slots, migration_finished as finished, run, s, slot_migrations as jobs, unknown_subcommand,
+    Job, INTERRUPTED,
+};
+use crate::predict::method::ranges;
+use crate::reply::text;
 use anyhow::{anyhow, bail, Result};
-use redis::Connection;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// One job of `CLUSTER GETSLOTMIGRATIONS`: its fields as text (`name`, `operation`,
-/// `slot_ranges` as `0-100 200-300`, `source_node`, `target_node`, `state`, `message`, ...).
-pub type Job = BTreeMap<String, String>;
-
-/// Whether a job is over: `success`, `failed` or `cancelled`.
-pub fn finished(job: &Job) -> bool {
-    matches!(
-        job.get("state").map(String::as_str),
-        Some("success" | "failed" | "cancelled")
-    )
-}
-
-/// The slots of a job's `slot_ranges` (`0-100 200-300`, or `5` for one slot).
-pub fn job_slots(job: &Job) -> BTreeSet<u16> {
-    let mut slots = BTreeSet::new();
-    for range in job
-        .get("slot_ranges")
-        .map(String::as_str)
-        .unwrap_or_default()
-        .split([' ', ','])
-        .filter(|r| !r.is_empty())
-    {
-        let (a, b) = range.split_once('-').unwrap_or((range, range));
-        if let (Ok(a), Ok(b)) = (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
-            slots.extend(a..=b);
-        }
-    }
-    slots
-}
-
-/// `slots` (ascending) as inclusive ranges.
-pub fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
-    let mut out: Vec<(u16, u16)> = Vec::new();
-    for &slot in slots {
-        match out.last_mut() {
-            Some((_, b)) if b.checked_add(1) == Some(slot) => *b = slot,
-            _ => out.push((slot, slot)),
-        }
-    }
-    out
-}
-
-/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on the node (newest first). Error: a server
-/// without atomic slot migration, or a refusal.
-pub fn jobs(con: &mut Connection, at: &str) -> Result<Vec<Job>> {
-    let reply = run(con, at, &s(&["CLUSTER", "GETSLOTMIGRATIONS"]))?;
-    items(&reply)?
-        .iter()
-        .map(|job| {
-            let (pairs, _) = fields(job)?;
-            Ok(pairs
-                .into_iter()
-                .map(|(k, v)| {
-                    let value = text(v)
-                        .or_else(|_| crate::reply::int(v).map(|n| n.to_string()))
-                        .unwrap_or_default();
-                    (k, value)
-                })
-                .collect())
-        })
-        .collect()
-}
 
 /// The plan's moves from `first` on, as groups of consecutive moves between the same two
 /// masters: each group is one job.
@@ -152,13 +92,7 @@ impl Prepared {
                 Ok(list) => list,
                 // Redis, and Valkey before 9, do not know the subcommand: no atomic migration.
                 // Anything else (NOPERM, a timeout) must not pass for "none".
-                Err(e)
-                    if format!("{e:#}")
-                        .to_lowercase()
-                        .contains("unknown subcommand") =>
-                {
-                    continue
-                }
+                Err(e) if unknown_subcommand(&e) => continue,
                 Err(e) => return Err(e),
             };
             if let Some(job) = list.iter().find(|j| !finished(j)) {
@@ -464,7 +398,7 @@ mod tests {
         assert_eq!(groups(&moves, 0), vec![0..3, 3..4, 4..5]);
         assert_eq!(groups(&moves, 2), vec![2..3, 3..4, 4..5]);
         assert_eq!(
-            ranges(&[3, 4, 5, 9, 11, 12]),
+            ranges(&[12, 3, 4, 5, 9, 11]),
             vec![(3, 5), (9, 9), (11, 12)]
         );
         let job: Job = [("slot_ranges".to_string(), "3-5 9".to_string())]

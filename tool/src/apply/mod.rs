@@ -20,12 +20,11 @@ pub mod plan;
 use crate::client::error_text;
 use crate::link::Access;
 use crate::predict::live::{nodes_of, run, s, tls_ports, Limiter, INTERRUPTED};
-use crate::predict::permissions::{check, Need};
+use crate::predict::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
 use anyhow::{anyhow, bail, Result};
 use plan::{position, PlannedMove, Position, SlotPlan};
 use redis::{Connection, Value};
-use ringslot_engine::cluster::ClusterNode;
-use ringslot_engine::SLOT_COUNT;
+use ringslot_engine::cluster::{slot_owners, ClusterNode};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -42,105 +41,6 @@ pub struct ApplyOptions {
     /// Replace a key the target already holds even when its copy differs from the source's.
     pub replace: bool,
 }
-
-/// The key the permission probes name: it does not exist, and nothing writes it.
-const PROBE_KEY: &str = "ringslot:acl-probe";
-
-/// What a key-by-key apply runs on every master, each with a harmless probe (an out-of-range
-/// slot, a key that does not exist, a payload no server accepts): the source's commands and,
-/// since `MIGRATE` logs in to the target as the same user, the target's (`SELECT`, `ASKING`,
-/// `RESTORE-ASKING`).
-pub const APPLY_NEEDS: &[Need] = &[
-    Need {
-        acl: "cluster|info",
-        probe: &["CLUSTER", "INFO"],
-        without: None,
-    },
-    Need {
-        acl: "cluster|setslot",
-        probe: &["CLUSTER", "SETSLOT", "16384", "STABLE"],
-        without: None,
-    },
-    Need {
-        acl: "cluster|getkeysinslot",
-        probe: &["CLUSTER", "GETKEYSINSLOT", "0", "0"],
-        without: None,
-    },
-    Need {
-        acl: "cluster|countkeysinslot",
-        probe: &["CLUSTER", "COUNTKEYSINSLOT", "0"],
-        without: None,
-    },
-    Need {
-        acl: "memory|usage",
-        probe: &["MEMORY", "USAGE", PROBE_KEY],
-        without: None,
-    },
-    Need {
-        acl: "dump",
-        probe: &["DUMP", PROBE_KEY],
-        without: None,
-    },
-    Need {
-        acl: "migrate",
-        probe: &["MIGRATE", "127.0.0.1", "1", PROBE_KEY, "0", "1"],
-        without: None,
-    },
-    Need {
-        acl: "select",
-        probe: &["SELECT", "0"],
-        without: None,
-    },
-    Need {
-        acl: "asking",
-        probe: &["ASKING"],
-        without: None,
-    },
-    Need {
-        acl: "restore-asking",
-        probe: &["RESTORE-ASKING", PROBE_KEY, "0", "not-a-dump-payload"],
-        without: None,
-    },
-    // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses): a running atomic job
-    // must be seen before slots are opened key by key.
-    Need {
-        acl: "cluster|getslotmigrations",
-        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
-        without: None,
-    },
-];
-
-/// What `--atomic` runs besides on every master (Valkey 9).
-pub const ATOMIC_NEEDS: &[Need] = &[
-    Need {
-        acl: "cluster|info",
-        probe: &["CLUSTER", "INFO"],
-        without: None,
-    },
-    Need {
-        acl: "cluster|migrateslots",
-        probe: &[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "16384",
-            "16384",
-            "NODE",
-            "0",
-        ],
-        without: None,
-    },
-    Need {
-        acl: "cluster|getslotmigrations",
-        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
-        without: None,
-    },
-    Need {
-        acl: "info",
-        probe: &["INFO", "server"],
-        without: None,
-    },
-];
 
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
 /// `MIGRATE` carries).
@@ -277,21 +177,6 @@ fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
         .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
 }
 
-/// The owner of every slot (`ip:port`) as `nodes` lists them.
-fn owners(nodes: &[ClusterNode]) -> Vec<Option<String>> {
-    let mut owner = vec![None; SLOT_COUNT];
-    for n in nodes.iter().filter(|n| n.has("master")) {
-        for &(a, b) in &n.slots {
-            for slot in a..=b {
-                if let Some(o) = owner.get_mut(usize::from(slot)) {
-                    *o = Some(n.address.clone());
-                }
-            }
-        }
-    }
-    owner
-}
-
 fn claims(view: &[ClusterNode], slot: u16) -> bool {
     view.iter()
         .find(|n| n.has("myself"))
@@ -407,7 +292,7 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         .iter()
         .map(|(a, n)| (a.clone(), n.view.clone()))
         .collect();
-    let position = position(&plan, &owners(&seed_view), &views).map_err(|e| anyhow!("{e}"))?;
+    let position = position(&plan, &slot_owners(&seed_view), &views).map_err(|e| anyhow!("{e}"))?;
     Ok(Prepared {
         plan,
         position,
@@ -455,7 +340,7 @@ impl Prepared {
         // --atomic finishes a key-by-key move left half done that way: it needs both.
         let mut needs: Vec<Need> = APPLY_NEEDS.to_vec();
         if atomic {
-            needs.extend(ATOMIC_NEEDS.iter().filter(|n| !APPLY_NEEDS.contains(n)));
+            needs.extend_from_slice(ATOMIC_NEEDS);
         }
         check(&links, &needs, self.access.user()).map(|_| ())
     }
@@ -594,8 +479,8 @@ impl Prepared {
             checked.insert(address.clone());
             n.view = own_view(&mut n.con, address)?;
             let me = n.view.iter().find(|m| m.has("myself"));
-            if drains(&self.plan, address, next)
-                && me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
+            if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
+                && drains(&self.plan, address, next)
             {
                 drained.push(address.clone());
                 continue;

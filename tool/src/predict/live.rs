@@ -451,46 +451,91 @@ pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) 
     None
 }
 
+/// One job of `CLUSTER GETSLOTMIGRATIONS`: its fields as text (`name`, `operation`,
+/// `slot_ranges` as `0-100 200-300`, `source_node`, `target_node`, `state`, `message`, ...).
+pub type Job = BTreeMap<String, String>;
+
+/// Whether a job is over: `success`, `failed` or `cancelled`.
+pub fn migration_finished(job: &Job) -> bool {
+    matches!(
+        job.get("state").map(String::as_str),
+        Some("success" | "failed" | "cancelled")
+    )
+}
+
+/// The slots of a job's `slot_ranges` (`0-100 200-300`, or `5` for one slot).
+pub fn job_slots(job: &Job) -> std::collections::BTreeSet<u16> {
+    let mut slots = std::collections::BTreeSet::new();
+    for range in job
+        .get("slot_ranges")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split([' ', ','])
+        .filter(|r| !r.is_empty())
+    {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
+            slots.extend(a..=b);
+        }
+    }
+    slots
+}
+
+/// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on the node (newest first). Error: a server
+/// without atomic slot migration, or a refusal.
+pub fn slot_migrations(con: &mut Connection, at: &str) -> Result<Vec<Job>> {
+    let reply = run(con, at, &s(&["CLUSTER", "GETSLOTMIGRATIONS"]))?;
+    items(&reply)?
+        .iter()
+        .map(|job| {
+            let (pairs, _) = crate::reply::fields(job)?;
+            Ok(pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    let value = crate::reply::text(v)
+                        .or_else(|_| crate::reply::int(v).map(|n| n.to_string()))
+                        .unwrap_or_default();
+                    (k, value)
+                })
+                .collect())
+        })
+        .collect()
+}
+
 /// Why a prediction must not run while `m` takes part in an atomic slot migration: a job of
-/// Valkey's `CLUSTER GETSLOTMIGRATIONS` whose state is not `success`, `cancelled` or `failed`
-/// (the slots it moves change owner when it ends, and meanwhile the target holds keys it does
-/// not own yet). `None` when none runs, or on a server without the command (Redis: an error
-/// reply, taken as "no atomic migration"). Redis 8.4's own `CLUSTER MIGRATION STATUS` is not
-/// asked: no 8.4 server was at hand to test its reply against.
+/// Valkey's `CLUSTER GETSLOTMIGRATIONS` that is not over ([`migration_finished`]; the slots
+/// it moves change owner when it ends, and meanwhile the target holds keys it does not own
+/// yet). `None` when none runs, or on a server without the command (Redis: an error reply,
+/// taken as "no atomic migration"). Redis 8.4's own `CLUSTER MIGRATION STATUS` is not asked:
+/// no 8.4 server was at hand to test its reply against.
 pub fn atomic_migration_running(m: &Master) -> Result<Option<String>> {
     let mut con = m.link.connect()?;
-    let jobs = match run(&mut con, &m.address, &s(&["CLUSTER", "GETSLOTMIGRATIONS"])) {
+    let jobs = match slot_migrations(&mut con, &m.address) {
         Ok(jobs) => jobs,
         // Redis and Valkey before 9 do not know the subcommand; any other error (NOPERM, a
         // timeout, LOADING) must not pass for "no migration".
-        Err(e)
-            if format!("{e:#}")
-                .to_lowercase()
-                .contains("unknown subcommand") =>
-        {
-            return Ok(None)
-        }
+        Err(e) if unknown_subcommand(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    for job in items(&jobs)? {
-        let text = |name: &str| {
-            field(job, name)
-                .ok()
-                .and_then(|v| crate::reply::text(v).ok())
-                .unwrap_or_default()
-        };
-        let state = text("state");
-        if !["success", "cancelled", "failed"].contains(&state.as_str()) {
-            return Ok(Some(format!(
-                "{} has an atomic slot migration running ({} of slots {}, {state}): predict \
-                 when CLUSTER GETSLOTMIGRATIONS shows it over",
-                m.address,
-                text("operation").to_lowercase(),
-                text("slot_ranges"),
-            )));
-        }
-    }
-    Ok(None)
+    Ok(jobs.iter().find(|j| !migration_finished(j)).map(|job| {
+        let text = |name: &str| job.get(name).cloned().unwrap_or_default();
+        format!(
+            "{} has an atomic slot migration running ({} of slots {}, {}): predict when \
+             CLUSTER GETSLOTMIGRATIONS shows it over",
+            m.address,
+            text("operation").to_lowercase(),
+            text("slot_ranges"),
+            text("state"),
+        )
+    }))
+}
+
+/// Whether an error is a server's refusal of a subcommand it does not know (Redis, or Valkey
+/// before 9, asked `CLUSTER GETSLOTMIGRATIONS`).
+pub fn unknown_subcommand(e: &anyhow::Error) -> bool {
+    format!("{e:#}")
+        .to_lowercase()
+        .contains("unknown subcommand")
 }
 
 /// What a node says of itself in `INFO server` and `INFO memory`.

@@ -26,6 +26,92 @@ pub struct Need {
 /// The key the probes name: it does not exist, and nothing writes it.
 const PROBE_KEY: &str = "ringslot:acl-probe";
 
+/// What a key-by-key `ringslot apply` runs on every master, each with a harmless probe (an out-of-range
+/// slot, a key that does not exist, a payload no server accepts): the source's commands and,
+/// since `MIGRATE` logs in to the target as the same user, the target's (`SELECT`, `ASKING`,
+/// `RESTORE-ASKING`).
+pub const APPLY_NEEDS: &[Need] = &[
+    Need {
+        acl: "cluster|info",
+        probe: &["CLUSTER", "INFO"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|setslot",
+        probe: &["CLUSTER", "SETSLOT", "16384", "STABLE"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|getkeysinslot",
+        probe: &["CLUSTER", "GETKEYSINSLOT", "0", "0"],
+        without: None,
+    },
+    Need {
+        acl: "cluster|countkeysinslot",
+        probe: &["CLUSTER", "COUNTKEYSINSLOT", "0"],
+        without: None,
+    },
+    Need {
+        acl: "memory|usage",
+        probe: &["MEMORY", "USAGE", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "dump",
+        probe: &["DUMP", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "migrate",
+        probe: &["MIGRATE", "127.0.0.1", "1", PROBE_KEY, "0", "1"],
+        without: None,
+    },
+    Need {
+        acl: "select",
+        probe: &["SELECT", "0"],
+        without: None,
+    },
+    Need {
+        acl: "asking",
+        probe: &["ASKING"],
+        without: None,
+    },
+    Need {
+        acl: "restore-asking",
+        probe: &["RESTORE-ASKING", PROBE_KEY, "0", "not-a-dump-payload"],
+        without: None,
+    },
+    // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses): a running atomic job
+    // must be seen before slots are opened key by key.
+    Need {
+        acl: "cluster|getslotmigrations",
+        probe: &["CLUSTER", "GETSLOTMIGRATIONS"],
+        without: None,
+    },
+];
+
+/// What `ringslot apply --atomic` runs besides [`APPLY_NEEDS`] on every master (Valkey 9).
+pub const ATOMIC_NEEDS: &[Need] = &[
+    Need {
+        acl: "cluster|migrateslots",
+        probe: &[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "16384",
+            "16384",
+            "NODE",
+            "0",
+        ],
+        without: None,
+    },
+    Need {
+        acl: "info",
+        probe: &["INFO", "server"],
+        without: None,
+    },
+];
+
 /// The commands of the read-only way: `CLUSTER NODES` (the topology), `SCAN` (every key),
 /// `DUMP` and `MEMORY USAGE` (the moving keys' bytes); optionally `INFO` (memory and server
 /// kind), `PING` (other clients' latency meanwhile), `EVAL_RO` (the sizes by a read-only
@@ -245,7 +331,12 @@ mod tests {
         ));
         assert!(!refuses_command("ERR unknown subcommand 'NO-TOUCH'"));
         // Every need names its command as ACL SETUSER takes it, and probes that command.
-        for need in READ_ONLY.iter().chain(WITH_MODULE) {
+        for need in READ_ONLY
+            .iter()
+            .chain(WITH_MODULE)
+            .chain(APPLY_NEEDS)
+            .chain(ATOMIC_NEEDS)
+        {
             let first = need.acl.split('|').next().unwrap_or_default();
             assert!(
                 need.probe[0].eq_ignore_ascii_case(first) || need.probe[0] == "COMMAND",

@@ -62,3 +62,19 @@ pub fn csv_table(path: &Path) -> Vec<HashMap<String, String>> {
         })
         .collect()
 }
+
+/// Values DUMP's LZF cannot compress (a repeated byte would weigh a few bytes), from a fixed
+/// xorshift64 (Marsaglia, "Xorshift RNGs", 2003: shifts 13, 7, 17).
+pub struct Noise(pub u64);
+
+impl Noise {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
