@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-compat clean
 
 all: release
 
@@ -263,6 +263,13 @@ bench-cache: release
 	$(BENCH_RELEASE) cache --local $(BENCH_ARGS)
 	$(BENCH_RELEASE) cache --local --no-cluster --seed 2 --name cache-seed2 $(BENCH_ARGS)
 	$(BENCH_RELEASE) cache --local --no-cluster --seed 3 --name cache-seed3 $(BENCH_ARGS)
+
+## bench-compat: what one node joining and one leaving costs under the placements of nginx,
+## HAProxy, Envoy, Predis, redis-rb and libmemcached, beside the slots and hash mod N, at 4, 10
+## and 100 nodes; on a temporary redis-server; report on stdout and in bench/out/compat.{md,csv}.
+bench-compat: release
+	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
+	  compat $(BENCH_ARGS)
 
 ## bench-spread: spread and load (Karger et al. 1997) of the native, ketama, groupcache and
 ## native-fnv rings, the slot table and modulo, over 40 random subsets of 20 nodes and over

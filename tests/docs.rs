@@ -405,7 +405,7 @@ fn placement_lists_every_flavour_and_scheme() {
     let moves = read(&root().join("docs/commands/ring.moves.md"));
     // The flavour tables list every flavour the code accepts, and nothing else.
     assert_eq!(
-        first_cells(section(&placement, "The ring: four flavours")),
+        first_cells(section(&placement, "The ring: its flavours")),
         flavours,
         "docs/placement.md's flavour table"
     );
@@ -422,7 +422,7 @@ fn placement_lists_every_flavour_and_scheme() {
             .collect()
     };
     assert_eq!(
-        bullets(section(&placement, "The ring: four flavours")),
+        bullets(section(&placement, "The ring: its flavours")),
         flavours,
         "docs/placement.md: a paragraph per flavour"
     );

@@ -6,16 +6,21 @@ use redis::{Connection, Value};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
-const RINGS: [&str; 5] = [
+const RINGS: [&str; 9] = [
     "p:native",
     "p:ketama",
     "p:groupcache",
     "p:emptied",
     "p:binary\x01",
+    "p:haproxy",
+    "p:predis",
+    "p:redis-rb",
+    "p:envoy",
 ];
 
-/// Builds rings of every flavour with a history-dependent slot table (adds, a removal, a
-/// re-weight and assignments), an emptied ring, and binary node names.
+/// Builds rings of every kind of flavour with a history-dependent slot table (adds, a removal,
+/// a re-weight and assignments), an emptied ring, and binary node names; rings of proxies and
+/// client libraries (points by position, the last point at or before, no weights, 64-bit).
 fn build(con: &mut Connection) {
     for line in [
         "RING.CREATE p:native VNODES 40 HASHTAG",
@@ -34,6 +39,19 @@ fn build(con: &mut Connection) {
         "RING.CREATE p:emptied COMPAT groupcache VNODES 9",
         "RING.ADD p:emptied x",
         "RING.DEL p:emptied x",
+        "RING.CREATE p:haproxy COMPAT haproxy",
+        "RING.ADD p:haproxy s1 s2 s3 s4",
+        "RING.ADD p:haproxy WEIGHT 3 s2",
+        "RING.DEL p:haproxy s1",
+        "RING.CREATE p:predis COMPAT predis VNODES 100",
+        "RING.ADD p:predis WEIGHT 100 10.0.0.1:6379 /tmp/r.sock",
+        "RING.ADD p:predis WEIGHT 250 10.0.0.3:6379",
+        "RING.CREATE p:redis-rb COMPAT redis-rb",
+        "RING.ADD p:redis-rb 10.0.0.1:6379 redis://h:1/2 10.0.0.3:6379",
+        "RING.DEL p:redis-rb 10.0.0.1:6379",
+        "RING.CREATE p:envoy COMPAT envoy-redis HASHTAG",
+        "RING.ADD p:envoy 10.0.0.1:80 [::1]:8080",
+        "RING.ADD p:envoy WEIGHT 2 10.0.0.3:80",
     ] {
         q(con, line);
     }
@@ -167,11 +185,7 @@ fn debug_reload_dump_restore_copy_digest_memory() {
             call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", &copied]).unwrap(),
             digest
         );
-        call(
-            &mut con,
-            &[b"RING.ADD", &copied, b"WEIGHT", b"2", b"copy-only"],
-        )
-        .unwrap();
+        call(&mut con, &[b"RING.ADD", &copied, b"copy-only"]).unwrap();
         assert_ne!(snapshot(&mut con, &copied), snapshot(&mut con, key));
         assert_ne!(
             call(&mut con, &[b"DEBUG", b"DIGEST-VALUE", &copied]).unwrap(),

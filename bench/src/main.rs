@@ -9,6 +9,7 @@ mod balance;
 mod cache;
 mod cluster;
 mod common;
+mod compat;
 mod limits;
 mod migration;
 mod report;
@@ -60,6 +61,10 @@ enum Command {
     /// requests that miss, predicted by ringslot and measured on loopback (--local), and the
     /// same keys' migration on a Redis Cluster.
     Cache(cache::Args),
+    /// What one node joining and one leaving costs under the placements of nginx, HAProxy,
+    /// Envoy, Predis, redis-rb and libmemcached, beside the slots and `hash mod N`, at 4, 10
+    /// and 100 nodes.
+    Compat(compat::Args),
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.
     Spread(spread::Args),
@@ -77,6 +82,7 @@ fn main() {
         Command::Cluster(a) => cluster::run(g, a),
         Command::ClusterFit(a) => cluster::model::run_fit(a),
         Command::Spread(a) => spread::run(g, a),
+        Command::Compat(a) => compat::run(g, a),
         Command::Cache(a) => cache::run(g, a),
     };
     if let Err(e) = done {

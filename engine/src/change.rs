@@ -8,7 +8,7 @@ use super::error::EngineError;
 use super::keyslot::SLOT_COUNT;
 use super::ring::delta::NodeChange;
 use super::slots::{SlotMove, SlotTable};
-use super::topology::{check_weight, follow_nodes, Limits, Topology, MAX_WEIGHT};
+use super::topology::{follow_nodes, Limits, Topology, MAX_WEIGHT};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
@@ -227,7 +227,7 @@ impl Topology {
         weight: Option<i64>,
         limits: Limits,
     ) -> Result<Prepared<'a>, EngineError> {
-        let weight = weight.map(check_weight).transpose()?;
+        let weight = self.given_weight(weight)?;
         if names.is_empty() {
             return Err(EngineError::NoNodes);
         }

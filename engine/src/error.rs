@@ -66,6 +66,12 @@ pub enum EngineError {
         /// The flavour's name.
         flavour: &'static str,
     },
+    /// A weight other than 1 given to a flavour whose implementation has no weights.
+    #[error("COMPAT {flavour} has no weights: its nodes all weigh 1")]
+    NoWeights {
+        /// The flavour's name.
+        flavour: &'static str,
+    },
     /// The evaluation would exceed `ringslot.max-sample` members.
     #[error("{members} members to evaluate, more than ringslot.max-sample ({limit})")]
     TooManyMembers {

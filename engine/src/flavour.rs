@@ -21,9 +21,54 @@
 //!   u32 of MD5(member).
 //! - `Groupcache`: groupcache `consistenthash`: CRC32-IEEE of decimal `i` followed by the node
 //!   name; member hash = CRC32-IEEE of the member.
+//!
+//! The rings of proxies and client libraries, each as the implementation named places keys
+//! (checked key for key against the real one: `tests/compat_real.rs`):
+//! - `Nginx`: nginx `hash $key consistent` (`ngx_http_upstream_init_chash()` in
+//!   `src/http/modules/ngx_http_upstream_hash_module.c`, nginx 1.22): `160 x weight` points; the
+//!   server text split into host and port at its last `:` when only digits follow (a `unix:`
+//!   prefix leaves the path as host and no port); point `j` = CRC32-IEEE of host, one zero
+//!   byte, port and point `j - 1` as four little-endian bytes (0 before the first); member hash
+//!   = CRC32-IEEE of the key; the first point at or after it, wrapping. Equal points: the
+//!   server declared first keeps it (glibc's `qsort` is a stable merge sort; nginx then keeps
+//!   the first of equal points).
+//! - `Predis`: Predis 1.1 `Cluster\Distributor\HashRing`: `round(weight / total x nodes x 128)`
+//!   points (`VNODES` sets Predis's `$replicas`), point `i` = CRC32 of `node:i`; member hash =
+//!   CRC32 of the key's hash tag (Predis always extracts it, as Redis does); the **last** point
+//!   at or before the hash, wrapping to the last point; equal points go to the node added last.
+//! - `PredisKetama`: Predis 1.1 `KetamaRing`: `floor(weight / total x nodes x 40)` MD5 digests
+//!   of `node-i`, four little-endian points each; member hash = the first little-endian u32 of
+//!   MD5 of the key's hash tag; the first point at or after it; equal points to the node added
+//!   last.
+//! - `RedisRb`: redis-rb 4.8 `Redis::HashRing` under `Redis::Distributed`: 160 points (`VNODES`
+//!   sets its `replicas`) of CRC32 of `id:i`, where the id is the client's `redis://host:port/0`
+//!   (a name with `://` is taken as the id itself, a name starting with `/` as a unix socket,
+//!   `unix:///path/0`); member hash = CRC32 of the tag matched by `/^\{(.+?)\}/` (redis-rb's
+//!   default, not Redis's rule), else of the whole key; the last point at or before the hash,
+//!   wrapping to the last; equal points to the node added last; no weights.
+//!
+//! - `Haproxy`, `HaproxyCrc32`: HAProxy 2.6 `hash-type consistent` (`src/lb_chash.c`):
+//!   `16 x weight` points keyed `puid x 4096 + i` through `full_hash()`, where `puid` is the
+//!   server's place in the backend from 1 (so points follow a node's position, not its name);
+//!   member hash = `full_hash(sdbm(key))` by default, plain CRC32 with `consistent crc32`; the
+//!   owner is the nearer of the first point at or after the hash and the point before it, the
+//!   one before winning a tie (`chash_get_server_hash()`).
+//! - `EnvoyRing`, `EnvoyRedis`: Envoy `ring_hash` (`ring_hash_lb.cc`): the ring's size shared
+//!   out by normalized weight ([`envoy_point_counts`]), point `i` of a host = xxHash64 of
+//!   `<address>_<i>`; first point at or after the hash, wrapping. `envoy-ring` hashes a key with
+//!   xxHash64 (a header or cookie hash policy); `envoy-redis` with Envoy's `murmurHash2`
+//!   ([`envoy_murmur_hash2`]), as its `redis_proxy` does for an upstream of plain Redis
+//!   servers. Checked against vectors computed from the source with independent hash
+//!   libraries (`engine/tests/vectors/compat_published.tsv`): Envoy does not install here.
+//!
+//! The rings that take the last point at or before a hash keep their points on the mirrored
+//! circle (`2^32 - 1 - x`, [`Flavour::on_circle`]), where that point is the first at or after
+//! the mirrored hash: every lookup, share and what-if of the ring is then the one successor
+//! rule, and arcs keep their lengths.
 
 use md5::{Digest, Md5};
 use std::hash::Hasher;
+use xxhash_rust::xxh64::xxh64;
 
 /// A ring flavour. Points of every flavour are stored as `u64`; ketama and groupcache points
 /// use only the low 32 bits (their hash space is `2^32`, native's is `2^64`).
@@ -38,6 +83,59 @@ pub enum Flavour {
     Groupcache,
     /// ringslot 0.1's native rule: plain FNV-1a-64 points and members, ties by node name.
     NativeFnv,
+    /// nginx `hash $key consistent`.
+    Nginx,
+    /// Predis `HashRing`.
+    Predis,
+    /// Predis `KetamaRing`.
+    PredisKetama,
+    /// redis-rb `Redis::Distributed`'s `HashRing`.
+    RedisRb,
+    /// HAProxy `hash-type consistent` (sdbm and avalanche).
+    Haproxy,
+    /// HAProxy `hash-type consistent crc32` (no avalanche).
+    HaproxyCrc32,
+    /// Envoy `ring_hash` with xxHash64 (its default), keys hashed with xxHash64.
+    EnvoyRing,
+    /// Envoy `redis_proxy` in front of a `ring_hash` cluster of plain Redis servers: keys
+    /// hashed with Envoy's `murmurHash2`.
+    EnvoyRedis,
+}
+
+/// Which point of the ring owns a member's hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The first point at or after the hash, wrapping to the first (ketama, nginx, Karger).
+    Successor,
+    /// The last point at or before the hash, wrapping to the last (Predis `HashRing`,
+    /// redis-rb): kept as [`Lookup::Successor`] on the mirrored circle.
+    Predecessor,
+    /// The closer of the first point at or after the hash and the point before that one,
+    /// distances measured around the circle, the point before winning a tie (HAProxy
+    /// `chash_get_server_hash()`).
+    Nearest,
+}
+
+/// Which node owns a point that several nodes have at the same hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ties {
+    /// The node whose name sorts first (bytewise), whatever the order of the nodes.
+    Name,
+    /// The node that comes first in the ring's node order (declared or added first).
+    First,
+    /// The node that comes last in the ring's node order (a later point overwrites an
+    /// earlier one, as in a PHP or Ruby hash keyed by the point).
+    Last,
+}
+
+/// Which bytes of a member are hashed when the ring hashes by hash tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagRule {
+    /// Redis Cluster's: between the first `{` and the first `}` after it, when not empty.
+    Redis,
+    /// redis-rb's default `/^\{(.+?)\}/`: a `{` at the start of the key or of a line, then the
+    /// shortest run of at least one byte other than a newline up to a `}`.
+    LeadingBrace,
 }
 
 /// libmemcached's `MEMCACHED_POINTS_PER_SERVER_KETAMA`: points per server at an equal share.
@@ -47,11 +145,19 @@ pub const KETAMA_DEFAULT_PORT: &[u8] = b"11211";
 
 impl Flavour {
     /// All flavours, in the order they are documented.
-    pub const ALL: [Flavour; 4] = [
+    pub const ALL: [Flavour; 12] = [
         Flavour::Native,
         Flavour::Ketama,
         Flavour::Groupcache,
         Flavour::NativeFnv,
+        Flavour::Nginx,
+        Flavour::Predis,
+        Flavour::PredisKetama,
+        Flavour::RedisRb,
+        Flavour::Haproxy,
+        Flavour::HaproxyCrc32,
+        Flavour::EnvoyRing,
+        Flavour::EnvoyRedis,
     ];
 
     /// The flavour's name as `RING.INFO` shows it and `COMPAT` takes it.
@@ -61,6 +167,14 @@ impl Flavour {
             Flavour::Ketama => "ketama",
             Flavour::Groupcache => "groupcache",
             Flavour::NativeFnv => "native-fnv",
+            Flavour::Nginx => "nginx",
+            Flavour::Predis => "predis",
+            Flavour::PredisKetama => "predis-ketama",
+            Flavour::RedisRb => "redis-rb",
+            Flavour::Haproxy => "haproxy",
+            Flavour::HaproxyCrc32 => "haproxy-crc32",
+            Flavour::EnvoyRing => "envoy-ring",
+            Flavour::EnvoyRedis => "envoy-redis",
         }
     }
 
@@ -72,13 +186,23 @@ impl Flavour {
     }
 
     /// The flavour's code in the RDB encoding of a ring (encoding version 2): 0 native,
-    /// 1 ketama, 2 groupcache, 3 native-fnv.
+    /// 1 ketama, 2 groupcache, 3 native-fnv, 4 nginx, 5 predis, 6 predis-ketama, 7 redis-rb,
+    /// 8 haproxy, 9 haproxy-crc32, 10 envoy-ring, 11 envoy-redis.
+    /// A code never changes meaning: a new placement is a new code.
     pub fn code(self) -> u64 {
         match self {
             Flavour::Native => 0,
             Flavour::Ketama => 1,
             Flavour::Groupcache => 2,
             Flavour::NativeFnv => 3,
+            Flavour::Nginx => 4,
+            Flavour::Predis => 5,
+            Flavour::PredisKetama => 6,
+            Flavour::RedisRb => 7,
+            Flavour::Haproxy => 8,
+            Flavour::HaproxyCrc32 => 9,
+            Flavour::EnvoyRing => 10,
+            Flavour::EnvoyRedis => 11,
         }
     }
 
@@ -99,25 +223,154 @@ impl Flavour {
         }
     }
 
-    /// Virtual nodes per unit of weight when `VNODES` is not given: 160 (native; and ketama's
-    /// fixed 160 per equal share), 50 for groupcache (its tests' replica count).
+    /// Virtual nodes per unit of weight when `VNODES` is not given: 160 (native; ketama's,
+    /// nginx's and Predis `KetamaRing`'s fixed 160 per equal share; redis-rb's
+    /// `POINTS_PER_SERVER`), 50 for groupcache (its tests' replica count), 128 for Predis
+    /// (`HashRing::DEFAULT_REPLICAS`), 16 for HAProxy (`BE_WEIGHT_SCALE`), and for Envoy its
+    /// `minimum_ring_size`, 1024 (not per node: the ring's size).
     pub const fn default_vnodes(self) -> u32 {
         match self {
-            Flavour::Native | Flavour::NativeFnv | Flavour::Ketama => KETAMA_POINTS_PER_SERVER,
+            Flavour::Native
+            | Flavour::NativeFnv
+            | Flavour::Ketama
+            | Flavour::Nginx
+            | Flavour::PredisKetama
+            | Flavour::RedisRb => KETAMA_POINTS_PER_SERVER,
             Flavour::Groupcache => 50,
+            Flavour::Predis => 128,
+            Flavour::Haproxy | Flavour::HaproxyCrc32 => HAPROXY_POINTS_PER_WEIGHT,
+            Flavour::EnvoyRing | Flavour::EnvoyRedis => ENVOY_MIN_RING_SIZE,
         }
     }
 
-    /// Whether the flavour fixes the points per node, so that `VNODES` cannot be set.
+    /// Whether the flavour fixes the points per node, so that `VNODES` cannot be set (ketama,
+    /// nginx, Predis `KetamaRing` and HAProxy have no setting for it).
     pub fn fixes_vnodes(self) -> bool {
-        self == Flavour::Ketama
+        matches!(
+            self,
+            Flavour::Ketama
+                | Flavour::Nginx
+                | Flavour::PredisKetama
+                | Flavour::Haproxy
+                | Flavour::HaproxyCrc32
+                | Flavour::EnvoyRing
+                | Flavour::EnvoyRedis
+        )
     }
 
-    /// Bits of the flavour's hash space: 64 (native, native-fnv) or 32 (ketama, groupcache).
+    /// Whether a node's points follow from its position in the node order rather than its
+    /// name (HAProxy keys them by the server's `puid`, its place in the backend counting from
+    /// 1): a node before it leaving moves every point of it.
+    pub fn points_by_position(self) -> bool {
+        matches!(self, Flavour::Haproxy | Flavour::HaproxyCrc32)
+    }
+
+    /// Whether a node's point count depends on every node's weight and on the node count
+    /// (ketama and Predis scale each node's share of `nodes x points`; Envoy shares out one
+    /// ring size), not on its own weight alone.
+    pub fn counts_follow_shares(self) -> bool {
+        matches!(
+            self,
+            Flavour::Ketama
+                | Flavour::Predis
+                | Flavour::PredisKetama
+                | Flavour::EnvoyRing
+                | Flavour::EnvoyRedis
+        )
+    }
+
+    /// Whether the order of the nodes changes the ring beyond ties: HAProxy keys points by
+    /// position, Envoy shares its ring out with running totals in host order.
+    pub fn placement_follows_order(self) -> bool {
+        self.points_by_position() || matches!(self, Flavour::EnvoyRing | Flavour::EnvoyRedis)
+    }
+
+    /// Whether the flavour takes node weights (redis-rb's ring has none).
+    pub fn takes_weights(self) -> bool {
+        self != Flavour::RedisRb
+    }
+
+    /// Points each node has for these weights, in order, as the implementation counts them:
+    /// `vnodes x weight` (native, native-fnv, groupcache; nginx with its fixed 160),
+    /// libmemcached's weighted counts (ketama, [`ketama_point_counts`]), Predis's rounded and
+    /// floored shares ([`predis_point_counts`]), `vnodes` whatever the weight (redis-rb).
+    /// Units: points.
+    pub fn point_counts(self, vnodes: u32, weights: &[u32]) -> Vec<u64> {
+        match self {
+            Flavour::Ketama => ketama_point_counts(weights)
+                .into_iter()
+                .map(u64::from)
+                .collect(),
+            Flavour::Predis | Flavour::PredisKetama => predis_point_counts(self, vnodes, weights),
+            Flavour::RedisRb => vec![u64::from(vnodes); weights.len()],
+            Flavour::EnvoyRing | Flavour::EnvoyRedis => envoy_point_counts(weights),
+            Flavour::Native
+            | Flavour::NativeFnv
+            | Flavour::Groupcache
+            | Flavour::Nginx
+            | Flavour::Haproxy
+            | Flavour::HaproxyCrc32 => weights
+                .iter()
+                .map(|&w| u64::from(vnodes) * u64::from(w))
+                .collect(),
+        }
+    }
+
+    /// Bits of the flavour's hash space: 64 (native, native-fnv, Envoy's) or 32 (every other).
     pub fn hash_bits(self) -> u32 {
         match self {
-            Flavour::Native | Flavour::NativeFnv => 64,
-            Flavour::Ketama | Flavour::Groupcache => 32,
+            Flavour::Native | Flavour::NativeFnv | Flavour::EnvoyRing | Flavour::EnvoyRedis => 64,
+            _ => 32,
+        }
+    }
+
+    /// Which point owns a hash (see [`Lookup`]).
+    pub fn lookup(self) -> Lookup {
+        match self {
+            Flavour::Predis | Flavour::RedisRb => Lookup::Predecessor,
+            Flavour::Haproxy | Flavour::HaproxyCrc32 => Lookup::Nearest,
+            _ => Lookup::Successor,
+        }
+    }
+
+    /// Where hash `x` of the flavour's hash function sits on the ring's circle: `x` itself, or
+    /// `2^bits - 1 - x` for a [`Lookup::Predecessor`] flavour (see the module docs).
+    #[inline]
+    pub fn on_circle(self, x: u64) -> u64 {
+        match self.lookup() {
+            Lookup::Successor | Lookup::Nearest => x,
+            Lookup::Predecessor => (u64::MAX >> (64 - self.hash_bits())) - x,
+        }
+    }
+
+    /// Which node owns a point several nodes have (see [`Ties`]).
+    pub fn ties(self) -> Ties {
+        match self {
+            Flavour::Native | Flavour::NativeFnv | Flavour::Groupcache => Ties::Name,
+            Flavour::Ketama
+            | Flavour::Nginx
+            | Flavour::Haproxy
+            | Flavour::HaproxyCrc32
+            | Flavour::EnvoyRing
+            | Flavour::EnvoyRedis => Ties::First,
+            Flavour::Predis | Flavour::PredisKetama | Flavour::RedisRb => Ties::Last,
+        }
+    }
+
+    /// Whether the implementation always hashes a key by its hash tag (Predis's cluster
+    /// strategy, redis-rb's `Distributed`), so that the ring does whatever `HASHTAG` says.
+    pub fn always_hash_tags(self) -> bool {
+        matches!(
+            self,
+            Flavour::Predis | Flavour::PredisKetama | Flavour::RedisRb
+        )
+    }
+
+    /// Which hash tag the flavour takes from a key (see [`TagRule`]).
+    pub fn tag_rule(self) -> TagRule {
+        match self {
+            Flavour::RedisRb => TagRule::LeadingBrace,
+            _ => TagRule::Redis,
         }
     }
 
@@ -126,21 +379,23 @@ impl Flavour {
         1u128 << self.hash_bits()
     }
 
-    /// Whether equal points are ordered by node name (native, groupcache, native-fnv) rather
-    /// than by the
-    /// node's position in the ring (ketama).
-    pub fn ties_by_name(self) -> bool {
-        self != Flavour::Ketama
-    }
-
-    /// The hash of a member on this flavour's circle (see the module docs for each flavour).
+    /// The hash of a member on this flavour's circle (see the module docs for each flavour),
+    /// mirrored for a [`Lookup::Predecessor`] flavour ([`Flavour::on_circle`]).
     pub fn member_hash(self, member: &[u8]) -> u64 {
-        match self {
+        let h = match self {
             Flavour::Native => native_hash(member),
             Flavour::NativeFnv => fnv1a64(member),
-            Flavour::Ketama => u64::from(md5_le_u32(member, 0)),
-            Flavour::Groupcache => u64::from(crc32fast::hash(member)),
-        }
+            Flavour::Ketama | Flavour::PredisKetama => u64::from(md5_le_u32(member, 0)),
+            Flavour::Groupcache
+            | Flavour::Nginx
+            | Flavour::Predis
+            | Flavour::RedisRb
+            | Flavour::HaproxyCrc32 => u64::from(crc32fast::hash(member)),
+            Flavour::Haproxy => u64::from(haproxy_full_hash(sdbm(member))),
+            Flavour::EnvoyRing => xxh64(member, 0),
+            Flavour::EnvoyRedis => envoy_murmur_hash2(member, ENVOY_HASH_SEED),
+        };
+        self.on_circle(h)
     }
 
     /// Appends to `out` the points `from..to` of `node` (indices count points, not labels).
@@ -153,7 +408,10 @@ impl Flavour {
     /// effect on the state is worked out once (groupcache: CRC32 is affine in its starting
     /// state over the name; native-fnv, whose labels start with the index: see
     /// [`FnvSpan`]). The points are bit for bit those of hashing each label whole.
-    pub fn push_points(self, node: &[u8], from: u32, to: u32, out: &mut Vec<u64>) {
+    ///
+    /// `position` is the node's place in the ring's node order counting from 1, which only
+    /// HAProxy's points depend on ([`Flavour::points_by_position`]).
+    pub fn push_points(self, node: &[u8], position: u32, from: u32, to: u32, out: &mut Vec<u64>) {
         let mut digits = Vec::with_capacity(24);
         match self {
             Flavour::Native => {
@@ -187,20 +445,242 @@ impl Flavour {
                 let mut prefix = Md5::new();
                 prefix.update(ketama_host(node));
                 prefix.update(b"-");
-                for i in from / 4..to / 4 {
+                push_md5_points(&prefix, from, to, out);
+            }
+            Flavour::PredisKetama => {
+                let mut prefix = Md5::new();
+                prefix.update(node);
+                prefix.update(b"-");
+                push_md5_points(&prefix, from, to, out);
+            }
+            Flavour::Nginx => {
+                let (host, port) = nginx_host_port(node);
+                let mut base = crc32fast::Hasher::new();
+                base.update(host);
+                base.update(&[0]);
+                base.update(port);
+                // Each point continues from the one before it: the chain is walked from 0.
+                let mut prev = 0u32;
+                for j in 0..to {
+                    let mut h = base.clone();
+                    h.update(&prev.to_le_bytes());
+                    prev = h.finalize();
+                    if j >= from {
+                        out.push(u64::from(prev));
+                    }
+                }
+            }
+            Flavour::EnvoyRing | Flavour::EnvoyRedis => {
+                let mut label = Vec::with_capacity(node.len() + 11);
+                for i in from..to {
+                    label.clear();
+                    label.extend_from_slice(node);
+                    label.push(b'_');
+                    push_decimal(&mut label, i);
+                    out.push(xxh64(&label, 0));
+                }
+            }
+            Flavour::Haproxy | Flavour::HaproxyCrc32 => {
+                let base = position.wrapping_mul(HAPROXY_POINT_KEYS);
+                for i in from..to {
+                    out.push(u64::from(haproxy_full_hash(base.wrapping_add(i))));
+                }
+            }
+            Flavour::Predis | Flavour::RedisRb => {
+                let mut prefix = crc32fast::Hasher::new();
+                match self {
+                    Flavour::RedisRb => prefix.update(&redis_rb_id(node)),
+                    _ => prefix.update(node),
+                }
+                prefix.update(b":");
+                for i in from..to {
                     digits.clear();
                     push_decimal(&mut digits, i);
-                    let mut md5 = prefix.clone();
-                    md5.update(&digits);
-                    let digest = md5.finalize();
-                    for chunk in digest.chunks_exact(4) {
-                        let word = [chunk[0], chunk[1], chunk[2], chunk[3]];
-                        out.push(u64::from(u32::from_le_bytes(word)));
-                    }
+                    let mut h = prefix.clone();
+                    h.update(&digits);
+                    out.push(self.on_circle(u64::from(h.finalize())));
                 }
             }
         }
     }
+}
+
+/// Envoy `ring_hash`'s default `minimum_ring_size` (`DefaultMinRingSize`).
+pub const ENVOY_MIN_RING_SIZE: u32 = 1024;
+/// Envoy `ring_hash`'s default `maximum_ring_size` (`DefaultMaxRingSize`, 8M).
+const ENVOY_MAX_RING_SIZE: f64 = 8_388_608.0;
+/// Envoy's `STD_HASH_SEED` (`source/common/common/hash.h`), the seed of its `murmurHash2`.
+pub const ENVOY_HASH_SEED: u64 = 0xc70f_6907;
+
+/// Points per host of an Envoy `ring_hash` ring, in host order, as Envoy's `Ring` constructor
+/// shares out the ring (`ring_hash_lb.cc`, default sizes): weights normalized to shares `w`
+/// (weight / sum, doubles), `scale = min(ceil(min_w x 1024) / min_w, 8M)` with `min_w` the
+/// smallest share (at most 1), then running totals over the hosts in order: the target grows
+/// by `scale x w`, and points are added while the count so far is below it. Every step is the
+/// same double arithmetic as Envoy's, in its order.
+pub fn envoy_point_counts(weights: &[u32]) -> Vec<u64> {
+    let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    if sum == 0 {
+        return vec![0; weights.len()];
+    }
+    let shares: Vec<f64> = weights
+        .iter()
+        .map(|&w| f64::from(w) * 1.0 / sum as f64)
+        .collect();
+    let min_w = shares.iter().copied().fold(1.0f64, f64::min);
+    let scale = ((min_w * f64::from(ENVOY_MIN_RING_SIZE)).ceil() / min_w).min(ENVOY_MAX_RING_SIZE);
+    let (mut current, mut target) = (0.0f64, 0.0f64);
+    shares
+        .iter()
+        .map(|&w| {
+            target += scale * w;
+            let mut count = 0u64;
+            while current < target {
+                count += 1;
+                current += 1.0;
+            }
+            count
+        })
+        .collect()
+}
+
+/// Envoy's `MurmurHash::murmurHash2` (`source/common/common/hash.cc`), which is libstdc++'s
+/// 64-bit `std::_Hash_bytes` (a MurmurHash64A variant): `m = 0xc6a4a7935bd1e995`,
+/// `h = seed ^ (len x m)`; each little-endian 8-byte block `k`: `h ^= shift_mix(k x m) x m;
+/// h x= m`; the 1-7 bytes left as a little-endian integer: `h ^= t; h x= m`; then
+/// `h = shift_mix(shift_mix(h) x m)`, with `shift_mix(v) = v ^ (v >> 47)`, all wrapping.
+pub fn envoy_murmur_hash2(bytes: &[u8], seed: u64) -> u64 {
+    const M: u64 = 0xc6a4_a793_5bd1_e995;
+    let shift_mix = |v: u64| v ^ (v >> 47);
+    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(M);
+    let mut blocks = bytes.chunks_exact(8);
+    for block in &mut blocks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(block);
+        let k = u64::from_le_bytes(word);
+        h ^= shift_mix(k.wrapping_mul(M)).wrapping_mul(M);
+        h = h.wrapping_mul(M);
+    }
+    let rest = blocks.remainder();
+    if !rest.is_empty() {
+        let t = rest
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        h ^= t;
+        h = h.wrapping_mul(M);
+    }
+    shift_mix(shift_mix(h).wrapping_mul(M))
+}
+
+/// HAProxy's `BE_WEIGHT_SCALE`: points per unit of weight of a consistent-hash server.
+pub const HAPROXY_POINTS_PER_WEIGHT: u32 = 16;
+/// HAProxy's `SRV_EWGHT_RANGE` (256 x 16): point `i` of server `puid` is keyed
+/// `puid x 4096 + i` (`chash_init_server_tree()` in `src/lb_chash.c`).
+const HAPROXY_POINT_KEYS: u32 = 4096;
+
+/// HAProxy's `full_hash()` (`include/haproxy/intops.h`): Bob Jenkins' six-step 32-bit integer
+/// hash, then a multiply by `0xC0000001`; a bijection of `u32`. HAProxy keys its
+/// consistent-hash points with it, and by default passes the request hash through it too.
+pub fn haproxy_full_hash(mut a: u32) -> u32 {
+    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
+    a = (a ^ 0xc761_c23c) ^ (a >> 19);
+    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
+    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
+    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
+    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
+    a.wrapping_mul(0xC000_0001)
+}
+
+/// The sdbm string hash as HAProxy's `hash_sdbm()` (`src/hash.c`): `h = h x 65599 + byte`
+/// over unsigned bytes, in 32 bits, from 0.
+pub fn sdbm(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0u32, |h, &c| {
+        h.wrapping_mul(65599).wrapping_add(u32::from(c))
+    })
+}
+
+/// Appends the points of MD5 labels `from / 4 .. to / 4`: each label is `prefix` (an MD5
+/// state) continued with its decimal index, and gives four little-endian u32 points, as
+/// libmemcached's ketama and Predis `KetamaRing` read a digest.
+fn push_md5_points(prefix: &Md5, from: u32, to: u32, out: &mut Vec<u64>) {
+    let mut digits = Vec::with_capacity(10);
+    for i in from / 4..to / 4 {
+        digits.clear();
+        push_decimal(&mut digits, i);
+        let mut md5 = prefix.clone();
+        md5.update(&digits);
+        let digest = md5.finalize();
+        for chunk in digest.chunks_exact(4) {
+            let word = [chunk[0], chunk[1], chunk[2], chunk[3]];
+            out.push(u64::from(u32::from_le_bytes(word)));
+        }
+    }
+}
+
+/// nginx's host and port of a `server` text, as `ngx_http_upstream_init_chash()` splits it:
+/// after a `unix:` prefix (any case) the path is the host and there is no port; else the run
+/// of digits after the last `:` is the port when a `:` ends the run; else no port.
+pub fn nginx_host_port(server: &[u8]) -> (&[u8], &[u8]) {
+    if server.len() >= 5 && server[..5].eq_ignore_ascii_case(b"unix:") {
+        return (&server[5..], &[]);
+    }
+    let digits = server
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    match server.len().checked_sub(digits + 1) {
+        Some(colon) if server.get(colon) == Some(&b':') => (&server[..colon], &server[colon + 1..]),
+        _ => (server, &[]),
+    }
+}
+
+/// redis-rb's client id for a node name: the name itself when it holds `://` (an id or URL
+/// given whole), `unix://<path>/0` for a name starting with `/`, else `redis://<name>/0`
+/// (`Redis::Client#id` in redis-rb 4.8: `<scheme>://<host:port or path>/<db>`).
+pub fn redis_rb_id(node: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if node.windows(3).any(|w| w == b"://") {
+        return std::borrow::Cow::Borrowed(node);
+    }
+    let scheme: &[u8] = if node.first() == Some(&b'/') {
+        b"unix://"
+    } else {
+        b"redis://"
+    };
+    std::borrow::Cow::Owned([scheme, node, b"/0"].concat())
+}
+
+/// Points per node of Predis's rings, in node order: `HashRing` takes
+/// `round(weight / total x nodes x vnodes)` points, `KetamaRing` `floor(weight / total x nodes
+/// x 40)` digests of four points (`addNodeToRing()` in Predis 1.1). PHP computes the share in
+/// double precision, as here; its `round()` first rounds to 15 significant digits, so a
+/// product within a rounding error of `.5` rounds up: the exact rational is rounded half up
+/// instead (`2 w n v + W` over `2 W`, in integers), which agrees with PHP wherever the double
+/// product is within 15 digits of it.
+pub fn predis_point_counts(flavour: Flavour, vnodes: u32, weights: &[u32]) -> Vec<u64> {
+    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    let nodes = weights.len() as u64;
+    weights
+        .iter()
+        .map(|&w| {
+            if total == 0 {
+                return 0;
+            }
+            match flavour {
+                Flavour::PredisKetama => {
+                    let share = f64::from(w) / total as f64 * nodes as f64;
+                    let digests = (share * f64::from(KETAMA_POINTS_PER_SERVER / 4)).floor();
+                    (digests as u64).saturating_mul(4)
+                }
+                _ => {
+                    let scaled = u128::from(w) * u128::from(nodes) * u128::from(vnodes);
+                    let rounded = (2 * scaled + u128::from(total)) / (2 * u128::from(total));
+                    u64::try_from(rounded).unwrap_or(u64::MAX)
+                }
+            }
+        })
+        .collect()
 }
 
 /// FNV-1a-64's offset basis and prime (the FNV reference).
@@ -483,15 +963,48 @@ mod tests {
         assert_eq!(l, b"cache-4294967295");
     }
 
-    /// The points of `node` as the labels define them: each label hashed whole.
+    /// The points of `node` as the labels define them: each label hashed whole (nginx's
+    /// chain from its start; HAProxy's keys at position 3).
     fn points_label_by_label(f: Flavour, node: &[u8], from: u32, to: u32) -> Vec<u64> {
         let mut label = Vec::new();
         let mut out = Vec::new();
+        let md5_points = |label: &[u8], out: &mut Vec<u64>| {
+            out.extend((0..4).map(|a| u64::from(md5_le_u32(label, a))));
+        };
         match f {
             Flavour::Ketama => {
                 for i in from / 4..to / 4 {
                     ketama_label(node, i, &mut label);
-                    out.extend((0..4).map(|a| u64::from(md5_le_u32(&label, a))));
+                    md5_points(&label, &mut out);
+                }
+            }
+            Flavour::PredisKetama => {
+                for i in from / 4..to / 4 {
+                    let label = format!("{}-{i}", String::from_utf8_lossy(node));
+                    if node.is_ascii() {
+                        md5_points(label.as_bytes(), &mut out);
+                    } else {
+                        md5_points(&[node, format!("-{i}").as_bytes()].concat(), &mut out);
+                    }
+                }
+            }
+            Flavour::Nginx => {
+                let (host, port) = nginx_host_port(node);
+                let mut prev = 0u32;
+                for j in 0..to {
+                    let bytes = [host, &[0], port, &prev.to_le_bytes()].concat();
+                    prev = crc32fast::hash(&bytes);
+                    if j >= from {
+                        out.push(u64::from(prev));
+                    }
+                }
+            }
+            Flavour::Haproxy | Flavour::HaproxyCrc32 => {
+                out.extend((from..to).map(|i| u64::from(haproxy_full_hash(3 * 4096 + i))));
+            }
+            Flavour::EnvoyRing | Flavour::EnvoyRedis => {
+                for i in from..to {
+                    out.push(xxh64(&[node, format!("_{i}").as_bytes()].concat(), 0));
                 }
             }
             _ => {
@@ -504,6 +1017,14 @@ mod tests {
                         Flavour::NativeFnv => {
                             native_fnv_label(node, i, &mut label);
                             fnv1a64(&label)
+                        }
+                        Flavour::Predis => {
+                            let l = [node, format!(":{i}").as_bytes()].concat();
+                            u64::from(u32::MAX - crc32fast::hash(&l))
+                        }
+                        Flavour::RedisRb => {
+                            let l = [&redis_rb_id(node)[..], format!(":{i}").as_bytes()].concat();
+                            u64::from(u32::MAX - crc32fast::hash(&l))
                         }
                         _ => {
                             groupcache_label(node, i, &mut label);
@@ -533,7 +1054,7 @@ mod tests {
             for name in &names {
                 for (from, to) in [(0, 8), (4, 600), (996, 1000)] {
                     let mut out = Vec::new();
-                    f.push_points(name, from, to, &mut out);
+                    f.push_points(name, 3, from, to, &mut out);
                     assert_eq!(
                         out,
                         points_label_by_label(f, name, from, to),
@@ -555,12 +1076,71 @@ mod tests {
             );
         }
         assert_eq!(Flavour::from_name(b"jump"), None);
-        assert_eq!(Flavour::from_code(4), None);
+        assert_eq!(Flavour::from_code(12), None);
         // Version-1 payloads: code 0 was 0.1's native, now native-fnv.
         assert_eq!(Flavour::from_code_v1(0), Some(Flavour::NativeFnv));
         assert_eq!(Flavour::from_code_v1(1), Some(Flavour::Ketama));
         assert_eq!(Flavour::from_code_v1(2), Some(Flavour::Groupcache));
         assert_eq!(Flavour::from_code_v1(3), None);
+    }
+
+    #[test]
+    fn haproxy_hashes_match_haproxy() {
+        // Values of HAProxy 2.6's `full_hash()` and `hash_sdbm()` (include/haproxy/intops.h,
+        // src/hash.c) worked out by hand from their definitions and confirmed against the
+        // 2.6.12 binary through the points they place (tests/compat_real.rs).
+        assert_eq!(haproxy_full_hash(0), 0xab4e_d927);
+        assert_eq!(haproxy_full_hash(1), 0x3486_81b6);
+        assert_eq!(haproxy_full_hash(4096), 0x49c2_008b);
+        assert_eq!(sdbm(b""), 0);
+        assert_eq!(sdbm(b"abc"), 0x3025_f862);
+    }
+
+    #[test]
+    fn nginx_splits_host_and_port_as_nginx() {
+        // ngx_http_upstream_init_chash(): digits after the last `:` are the port; `unix:`
+        // leaves the path as host.
+        assert_eq!(
+            nginx_host_port(b"10.0.0.1:80"),
+            (&b"10.0.0.1"[..], &b"80"[..])
+        );
+        assert_eq!(
+            nginx_host_port(b"example.com"),
+            (&b"example.com"[..], &b""[..])
+        );
+        assert_eq!(
+            nginx_host_port(b"unix:/tmp/a.sock"),
+            (&b"/tmp/a.sock"[..], &b""[..])
+        );
+        assert_eq!(nginx_host_port(b"UNIX:/a:80"), (&b"/a:80"[..], &b""[..]));
+        assert_eq!(
+            nginx_host_port(b"[::1]:8080"),
+            (&b"[::1]"[..], &b"8080"[..])
+        );
+        assert_eq!(nginx_host_port(b"host:8a"), (&b"host:8a"[..], &b""[..]));
+        assert_eq!(nginx_host_port(b":"), (&b""[..], &b""[..]));
+    }
+
+    #[test]
+    fn redis_rb_ids_and_predis_counts() {
+        assert_eq!(
+            &redis_rb_id(b"10.0.0.1:6379")[..],
+            b"redis://10.0.0.1:6379/0"
+        );
+        assert_eq!(&redis_rb_id(b"/tmp/r.sock")[..], b"unix:///tmp/r.sock/0");
+        assert_eq!(&redis_rb_id(b"rediss://h:1/2")[..], b"rediss://h:1/2");
+        // Predis 1.1 HashRing: round(w / W x n x 128); KetamaRing: floor(w / W x n x 40) x 4
+        // (worked out by hand: 100/480 x 4 x 128 = 106.67 -> 107; 250/480 x 4 x 128 = 266.67
+        // -> 267; 30/480 x 4 x 128 = 32; 100/480 x 4 x 40 = 33.3 -> 33 digests).
+        let w = [100, 100, 250, 30];
+        assert_eq!(
+            predis_point_counts(Flavour::Predis, 128, &w),
+            vec![107, 107, 267, 32]
+        );
+        assert_eq!(
+            predis_point_counts(Flavour::PredisKetama, 160, &w),
+            vec![132, 132, 332, 40]
+        );
     }
 
     #[test]

@@ -348,7 +348,7 @@ impl MultiProbe {
         let mut hashes = Vec::new();
         for (i, &(name, weight)) in nodes.iter().enumerate() {
             hashes.clear();
-            Flavour::Native.push_points(name, 0, points_of(weight), &mut hashes);
+            Flavour::Native.push_points(name, 0, 0, points_of(weight), &mut hashes);
             points.extend(hashes.iter().map(|&h| (h, i as u32)));
         }
         points.sort_unstable();

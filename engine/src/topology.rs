@@ -104,6 +104,19 @@ pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
 }
 
 impl Topology {
+    /// A `WEIGHT` given to this ring's nodes, checked ([`check_weight`]), and refused when not
+    /// 1 for a flavour without weights (redis-rb). Errors: `BadWeight`, `NoWeights`.
+    pub fn given_weight(&self, weight: Option<i64>) -> Result<Option<u32>, EngineError> {
+        let weight = weight.map(check_weight).transpose()?;
+        let flavour = self.ring.flavour();
+        if weight.is_some_and(|w| w != 1) && !flavour.takes_weights() {
+            return Err(EngineError::NoWeights {
+                flavour: flavour.name(),
+            });
+        }
+        Ok(weight)
+    }
+
     /// An empty ring of `flavour`. `vnodes` (points per unit of weight, `1..=MAX_VNODES`)
     /// defaults to the flavour's; it is refused with ketama, whose counts are fixed.
     pub fn new(
@@ -226,7 +239,7 @@ impl Topology {
         weight: Option<i64>,
         limits: Limits,
     ) -> Result<(usize, bool), EngineError> {
-        let weight = weight.map(check_weight).transpose()?;
+        let weight = self.given_weight(weight)?;
         if names.iter().any(|n| n.is_empty()) {
             return Err(EngineError::EmptyNodeName);
         }

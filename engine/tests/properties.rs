@@ -1,6 +1,7 @@
 //! Property tests of the ring and the slot table (proptest).
 
 use proptest::prelude::*;
+use ringslot_engine::flavour::Lookup;
 use ringslot_engine::keyslot::SLOT_COUNT;
 use ringslot_engine::Limits;
 use ringslot_engine::{Change, Flavour, MemberWeight, Ring, Scheme, SchemeParams, Topology};
@@ -162,8 +163,17 @@ proptest! {
                     .iter()
                     .flat_map(|p| [p.hash().wrapping_sub(1), p.hash(), p.hash().wrapping_add(1)]);
                 for h in near.chain(probes.iter().copied()).map(|h| h & mask) {
-                    let i = points.partition_point(|p| p.hash() < h);
-                    let expected = points.get(i).or(points.first()).map(|p| p.owner() as usize);
+                    let mut i = points.partition_point(|p| p.hash() < h) % points.len().max(1);
+                    if flavour.lookup() == Lookup::Nearest && !points.is_empty() {
+                        // HAProxy: the point before the first at or after wins when at most as far.
+                        let prev = (i + points.len() - 1) % points.len();
+                        let before = h.wrapping_sub(points[prev].hash()) & mask;
+                        let after = points[i].hash().wrapping_sub(h) & mask;
+                        if before <= after {
+                            i = prev;
+                        }
+                    }
+                    let expected = points.get(i).map(|p| p.owner() as usize);
                     prop_assert_eq!(ring.owner_of_hash(h), expected, "{:?} {}", flavour, h);
                 }
             }
@@ -234,9 +244,11 @@ proptest! {
         for flavour in Flavour::ALL {
             let vnodes = (!flavour.fixes_vnodes()).then_some(i64::from(vnodes));
             let mut t = Topology::new(flavour, vnodes, false).unwrap();
+            // redis-rb's ring has no weights: its nodes all weigh 1.
+            let weigh = |w: u32| i64::from(if flavour.takes_weights() { w } else { 1 });
             for (i, &w) in start.iter().enumerate() {
                 let name = format!("10.2.0.{i}:6379");
-                t.add(&[name.as_bytes()], Some(i64::from(w)), Limits::NONE).unwrap();
+                t.add(&[name.as_bytes()], Some(weigh(w)), Limits::NONE).unwrap();
             }
             // One to three nodes of the ring (maybe the same one twice), or as many joiners.
             let targets: Vec<Vec<u8>> = picks
@@ -245,12 +257,12 @@ proptest! {
                 .collect();
             let joiners: Vec<Vec<u8>> = (0..picks.len()).map(|j| format!("joiner-{j}:6379").into_bytes()).collect();
             let change = match op {
-                0 => Change::Add { nodes: joiners.clone(), weight: Some(i64::from(weight)) },
-                1 => Change::Add { nodes: targets.clone(), weight: Some(i64::from(weight)) },
+                0 => Change::Add { nodes: joiners.clone(), weight: Some(weigh(weight)) },
+                1 => Change::Add { nodes: targets.clone(), weight: Some(weigh(weight)) },
                 // Joiners and re-weights in one change.
                 2 => Change::Add {
                     nodes: [targets.clone(), joiners.clone()].concat(),
-                    weight: Some(i64::from(weight)),
+                    weight: Some(weigh(weight)),
                 },
                 _ => Change::Del { nodes: targets.clone() },
             };
@@ -363,8 +375,13 @@ proptest! {
             prop_assert_eq!((w_ring.moves.moved, w_ring.moves.between_old), ring, "{:?} ring", flavour);
             prop_assert_eq!((w_slots.moves.moved, w_slots.moves.between_old), slots, "{:?} slots", flavour);
             prop_assert_eq!((w_modulo.moves.moved, w_modulo.moves.between_old), modulo, "{:?} modulo", flavour);
-            // The moved share: sweep the union of both rings' points.
+            // The moved share: sweep the union of both rings' points (and, for a nearest-point
+            // lookup, the half-way hashes where ownership also changes: every run's start).
             let mut bounds: Vec<u64> = t.ring().points().iter().chain(after.ring().points()).map(|p| p.hash()).collect();
+            if flavour.lookup() == Lookup::Nearest {
+                // Runs start where ownership changes; the sweep needs the hash before each.
+                bounds.extend(t.ring().owner_runs().iter().chain(&after.ring().owner_runs()).map(|r| r.0.wrapping_sub(1) & u64::from(u32::MAX)));
+            }
             bounds.sort_unstable();
             bounds.dedup();
             let space = flavour.space();
@@ -396,6 +413,7 @@ proptest! {
         weight in 1u32..3, members in members(),
     ) {
         for flavour in Flavour::ALL {
+            let weight = if flavour.takes_weights() { weight } else { 1 };
             let mut serving = Topology::new(flavour, None, false).unwrap();
             let names: Vec<Vec<u8>> = (0..start).map(|i| format!("10.3.0.{i}:6379").into_bytes()).collect();
             let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
@@ -404,6 +422,10 @@ proptest! {
             // The mirror: every master, the empty ones at places of the list, the slots of the
             // serving ring.
             for last in [true, false] {
+                // Where a node sits changes HAProxy's and Envoy's rings themselves.
+                if !last && flavour.placement_follows_order() {
+                    continue;
+                }
                 let mut parts: Vec<(Vec<u8>, u32)> = names.iter().map(|n| (n.clone(), 1)).collect();
                 for (j, joiner) in joiners.iter().enumerate() {
                     let place = if last { parts.len() } else { usize::from(at[j]) % (parts.len() + 1) };

@@ -58,7 +58,7 @@ fn native_hash_vectors_match_fmix64_of_fnv1a64() {
     }
     // The seed article's virtual node labels are the native flavour's points.
     let mut points = Vec::new();
-    Flavour::Native.push_points(b"127.0.0.1", 0, 2, &mut points);
+    Flavour::Native.push_points(b"127.0.0.1", 0, 0, 2, &mut points);
     assert_eq!(points, vec![0x7f49f8949983f0df, 0xad52ae5b5897fb33]);
 }
 
@@ -126,5 +126,79 @@ fn ketama_ring_matches_libmemcached() {
             "owner of {:?}",
             row[0]
         );
+    }
+}
+
+/// The scenarios stated in the header of compat_published.tsv: name -> (hosts with weights,
+/// points per host).
+type Scenarios = std::collections::BTreeMap<String, (Vec<(String, u32)>, Vec<u64>)>;
+
+fn published_scenarios() -> Scenarios {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/compat_published.tsv"
+    );
+    let text = std::fs::read_to_string(path).expect("read compat vectors");
+    let mut out = Scenarios::new();
+    for line in text.lines().filter(|l| l.starts_with("#   ")) {
+        let body = line.trim_start_matches('#').trim();
+        let (name, rest) = body.split_once(": ").expect("scenario");
+        let (hosts, points) = rest.split_once("; points ").expect("points");
+        let hosts = hosts
+            .split(", ")
+            .map(|h| {
+                let (a, w) = h.rsplit_once(' ').expect("host weight");
+                (a.to_string(), w.parse().expect("weight"))
+            })
+            .collect();
+        let points = points
+            .split(' ')
+            .map(|p| p.parse().expect("count"))
+            .collect();
+        out.insert(name.to_string(), (hosts, points));
+    }
+    out
+}
+
+#[test]
+fn envoy_rings_match_the_published_algorithm() {
+    // Computed by scripts/compat_vectors.py from Envoy's ring_hash_lb.cc and redis_proxy's
+    // key hash, with PyPI's xxhash and libstdc++'s std::_Hash_bytes: not ringslot's code.
+    let scenarios = published_scenarios();
+    assert_eq!(scenarios.len(), 4);
+    let rows = vectors("compat_published.tsv");
+    assert!(rows.len() >= 4000);
+    for (name, (hosts, points)) in &scenarios {
+        for compat in [Flavour::EnvoyRing, Flavour::EnvoyRedis] {
+            let mut t = Topology::new(compat, None, false).expect("ring");
+            for (host, weight) in hosts {
+                t.add(&[host.as_bytes()], Some(i64::from(*weight)), Limits::NONE)
+                    .expect("add");
+            }
+            let counts: Vec<u64> = t.nodes().iter().map(|n| u64::from(n.points)).collect();
+            assert_eq!(&counts, points, "{compat} {name}: points per host");
+            let mut checked = 0;
+            for row in rows
+                .iter()
+                .filter(|r| r[0] == *name && r[1] == compat.name())
+            {
+                let key = row[2].as_bytes();
+                let hash: u64 = row[3].parse().expect("key_hash");
+                assert_eq!(
+                    t.ring().member_hash(key),
+                    hash,
+                    "{compat} hash of {}",
+                    row[2]
+                );
+                assert_eq!(
+                    t.owner(key),
+                    Some(row[4].as_bytes()),
+                    "{compat} {name}: owner of {}",
+                    row[2]
+                );
+                checked += 1;
+            }
+            assert_eq!(checked, 500, "{compat} {name}");
+        }
     }
 }

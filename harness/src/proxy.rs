@@ -253,7 +253,7 @@ impl Memcached {
 /// Whether process `pid` has a socket listening on TCP `port` (IPv4): a `LISTEN` entry of
 /// `/proc/net/tcp` on that port whose inode is one of the process's descriptors. Linux only
 /// (elsewhere `false`).
-fn listens_on(pid: u32, port: u16) -> bool {
+pub(crate) fn listens_on(pid: u32, port: u16) -> bool {
     let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
         return false;
     };

@@ -391,6 +391,13 @@ mod tests {
             ),
             (EngineError::NoNodes.into(), "ERR the change names no node"),
             (
+                EngineError::NoWeights {
+                    flavour: "redis-rb",
+                }
+                .into(),
+                "ERR COMPAT redis-rb has no weights: its nodes all weigh 1",
+            ),
+            (
                 CommandError::NoSuchKey(b"cahce".to_vec()),
                 "ERR no such key 'cahce'",
             ),
@@ -499,7 +506,7 @@ mod tests {
             ),
             (
                 ArgError::UnknownCompat.into(),
-                "ERR COMPAT must be one of native, ketama, groupcache, native-fnv",
+                "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis",
             ),
         ];
         for (error, text) in cases {

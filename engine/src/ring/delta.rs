@@ -7,7 +7,8 @@
 //! Owners are named in one index space for both rings: the ring's node indices, and for the
 //! nodes that join, the node count and up, in order.
 
-use super::{node_name, point_before, Node, Ring};
+use super::{node_name, point_before, sort_points, Node, Ring};
+use crate::flavour::{Lookup, Ties};
 
 /// The points a node-set change adds and removes.
 #[derive(Debug, Clone)]
@@ -25,6 +26,10 @@ pub struct RingDelta<'a> {
     first_survivor: Option<usize>,
     /// The names of the nodes that join, in order (for the name tie rule).
     joining: Vec<&'a [u8]>,
+    /// For the flavours whose points or lookup the incremental delta does not model (a
+    /// nearest-point lookup, points keyed by position: [`Ring::delta`]), the changed ring
+    /// itself, built whole, with the common index of each of its nodes.
+    rebuilt: Option<(Box<Ring>, Vec<u32>)>,
 }
 
 /// A change of a ring's nodes, as [`Ring::delta`] takes it: nodes of the ring that take a new
@@ -79,19 +84,30 @@ impl Ring {
     pub fn delta<'a>(&'a self, change: &NodeChange<'a>) -> RingDelta<'a> {
         let count = self.nodes.len();
         let joining: Vec<&[u8]> = change.joining.iter().map(|j| j.0).collect();
-        // Only ketama's counts depend on every weight (and on the server count); the other
-        // flavours' counts change for the changed nodes alone, so only they are looked at.
-        if !self.flavour.fixes_vnodes() {
+        if self.flavour.lookup() == Lookup::Nearest || self.flavour.points_by_position() {
+            return self.rebuilt_delta(change, joining);
+        }
+        // Only ketama's and Predis's counts depend on every weight (and on the node count); the
+        // other flavours' counts change for the changed nodes alone, so only they are looked at.
+        if !self.flavour.counts_follow_shares() {
+            let count_of = |w: u32| {
+                let counts = self.flavour.point_counts(self.vnodes, &[w]);
+                if w == 0 {
+                    0
+                } else {
+                    counts.first().copied().unwrap_or(0)
+                }
+            };
             let counts: Vec<(usize, u64)> = change
                 .weights
                 .iter()
-                .map(|&(i, w)| (i, u64::from(self.vnodes) * u64::from(w)))
+                .map(|&(i, w)| (i, count_of(w)))
                 .chain(
                     change
                         .joining
                         .iter()
                         .enumerate()
-                        .map(|(j, &(_, w))| (count + j, u64::from(self.vnodes) * u64::from(w))),
+                        .map(|(j, &(_, w))| (count + j, count_of(w))),
                 )
                 .collect();
             return self.delta_of(&counts, joining);
@@ -122,6 +138,45 @@ impl Ring {
             })
             .collect();
         self.delta_of(&counts, joining)
+    }
+
+    /// The delta of a flavour whose changed ring is built whole (see [`RingDelta`]'s
+    /// `rebuilt`): a copy of the ring with the change applied. Cost: O(P) and the changed
+    /// ring's new points.
+    fn rebuilt_delta<'a>(
+        &'a self,
+        change: &NodeChange<'a>,
+        joining: Vec<&'a [u8]>,
+    ) -> RingDelta<'a> {
+        let mut nodes = Vec::new();
+        let mut map = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let weight = change
+                .weights
+                .iter()
+                .rev()
+                .find(|w| w.0 == i)
+                .map_or(n.weight, |w| w.1);
+            if weight > 0 {
+                nodes.push((n.name.clone(), weight));
+                map.push(i as u32);
+            }
+        }
+        for (j, &(name, weight)) in change.joining.iter().enumerate() {
+            nodes.push((name.to_vec(), weight));
+            map.push((self.nodes.len() + j) as u32);
+        }
+        let mut after = self.clone();
+        after.set_nodes(nodes);
+        RingDelta {
+            ring: self,
+            added: Vec::new(),
+            removed_at: Vec::new(),
+            survivor_after: Vec::new(),
+            first_survivor: None,
+            joining,
+            rebuilt: Some((Box::new(after), map)),
+        }
     }
 
     /// The delta of nodes taking new point counts (`(index, count)`, the joining node at the
@@ -172,7 +227,8 @@ impl Ring {
             }
             scratch.clear();
             let (from, to) = (now.min(before), now.max(before));
-            self.flavour.push_points(name, from, to, &mut scratch);
+            self.flavour
+                .push_points(name, i as u32 + 1, from, to, &mut scratch);
             let points = scratch.iter().map(|&h| (h, i as u32));
             if now > before {
                 added.extend(points);
@@ -193,20 +249,13 @@ impl Ring {
             survivor_after: Vec::new(),
             first_survivor: None,
             joining,
+            rebuilt: None,
         };
-        let by_name = self.flavour.ties_by_name();
-        delta.added.sort_unstable();
-        if by_name {
-            let nodes = &self.nodes;
-            let joining = &delta.joining;
-            for run in delta.added.chunk_by_mut(|a, b| a.0 == b.0) {
-                if run.len() > 1 {
-                    run.sort_by(|a, b| {
-                        name_of(nodes, joining, a.1).cmp(name_of(nodes, joining, b.1))
-                    });
-                }
-            }
-        }
+        let nodes = &self.nodes;
+        let joining = &delta.joining;
+        sort_points(&mut delta.added, self.flavour.ties(), |o| {
+            name_of(nodes, joining, o)
+        });
         delta.index_removed(removed_at);
         delta
     }
@@ -285,6 +334,41 @@ impl Ring {
     }
 }
 
+/// The fraction of a circle of `space` values whose owner differs between two rings given
+/// as [`Ring::owner_runs`], the second's owners mapped to the first's index space by `map`:
+/// one merge of the runs. Either ring without points: 0 when both are empty, else 1.
+fn moved_between_runs(
+    before: &[(u64, u32)],
+    after: &[(u64, u32)],
+    map: &[u32],
+    space: u128,
+) -> f64 {
+    if before.is_empty() || after.is_empty() {
+        return if before.is_empty() && after.is_empty() {
+            0.0
+        } else {
+            1.0
+        };
+    }
+    let mut starts: Vec<u64> = before.iter().chain(after).map(|r| r.0).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let owner_at = |runs: &[(u64, u32)], x: u64| {
+        let k = runs.partition_point(|r| r.0 <= x);
+        runs.get(k.saturating_sub(1)).map(|r| r.1)
+    };
+    let mut moved: u128 = 0;
+    for (k, &x) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map_or(space, |&e| u128::from(e));
+        let b = owner_at(before, x);
+        let a = owner_at(after, x).and_then(|o| map.get(o as usize).copied());
+        if a != b {
+            moved += end - u128::from(x);
+        }
+    }
+    moved as f64 / space as f64
+}
+
 /// The name of `owner` in the common index space (empty when out of range).
 fn name_of<'n>(nodes: &'n [Node], joining: &[&'n [u8]], owner: u32) -> &'n [u8] {
     match (owner as usize).checked_sub(nodes.len()) {
@@ -297,6 +381,18 @@ impl RingDelta<'_> {
     /// The changed ring's points as sorted (hash, owner) pairs, owners in the common index
     /// space: the ring's surviving points merged with the added ones. O(P + k): a copy.
     pub fn after_points(&self) -> Vec<(u64, u32)> {
+        if let Some((after, map)) = &self.rebuilt {
+            return after
+                .points
+                .iter()
+                .map(|p| {
+                    (
+                        p.hash(),
+                        map.get(p.owner() as usize).copied().unwrap_or(u32::MAX),
+                    )
+                })
+                .collect();
+        }
         let ring = self.ring;
         let mut out = Vec::with_capacity(ring.points.len() + self.added.len());
         let mut removed = self.removed_at.iter().peekable();
@@ -322,6 +418,9 @@ impl RingDelta<'_> {
 
     /// The points the change adds and removes.
     pub fn changed_points(&self) -> usize {
+        if let Some((after, _)) = &self.rebuilt {
+            return self.ring.points.len() + after.points.len();
+        }
         self.added.len() + self.removed_at.len()
     }
 
@@ -368,8 +467,9 @@ impl RingDelta<'_> {
 
     /// Whether point `a` comes before point `b` in the changed ring (both in the common space).
     fn before(&self, a: (u64, u32), b: (u64, u32)) -> bool {
-        if a.0 != b.0 || !self.ring.flavour.ties_by_name() {
-            return point_before(false, &[], a, b);
+        let ties = self.ring.flavour.ties();
+        if a.0 != b.0 || ties != Ties::Name {
+            return point_before(ties, &[], a, b);
         }
         let name = |o| name_of(&self.ring.nodes, &self.joining, o);
         name(a.1) < name(b.1)
@@ -378,6 +478,10 @@ impl RingDelta<'_> {
     /// The owner (common index space) of `hash` on the changed ring; `None` when it has no
     /// points.
     pub fn owner_after(&self, hash: u64) -> Option<usize> {
+        if let Some((after, map)) = &self.rebuilt {
+            let o = after.owner_of_hash(hash)?;
+            return map.get(o).map(|&c| c as usize);
+        }
         self.owner_after_from(hash, self.ring.first_at_or_after(hash))
     }
 
@@ -430,6 +534,9 @@ impl RingDelta<'_> {
     pub fn moved_space(&self) -> f64 {
         let ring = self.ring;
         let space = ring.flavour.space();
+        if let Some((after, map)) = &self.rebuilt {
+            return moved_between_runs(&ring.owner_runs(), &after.owner_runs(), map, space);
+        }
         let points = ring.points.len();
         let after_empty = self.added.is_empty() && self.first_survivor.is_none();
         match (points == 0, after_empty) {
@@ -626,19 +733,38 @@ mod tests {
             rebuilt,
             "{flavour:?} {change:?}: after_points"
         );
-        // The moved share by a sweep over both rings' owned values.
+        // The moved share by a sweep over both rings' owned values: for a successor lookup
+        // each arc ends at a point of either ring; for a nearest-point lookup the arcs also
+        // end half-way between points, so the sweep takes every run of either ring.
         let mut moved = 0u128;
         let space = flavour.space();
-        let mut bounds: Vec<u64> = bh.iter().chain(&ah).copied().collect();
-        bounds.sort_unstable();
-        bounds.dedup();
-        for (k, &x) in bounds.iter().enumerate() {
-            let arc = match k.checked_sub(1).map(|j| bounds[j]) {
-                Some(p) => u128::from(x - p),
-                None => u128::from(x) + space - u128::from(*bounds.last().unwrap()),
-            };
-            if ring.owner_of_hash(x) != rebuilt_owner(&after, map, x) {
-                moved += arc;
+        if flavour.lookup() == crate::flavour::Lookup::Nearest {
+            let mut starts: Vec<u64> = ring
+                .owner_runs()
+                .into_iter()
+                .chain(after.owner_runs())
+                .map(|r| r.0)
+                .collect();
+            starts.sort_unstable();
+            starts.dedup();
+            for (k, &x) in starts.iter().enumerate() {
+                let end = starts.get(k + 1).map_or(space, |&e| u128::from(e));
+                if ring.owner_of_hash(x) != rebuilt_owner(&after, map, x) {
+                    moved += end - u128::from(x);
+                }
+            }
+        } else {
+            let mut bounds: Vec<u64> = bh.iter().chain(&ah).copied().collect();
+            bounds.sort_unstable();
+            bounds.dedup();
+            for (k, &x) in bounds.iter().enumerate() {
+                let arc = match k.checked_sub(1).map(|j| bounds[j]) {
+                    Some(p) => u128::from(x - p),
+                    None => u128::from(x) + space - u128::from(*bounds.last().unwrap()),
+                };
+                if ring.owner_of_hash(x) != rebuilt_owner(&after, map, x) {
+                    moved += arc;
+                }
             }
         }
         let expected = moved as f64 / space as f64;
@@ -678,10 +804,15 @@ mod tests {
             for k in [0usize, 7, 100, 199] {
                 let node = &ring.nodes[k];
                 // Ketama's points come four to a digest.
-                let unit = if flavour == Flavour::Ketama { 4 } else { 1 };
+                let unit = if matches!(flavour, Flavour::Ketama | Flavour::PredisKetama) {
+                    4
+                } else {
+                    1
+                };
                 for now in [0, unit, node.points / 2 / unit * unit] {
                     let mut hashes = Vec::new();
-                    flavour.push_points(&node.name, now, node.points, &mut hashes);
+                    let position = k as u32 + 1;
+                    flavour.push_points(&node.name, position, now, node.points, &mut hashes);
                     let mut lost: Vec<(u64, u32)> = hashes.iter().map(|&h| (h, k as u32)).collect();
                     lost.sort_unstable();
                     let mut flags = vec![false; 201];

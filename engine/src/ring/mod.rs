@@ -14,7 +14,7 @@ pub mod delta;
 pub mod index;
 mod update;
 
-use super::flavour::Flavour;
+use super::flavour::{Flavour, Lookup, TagRule, Ties};
 use super::keyslot::hashed_part;
 use index::BucketIndex;
 
@@ -82,12 +82,14 @@ impl Point {
 
 impl Ring {
     /// An empty ring. `vnodes` is the number of points per unit of weight (ignored by ketama,
-    /// whose counts are libmemcached's); `hashtag` makes members hash by their `{hash tag}`.
+    /// whose counts are libmemcached's); `hashtag` makes members hash by their `{hash tag}`
+    /// (always so for the flavours whose implementation always does,
+    /// [`Flavour::always_hash_tags`]).
     pub fn new(flavour: Flavour, vnodes: u32, hashtag: bool) -> Ring {
         Ring {
             flavour,
             vnodes,
-            hashtag,
+            hashtag: hashtag || flavour.always_hash_tags(),
             nodes: Vec::new(),
             by_name: Vec::new(),
             points: Vec::new(),
@@ -135,19 +137,10 @@ impl Ring {
         &self.points
     }
 
-    /// Points each node would have for these weights, in order: `vnodes x weight` for native and
-    /// groupcache, libmemcached's weighted counts for ketama. Units: points (u64, no overflow).
+    /// Points each node would have for these weights, in order, as the flavour counts them
+    /// ([`Flavour::point_counts`]). Units: points (u64, no overflow).
     pub fn planned_points(flavour: Flavour, vnodes: u32, weights: &[u32]) -> Vec<u64> {
-        match flavour {
-            Flavour::Ketama => super::flavour::ketama_point_counts(weights)
-                .into_iter()
-                .map(u64::from)
-                .collect(),
-            Flavour::Native | Flavour::NativeFnv | Flavour::Groupcache => weights
-                .iter()
-                .map(|&w| u64::from(vnodes) * u64::from(w))
-                .collect(),
-        }
+        flavour.point_counts(vnodes, weights)
     }
 
     /// The hash of `member` on this ring's circle (of its hash tag when `HASHTAG` is set).
@@ -155,12 +148,16 @@ impl Ring {
         self.flavour.member_hash(self.key_bytes(member))
     }
 
-    /// The bytes of `member` that are hashed: its hash tag when `HASHTAG` is set, else all.
+    /// The bytes of `member` that are hashed: its hash tag (by the flavour's
+    /// [`crate::flavour::TagRule`]) when `HASHTAG` is set or the flavour always takes it, else
+    /// all.
     pub fn key_bytes<'m>(&self, member: &'m [u8]) -> &'m [u8] {
-        if self.hashtag {
-            hashed_part(member)
-        } else {
-            member
+        if !self.hashtag {
+            return member;
+        }
+        match self.flavour.tag_rule() {
+            TagRule::Redis => hashed_part(member),
+            TagRule::LeadingBrace => leading_brace_tag(member).unwrap_or(member),
         }
     }
 
@@ -180,10 +177,61 @@ impl Ring {
         Some(if i >= self.points.len() { 0 } else { i })
     }
 
+    /// Index of the point that owns `hash` by the flavour's [`Lookup`]: the first at or after
+    /// it (wrapping), or for [`Lookup::Nearest`] that one or the point before it, whichever is
+    /// closer around the circle, the one before winning a tie. `None` without points.
+    fn owning_point(&self, hash: u64) -> Option<usize> {
+        let next = self.point_at_or_after(hash)?;
+        if self.flavour.lookup() != Lookup::Nearest {
+            return Some(next);
+        }
+        let prev = next.checked_sub(1).unwrap_or(self.points.len() - 1);
+        let (Some(p), Some(n)) = (self.points.get(prev), self.points.get(next)) else {
+            return Some(next);
+        };
+        let mask = u64::MAX >> (64 - self.flavour.hash_bits());
+        let before = hash.wrapping_sub(p.hash()) & mask;
+        let after = n.hash().wrapping_sub(hash) & mask;
+        Some(if before <= after { prev } else { next })
+    }
+
     /// The owner (index into [`Ring::nodes`]) of a hash on the circle; `None` without points.
     pub fn owner_of_hash(&self, hash: u64) -> Option<usize> {
-        let i = self.point_at_or_after(hash)?;
+        let i = self.owning_point(hash)?;
         self.points.get(i).map(|p| p.owner() as usize)
+    }
+
+    /// The ring's ownership of the circle as runs: `(first hash, owner)` sorted by first hash,
+    /// the first starting at 0, each run reaching to the next's start (the last to the end
+    /// of the circle). Runs next to each other may have the same owner. Exact for every
+    /// [`Lookup`]: the owner can only change just after a point, or for
+    /// [`Lookup::Nearest`] half-way between two points, and is read at each such place.
+    /// Empty without points. Cost: O(P log P).
+    pub fn owner_runs(&self) -> Vec<(u64, u32)> {
+        if self.points.is_empty() {
+            return Vec::new();
+        }
+        let mask = u64::MAX >> (64 - self.flavour.hash_bits());
+        let mut starts: Vec<u64> = vec![0];
+        let hashes: Vec<u64> = self.points.iter().map(|p| p.hash()).collect();
+        for (k, &h) in hashes.iter().enumerate() {
+            starts.push(h);
+            if h < mask {
+                starts.push(h + 1);
+            }
+            if self.flavour.lookup() == Lookup::Nearest {
+                let next = hashes.get(k + 1).or(hashes.first()).copied().unwrap_or(h);
+                let gap = next.wrapping_sub(h) & mask;
+                let half = h.wrapping_add(gap / 2).wrapping_add(1) & mask;
+                starts.push(half);
+            }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
+            .into_iter()
+            .filter_map(|s| self.owner_of_hash(s).map(|o| (s, o as u32)))
+            .collect()
     }
 
     /// The owner (index into [`Ring::nodes`]) of `member`; `None` on a ring without points.
@@ -191,11 +239,12 @@ impl Ring {
         self.owner_of_hash(self.member_hash(member))
     }
 
-    /// Up to `count` distinct nodes met walking clockwise from `member`'s hash, the owner first
-    /// (a preference list, as Dynamo's). Shorter when fewer nodes have points.
+    /// Up to `count` distinct nodes met walking clockwise from the point that owns `member`'s
+    /// hash, the owner first (a preference list, as Dynamo's). Shorter when fewer nodes have
+    /// points.
     pub fn preference_list(&self, member: &[u8], count: usize) -> Vec<usize> {
         let mut list = Vec::new();
-        let Some(start) = self.point_at_or_after(self.member_hash(member)) else {
+        let Some(start) = self.owning_point(self.member_hash(member)) else {
             return list;
         };
         let want = count.min(self.nodes.len());
@@ -219,6 +268,16 @@ impl Ring {
     /// ring has points): a point owns the values after the previous point up to itself.
     pub fn owned_values(&self) -> Vec<u128> {
         let mut owned = vec![0u128; self.nodes.len()];
+        if self.flavour.lookup() == Lookup::Nearest {
+            let runs = self.owner_runs();
+            let ends = runs.iter().skip(1).map(|r| u128::from(r.0));
+            for (&(start, o), end) in runs.iter().zip(ends.chain([self.flavour.space()])) {
+                if let Some(slot) = owned.get_mut(o as usize) {
+                    *slot += end - u128::from(start);
+                }
+            }
+            return owned;
+        }
         let (Some(first), Some(last)) = (self.points.first(), self.points.last()) else {
             return owned;
         };
@@ -266,15 +325,65 @@ pub(crate) fn node_name(nodes: &[Node], index: u32) -> &[u8] {
 }
 
 /// Whether point `a` sorts before point `b` (both `(hash, owner index into nodes)`): by hash,
-/// then by node name (`by_name`) or by owner index (ketama's rule).
-pub(crate) fn point_before(by_name: bool, nodes: &[Node], a: (u64, u32), b: (u64, u32)) -> bool {
+/// then by the tie rule: node name, or owner index (first or last wins).
+pub(crate) fn point_before(ties: Ties, nodes: &[Node], a: (u64, u32), b: (u64, u32)) -> bool {
     if a.0 != b.0 {
-        a.0 < b.0
-    } else if by_name {
-        node_name(nodes, a.1) < node_name(nodes, b.1)
-    } else {
-        a.1 < b.1
+        return a.0 < b.0;
     }
+    match ties {
+        Ties::Name => node_name(nodes, a.1) < node_name(nodes, b.1),
+        Ties::First => a.1 < b.1,
+        Ties::Last => a.1 > b.1,
+    }
+}
+
+/// Sorts `points` (hash, owner) in ring order by hash, then by `ties`, with `name` giving an
+/// owner's name for [`Ties::Name`].
+pub(crate) fn sort_points<'n>(
+    points: &mut [(u64, u32)],
+    ties: Ties,
+    name: impl Fn(u32) -> &'n [u8],
+) {
+    points.sort_unstable();
+    if ties == Ties::First {
+        return;
+    }
+    for run in points.chunk_by_mut(|a, b| a.0 == b.0) {
+        if run.len() > 1 {
+            match ties {
+                Ties::Last => run.reverse(),
+                _ => run.sort_by(|a, b| name(a.1).cmp(name(b.1))),
+            }
+        }
+    }
+}
+
+/// The tag redis-rb's default `/^\{(.+?)\}/` takes from `key`: at the first place where a
+/// line starts with `{` (the key's start, or after a newline: Ruby's `^`), the shortest run of
+/// at least one byte other than a newline followed by `}`. `None` when it does not match.
+pub fn leading_brace_tag(key: &[u8]) -> Option<&[u8]> {
+    let starts = std::iter::once(0).chain(
+        key.iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
+    for start in starts {
+        if key.get(start) != Some(&b'{') {
+            continue;
+        }
+        let body = key.get(start + 1..).unwrap_or(&[]);
+        // At least one byte before the `}`, and no newline up to it.
+        for (i, &b) in body.iter().enumerate() {
+            if b == b'\n' {
+                break;
+            }
+            if b == b'}' && i >= 1 {
+                return body.get(..i);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -331,13 +440,58 @@ mod tests {
                 } else {
                     h
                 };
-                let i = points.partition_point(|p| p.hash() < h) % points.len();
+                let mut i = points.partition_point(|p| p.hash() < h) % points.len();
+                if f.lookup() == Lookup::Nearest {
+                    // HAProxy: the point before wins when at most as far.
+                    let prev = (i + points.len() - 1) % points.len();
+                    let before = (h.wrapping_sub(points[prev].hash())) & 0xFFFF_FFFF;
+                    let after = (points[i].hash().wrapping_sub(h)) & 0xFFFF_FFFF;
+                    if before <= after {
+                        i = prev;
+                    }
+                }
                 assert_eq!(
                     r.owner_of_hash(h),
                     Some(points[i].owner() as usize),
                     "{f:?} {h}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn owner_runs_hold_the_owner_of_every_hash_they_cover() {
+        // At each run's first hash and the hash before it the lookup agrees with the runs; a
+        // nearest-point ring's runs also split each gap where HAProxy's rule does (a tie goes
+        // to the point before).
+        for f in Flavour::ALL {
+            let r = ring(f, &["a", "b", "c"]);
+            let runs = r.owner_runs();
+            assert_eq!(runs.first().map(|x| x.0), Some(0), "{f:?}");
+            let space = f.space();
+            for (k, &(start, owner)) in runs.iter().enumerate() {
+                let end = runs.get(k + 1).map_or(space, |x| u128::from(x.0));
+                assert_eq!(
+                    r.owner_of_hash(start),
+                    Some(owner as usize),
+                    "{f:?} at {start}"
+                );
+                let last = u64::try_from(end - 1).unwrap_or(u64::MAX);
+                assert_eq!(
+                    r.owner_of_hash(last),
+                    Some(owner as usize),
+                    "{f:?} at {last}"
+                );
+            }
+            assert_eq!(r.owned_values().iter().sum::<u128>(), space, "{f:?}");
+        }
+        let mut r = Ring::new(Flavour::Haproxy, 16, false);
+        r.set_nodes(vec![(b"x".to_vec(), 1), (b"y".to_vec(), 1)]);
+        for pair in r.points().windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let mid = a.hash() + (b.hash() - a.hash()) / 2;
+            assert_eq!(r.owner_of_hash(mid), Some(a.owner() as usize));
+            assert_eq!(r.owner_of_hash(mid + 1), Some(b.owner() as usize));
         }
     }
 

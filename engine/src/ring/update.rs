@@ -3,7 +3,7 @@
 //! rather than rebuilt, so that a change costs about one pass over the points and no rehash
 //! or sort of the whole ring.
 
-use super::{node_name, point_before, Node, Point, Ring};
+use super::{node_name, point_before, sort_points, Node, Point, Ring};
 use fnv::FnvHashMap;
 
 /// Owner mapping of a node that leaves the ring.
@@ -55,12 +55,17 @@ impl Ring {
         for (new_i, ((name, weight), count)) in nodes.into_iter().zip(counts).enumerate() {
             let new_i = new_i as u32;
             let points = u32::try_from(count).unwrap_or(u32::MAX);
-            let old = old_index.get(name.as_slice()).copied();
+            // A node whose points follow its position is a new node wherever it moved: its
+            // old points all go and its new ones come.
+            let old = old_index
+                .get(name.as_slice())
+                .copied()
+                .filter(|&o| !self.flavour.points_by_position() || o == new_i as usize);
             let old_points = old.and_then(|o| self.nodes.get(o)).map_or(0, |n| n.points);
             scratch.clear();
             if points > old_points {
                 self.flavour
-                    .push_points(&name, old_points, points, &mut scratch);
+                    .push_points(&name, new_i + 1, old_points, points, &mut scratch);
                 added.extend(scratch.iter().map(|&h| (h, new_i)));
             }
             if let Some(o) = old {
@@ -69,7 +74,7 @@ impl Ring {
                 }
                 if points < old_points {
                     self.flavour
-                        .push_points(&name, points, old_points, &mut scratch);
+                        .push_points(&name, o as u32 + 1, points, old_points, &mut scratch);
                     for &h in &scratch {
                         *lost.entry((h, o as u32)).or_insert(0) += 1;
                     }
@@ -85,16 +90,9 @@ impl Ring {
             });
         }
 
-        // (hash, node index) is ketama's order; for the name tie rule, re-sort the rare runs
-        // of equal hashes by name.
-        added.sort_unstable();
-        if self.flavour.ties_by_name() {
-            for run in added.chunk_by_mut(|a, b| a.0 == b.0) {
-                if run.len() > 1 {
-                    run.sort_by(|a, b| node_name(&new_nodes, a.1).cmp(node_name(&new_nodes, b.1)));
-                }
-            }
-        }
+        sort_points(&mut added, self.flavour.ties(), |o| {
+            node_name(&new_nodes, o)
+        });
         PlannedChange {
             nodes: new_nodes,
             old_to_new,
@@ -183,8 +181,8 @@ impl Ring {
         let kept = self.points.len();
         let total = kept + added.len();
         let few = added.len().saturating_mul(64) <= kept;
-        let by_name = self.flavour.ties_by_name();
-        let before = |a: (u64, u32), b: (u64, u32)| point_before(by_name, nodes, a, b);
+        let ties = self.flavour.ties();
+        let before = |a: (u64, u32), b: (u64, u32)| point_before(ties, nodes, a, b);
         // Where `a` goes among the old points `lo..hi`: after those with a smaller hash, and
         // after equal-hash points that sort before it.
         let place = |points: &[Point], lo: usize, hi: usize, a: (u64, u32)| {

@@ -1,0 +1,356 @@
+//! The rings of proxies and client libraries, key for key against the real implementation:
+//! nginx 1.22 (`hash $arg_key consistent`, Debian's `nginx-light`, a real proxy in front of
+//! backends that answer their own name), Predis 1.1.10 (Debian's `php-nrk-predis`: its
+//! `PredisCluster` over a `HashRing` and a `KetamaRing`) and redis-rb 4.8.0 (Debian's
+//! `ruby-redis`: `Redis::Distributed`). Each runs 20000 keys over rings with weights, a node
+//! joining, a node leaving from the middle, and node names of several shapes; ringslot's
+//! answer is read through `RING.MGET` on a real redis-server with the module.
+
+use ringslot_harness::lb::{Haproxy, HaproxyServer, Nginx, Upstream};
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const KEYS: usize = 20_000;
+
+/// Keys of varied shapes, query-safe (nginx hashes `$arg_key` as sent).
+fn plain_keys() -> Vec<String> {
+    (0..KEYS)
+        .map(|i| match i % 4 {
+            0 => format!("user:{i}"),
+            1 => format!("session-{}", i * 7919),
+            2 => format!("img.{i}.thumb_{}", i % 13),
+            _ => format!("{}", i as u64 * 2_654_435_761 % 1_000_003),
+        })
+        .collect()
+}
+
+/// Keys with hash tags of both rules (Redis's, and redis-rb's leading `{...}`), and without.
+fn tagged_keys() -> Vec<String> {
+    (0..KEYS)
+        .map(|i| match i % 5 {
+            0 => format!("{{user:{}}}:cart", i % 3001),
+            1 => format!("order:{{{}}}:{i}", i % 977),
+            2 => format!("{{}}empty{i}"),
+            3 => format!("{{}}}}odd{i}"),
+            _ => format!("plain:{i}"),
+        })
+        .collect()
+}
+
+/// ringslot's owners of `keys` on a ring `RING.CREATE r COMPAT compat` with `nodes` (name,
+/// weight) added in order, through `RING.MGET`.
+fn ringslot_owners(
+    server: &Server,
+    compat: &str,
+    nodes: &[(String, u32)],
+    keys: &[String],
+) -> Vec<String> {
+    let mut con = server.client();
+    let _: () = redis::cmd("DEL").arg("r").query(&mut con).expect("DEL");
+    let _: () = redis::cmd("RING.CREATE")
+        .arg("r")
+        .arg("COMPAT")
+        .arg(compat)
+        .query(&mut con)
+        .expect("RING.CREATE");
+    for (name, weight) in nodes {
+        let mut add = redis::cmd("RING.ADD");
+        add.arg("r");
+        if *weight != 1 {
+            add.arg("WEIGHT").arg(*weight);
+        }
+        add.arg(name);
+        let _: i64 = add.query(&mut con).expect("RING.ADD");
+    }
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(1000) {
+        let owners: Vec<String> = redis::cmd("RING.MGET")
+            .arg("r")
+            .arg(chunk)
+            .query(&mut con)
+            .expect("RING.MGET");
+        out.extend(owners);
+    }
+    out
+}
+
+/// Fails naming the keys placed differently, when any is.
+fn same(what: &str, keys: &[String], real: &[String], ours: &[String]) {
+    assert_eq!(
+        real.len(),
+        keys.len(),
+        "{what}: the real one answered fewer keys"
+    );
+    let differ: Vec<String> = keys
+        .iter()
+        .zip(real.iter().zip(ours))
+        .filter(|(_, (r, o))| r != o)
+        .map(|(k, (r, o))| format!("{k}: real {r}, ringslot {o}"))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what}: {} of {} keys differ, first: {:?}",
+        differ.len(),
+        keys.len(),
+        &differ[..differ.len().min(5)]
+    );
+}
+
+/// Runs a helper program with `args`, `keys` on its stdin one a line, and returns its lines.
+fn run_lines(program: &str, args: &[String], keys: &[String]) -> Vec<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {program} ({e}): `make deps` installs it"));
+    let mut input = keys.join("\n");
+    input.push('\n');
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/compat/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The node sets each implementation is checked on: a base set, one joining, one leaving from
+/// the middle, and ten nodes.
+fn scenarios(
+    base: &[(String, u32)],
+    joiner: (String, u32),
+    ten: &[(String, u32)],
+) -> Vec<(&'static str, Vec<(String, u32)>)> {
+    let mut joined = base.to_vec();
+    joined.push(joiner);
+    let mut left = base.to_vec();
+    left.remove(1);
+    vec![
+        ("base", base.to_vec()),
+        ("join", joined),
+        ("leave", left),
+        ("ten", ten.to_vec()),
+    ]
+}
+
+/// nginx's owners of `keys` with the upstream `nodes` (a `unix:` name is a socket in `dir`,
+/// written `unix:@/name`): a fresh nginx whose backends listen on fresh ports, tried again on
+/// other ports when one was taken meanwhile. Returns the real owners and the node list as
+/// ringslot must name it (the same server texts).
+fn nginx_owners(nodes: &[(String, u32)], keys: &[String]) -> (Vec<String>, Vec<(String, u32)>) {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let dir = Nginx::socket_dir().expect("dir");
+        let named: Vec<(String, u32)> = nodes
+            .iter()
+            .map(|(n, w)| {
+                let n = n
+                    .replace("@", &dir.path().display().to_string())
+                    .replace("PORT", &free_port().expect("port").to_string());
+                (n, *w)
+            })
+            .collect();
+        let upstream: Vec<Upstream> = named
+            .iter()
+            .map(|(n, w)| Upstream {
+                server: n.clone(),
+                weight: *w,
+            })
+            .collect();
+        match Nginx::start_in(dir, &upstream) {
+            Ok(nginx) => {
+                let real = nginx.owners(keys).unwrap_or_else(|e| panic!("{e}"));
+                return (real, named);
+            }
+            Err(e) if e.0.contains("Address already in use") => last = e.0,
+            Err(e) => panic!("nginx: {e}"),
+        }
+    }
+    panic!("nginx: {last}")
+}
+
+#[test]
+fn nginx_hash_consistent_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = plain_keys();
+    // Three shapes of `server`: an address, a name (`localhost`: nginx listens on every
+    // address it resolves to), a unix socket (hashed without its `unix:` prefix, no port).
+    let shape = |i: usize| match i % 3 {
+        0 => "127.0.0.1:PORT".to_string(),
+        1 => "localhost:PORT".to_string(),
+        _ => format!("unix:@/b{i}.sock"),
+    };
+    let weights = [1, 2, 1, 3, 1];
+    let base: Vec<(String, u32)> = (0..4).map(|i| (shape(i), weights[i])).collect();
+    let ten: Vec<(String, u32)> = (0..10).map(|i| (shape(i), 1)).collect();
+    for (what, nodes) in scenarios(&base, (shape(4), weights[4]), &ten) {
+        let (real, named) = nginx_owners(&nodes, &keys);
+        let ours = ringslot_owners(&server, "nginx", &named, &keys);
+        same(&format!("nginx {what}"), &keys, &real, &ours);
+    }
+}
+
+/// Predis's view of `nodes` (name, weight; weight 0 leaves it to Predis's default 100).
+fn predis(ring: &str, replicas: u32, nodes: &[(String, u32)], keys: &[String]) -> Vec<String> {
+    let list: Vec<String> = nodes
+        .iter()
+        .map(|(n, w)| {
+            let weight = if *w == 0 {
+                "null".to_string()
+            } else {
+                w.to_string()
+            };
+            format!("[\"{n}\",{weight}]")
+        })
+        .collect();
+    let config = format!(
+        "{{\"ring\":\"{ring}\",\"replicas\":{replicas},\"nodes\":[{}]}}",
+        list.join(",")
+    );
+    run_lines("php", &[fixture("predis_owners.php"), config], keys)
+}
+
+/// A node list: (name, weight), in order.
+type Nodes = Vec<(String, u32)>;
+
+/// Predis's base nodes (names of every shape it takes), a joiner, and ten nodes.
+fn predis_nodes() -> (Nodes, (String, u32), Nodes) {
+    let base = vec![
+        ("10.0.0.1:6379".to_string(), 100),
+        ("/var/run/redis/cache.sock".to_string(), 100),
+        ("cache-b.example:7000".to_string(), 250),
+        ("[::1]:6380".to_string(), 30),
+    ];
+    let joiner = ("10.0.0.5:6379".to_string(), 100);
+    let ten = (0..10).map(|i| (format!("10.1.0.{i}:6379"), 100)).collect();
+    (base, joiner, ten)
+}
+
+#[test]
+fn predis_hash_ring_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = tagged_keys();
+    let (base, joiner, ten) = predis_nodes();
+    for (what, nodes) in scenarios(&base, joiner, &ten) {
+        let real = predis("hashring", 128, &nodes, &keys);
+        let ours = ringslot_owners(&server, "predis", &nodes, &keys);
+        same(&format!("predis {what}"), &keys, &real, &ours);
+    }
+    // Predis's default weight is 100: nodes left without one weigh as nodes given 100.
+    let unweighted: Vec<(String, u32)> = ten.iter().map(|(n, _)| (n.clone(), 0)).collect();
+    let real = predis("hashring", 128, &unweighted, &keys);
+    let ours = ringslot_owners(&server, "predis", &ten, &keys);
+    same("predis default weights", &keys, &real, &ours);
+}
+
+#[test]
+fn predis_ketama_ring_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = tagged_keys();
+    let (base, joiner, ten) = predis_nodes();
+    for (what, nodes) in scenarios(&base, joiner, &ten) {
+        let real = predis("ketama", 0, &nodes, &keys);
+        let ours = ringslot_owners(&server, "predis-ketama", &nodes, &keys);
+        same(&format!("predis-ketama {what}"), &keys, &real, &ours);
+    }
+}
+
+#[test]
+fn redis_rb_distributed_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = tagged_keys();
+    // redis-rb names a node by its client id: `redis://host:port/db`, `unix:///path/0`, or an
+    // id given whole; ringslot takes `host:port` and `/path` for the first two.
+    let base: Vec<(String, u32)> = [
+        "10.0.0.1:6379",
+        "/var/run/redis/cache.sock",
+        "redis://cache-b.example:7000/2",
+        "10.0.0.4:6380",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), 1))
+    .collect();
+    let joiner = ("10.0.0.5:6379".to_string(), 1);
+    let ten: Vec<(String, u32)> = (0..10).map(|i| (format!("10.1.0.{i}:6379"), 1)).collect();
+    let as_ruby = |n: &str| {
+        if n.contains("://") || n.starts_with('/') {
+            n.to_string()
+        } else {
+            format!("redis://{n}")
+        }
+    };
+    for (what, nodes) in scenarios(&base, joiner, &ten) {
+        let args: Vec<String> = nodes.iter().map(|(n, _)| as_ruby(n)).collect();
+        let real = run_lines(
+            "ruby",
+            &{
+                let mut a = vec![fixture("redis_rb_owners.rb")];
+                a.extend(args);
+                a
+            },
+            &keys,
+        );
+        let ours: Vec<String> = ringslot_owners(&server, "redis-rb", &nodes, &keys)
+            .iter()
+            .map(|n| {
+                String::from_utf8_lossy(&ringslot_engine::flavour::redis_rb_id(n.as_bytes()))
+                    .into_owned()
+            })
+            .collect();
+        same(&format!("redis-rb {what}"), &keys, &real, &ours);
+    }
+}
+
+/// HAProxy's owners of `keys` with `servers` (name, weight) in order under `hash_type`.
+fn haproxy_owners(servers: &[(String, u32)], hash_type: &str, keys: &[String]) -> Vec<String> {
+    let servers: Vec<HaproxyServer> = servers
+        .iter()
+        .map(|(n, w)| HaproxyServer {
+            name: n.clone(),
+            weight: *w,
+        })
+        .collect();
+    let proxy = Haproxy::start(&servers, hash_type).unwrap_or_else(|e| panic!("{e}"));
+    proxy
+        .owners(keys)
+        .unwrap_or_else(|e| panic!("haproxy: {e}"))
+}
+
+#[test]
+fn haproxy_hash_type_consistent_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = plain_keys();
+    // HAProxy keys a server's points by its place in the backend, not its name or address:
+    // the node leaving from the middle moves the points of every server after it.
+    let weights = [1, 2, 3, 1, 1];
+    let node = |i: usize| (format!("cache-{i}"), weights[i % 5]);
+    let base: Vec<(String, u32)> = (0..4).map(node).collect();
+    let ten: Vec<(String, u32)> = (10..20).map(|i| (format!("cache-{i}"), 1)).collect();
+    for (compat, hash_type) in [
+        ("haproxy", "consistent"),
+        ("haproxy-crc32", "consistent crc32"),
+    ] {
+        for (what, nodes) in scenarios(&base, node(4), &ten) {
+            let real = haproxy_owners(&nodes, hash_type, &keys);
+            let ours = ringslot_owners(&server, compat, &nodes, &keys);
+            same(&format!("{compat} {what}"), &keys, &real, &ours);
+        }
+    }
+}
