@@ -265,8 +265,8 @@ bench-cache: release
 	$(BENCH_RELEASE) cache --local --no-cluster --seed 3 --name cache-seed3 $(BENCH_ARGS)
 
 ## bench-compat: what one node joining and one leaving costs under the placements of nginx,
-## HAProxy, Envoy, Predis, redis-rb and libmemcached, beside the slots and hash mod N, at 4, 10
-## and 100 nodes; on a temporary redis-server; report on stdout and in bench/out/compat.{md,csv}.
+## HAProxy, Envoy, mcrouter, Predis, redis-rb, go-redis, pymemcache, python-memcached and
+## libmemcached, beside the slots and hash mod N, at 4, 10 and 100 nodes; on a temporary redis-server; report on stdout and in bench/out/compat.{md,csv}.
 bench-compat: release
 	$(CARGO) run --release -p ringslot-bench -- --module $(MODULE_RELEASE) --out bench/out \
 	  compat $(BENCH_ARGS)

@@ -1,13 +1,15 @@
 //! The rings of proxies and client libraries, key for key against the real implementation:
 //! nginx 1.22 (`hash $arg_key consistent`, Debian's `nginx-light`, a real proxy in front of
 //! backends that answer their own name), Predis 1.1.10 (Debian's `php-nrk-predis`: its
-//! `PredisCluster` over a `HashRing` and a `KetamaRing`) and redis-rb 4.8.0 (Debian's
-//! `ruby-redis`: `Redis::Distributed`). Each runs 20000 keys over rings with weights, a node
+//! `PredisCluster` over a `HashRing` and a `KetamaRing`), redis-rb 4.8.0 (Debian's
+//! `ruby-redis`: `Redis::Distributed`), python-memcached 1.59 (`Client._get_server` against real
+//! memcached servers) and pymemcache 3.5.2 (`HashClient`'s hasher). Each runs 20000 keys over rings with weights, a node
 //! joining, a node leaving from the middle, and node names of several shapes; ringslot's
 //! answer is read through `RING.MGET` on a real redis-server with the module.
 
 use ringslot_harness::lb::{Haproxy, HaproxyServer, Nginx, Upstream};
 use ringslot_harness::prelude::*;
+use ringslot_harness::proxy::Memcached;
 use ringslot_harness::redis;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -352,5 +354,64 @@ fn haproxy_hash_type_consistent_places_keys_as_ringslot() {
             let ours = ringslot_owners(&server, compat, &nodes, &keys);
             same(&format!("{compat} {what}"), &keys, &real, &ours);
         }
+    }
+}
+
+/// A Python client's owners of `keys` with `nodes` (`host:port`, weight) in order
+/// (tests/fixtures/compat/python_owners.py, with Debian's python3 and its packages).
+fn python_owners(library: &str, nodes: &[(String, u32)], keys: &[String]) -> Vec<String> {
+    let list: Vec<String> = nodes
+        .iter()
+        .map(|(n, w)| {
+            let (host, port) = n.rsplit_once(':').expect("host:port");
+            format!("[\"{host}\",{port},{w}]")
+        })
+        .collect();
+    let args = [
+        fixture("python_owners.py"),
+        library.to_string(),
+        format!("[{}]", list.join(",")),
+    ];
+    run_lines("/usr/bin/python3", &args, keys)
+}
+
+#[test]
+fn python_memcached_places_keys_as_ringslot() {
+    // python-memcached connects to the server it picks and skips a dead one: real memcached
+    // servers, one for each node of every case.
+    let server = Server::start();
+    let keys = tagged_keys();
+    let fleet: Vec<Memcached> = (0..10)
+        .map(|_| Memcached::start(8).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let weights = [1, 3, 2, 1, 1];
+    let node = |i: usize| (fleet[i].address(), weights[i % 5]);
+    let base: Vec<(String, u32)> = (0..4).map(node).collect();
+    let ten: Vec<(String, u32)> = (0..10).map(|i| (fleet[i].address(), 1)).collect();
+    for (what, nodes) in scenarios(&base, node(4), &ten) {
+        let real = python_owners("memcache", &nodes, &keys);
+        let ours = ringslot_owners(&server, "python-memcached", &nodes, &keys);
+        same(&format!("python-memcached {what}"), &keys, &real, &ours);
+    }
+}
+
+#[test]
+fn pymemcache_hash_client_places_keys_as_ringslot() {
+    let server = Server::start();
+    let keys = tagged_keys();
+    let base: Vec<(String, u32)> = [
+        "10.0.0.1:11211",
+        "cache-b.example:11211",
+        "10.0.0.3:11212",
+        "localhost:11213",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), 1))
+    .collect();
+    let ten: Vec<(String, u32)> = (0..10).map(|i| (format!("10.1.0.{i}:11211"), 1)).collect();
+    for (what, nodes) in scenarios(&base, ("10.0.0.5:11211".to_string(), 1), &ten) {
+        let real = python_owners("pymemcache", &nodes, &keys);
+        let ours = ringslot_owners(&server, "pymemcache", &nodes, &keys);
+        same(&format!("pymemcache {what}"), &keys, &real, &ours);
     }
 }

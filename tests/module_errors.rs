@@ -70,7 +70,7 @@ fn syntax_errors_say_what_is_wrong() {
         ("RING.CREATE err:syntax:new VNODES", "VNODES needs a value"),
         (
             "RING.CREATE err:syntax:new COMPAT",
-            "COMPAT needs a value: one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis",
+            "COMPAT needs a value: one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis, python-memcached, go-redis-ring, mcrouter-ch3, envoy-maglev, pymemcache",
         ),
         (
             "RING.CREATE err:syntax:new HASHTAG 1",
@@ -307,7 +307,7 @@ fn refusals_that_say_why() {
         &mut con,
         "err:why",
         "RING.CREATE err:why:k COMPAT memcached",
-        "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis",
+        "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis, python-memcached, go-redis-ring, mcrouter-ch3, envoy-maglev, pymemcache",
     );
     // Binary and huge names are shown escaped and cut, never raw.
     let mut long = b"n\x00\r\n".to_vec();

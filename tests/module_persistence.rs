@@ -6,7 +6,7 @@ use redis::{Connection, Value};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
 
-const RINGS: [&str; 9] = [
+const RINGS: [&str; 11] = [
     "p:native",
     "p:ketama",
     "p:groupcache",
@@ -16,6 +16,8 @@ const RINGS: [&str; 9] = [
     "p:predis",
     "p:redis-rb",
     "p:envoy",
+    "p:maglev",
+    "p:pymemcache",
 ];
 
 /// Builds rings of every kind of flavour with a history-dependent slot table (adds, a removal,
@@ -52,6 +54,12 @@ fn build(con: &mut Connection) {
         "RING.CREATE p:envoy COMPAT envoy-redis HASHTAG",
         "RING.ADD p:envoy 10.0.0.1:80 [::1]:8080",
         "RING.ADD p:envoy WEIGHT 2 10.0.0.3:80",
+        "RING.CREATE p:maglev COMPAT envoy-maglev",
+        "RING.ADD p:maglev 10.0.0.1:80 10.0.0.2:80",
+        "RING.ADD p:maglev WEIGHT 3 10.0.0.3:80",
+        "RING.CREATE p:pymemcache COMPAT pymemcache",
+        "RING.ADD p:pymemcache 10.0.0.1:11211 10.0.0.2:11211 10.0.0.3:11211",
+        "RING.DEL p:pymemcache 10.0.0.2:11211",
     ] {
         q(con, line);
     }

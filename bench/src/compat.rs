@@ -1,8 +1,9 @@
 //! `compat`: what one node joining and one leaving costs under the placements fleets really
-//! run (the rings of nginx, HAProxy, Envoy, Predis, redis-rb, libmemcached / twemproxy),
+//! run (nginx, HAProxy, Envoy, mcrouter, Predis, redis-rb, go-redis, pymemcache,
+//! python-memcached, libmemcached / twemproxy),
 //! beside Redis Cluster's slots and `hash mod N`, at several fleet sizes, measured on the
 //! server with `RING.MOVES` (the keys `key:0 ..` of `--sample`, and the exact share of the hash
-//! space that changes owner) and `RING.INFO` (balance).
+//! space that changes owner where there is one) and `RING.INFO` (balance).
 //!
 //! The node that leaves is the one in the middle of the node list, as a server taken out of a
 //! proxy's configuration is: where a placement keys points by position (HAProxy without `id`),
@@ -31,7 +32,8 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "nginx,haproxy,envoy-ring,predis,predis-ketama,redis-rb,ketama,native"
+        default_value = "nginx,haproxy,envoy-ring,envoy-maglev,predis,predis-ketama,redis-rb,\
+                         go-redis-ring,pymemcache,python-memcached,mcrouter-ch3,ketama,native"
     )]
     compat: Vec<String>,
     /// Report name (`<out>/<name>.md`).

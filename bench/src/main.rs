@@ -61,9 +61,10 @@ enum Command {
     /// requests that miss, predicted by ringslot and measured on loopback (--local), and the
     /// same keys' migration on a Redis Cluster.
     Cache(cache::Args),
-    /// What one node joining and one leaving costs under the placements of nginx, HAProxy,
-    /// Envoy, Predis, redis-rb and libmemcached, beside the slots and `hash mod N`, at 4, 10
-    /// and 100 nodes.
+    /// What one node joining and one leaving costs under the placements of proxies and client
+    /// libraries (nginx, HAProxy, Envoy, mcrouter, Predis, redis-rb, go-redis, pymemcache,
+    /// python-memcached, libmemcached), beside the slots and `hash mod N`, at 4, 10 and 100
+    /// nodes.
     Compat(compat::Args),
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.

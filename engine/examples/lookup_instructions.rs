@@ -3,8 +3,8 @@
 //! under cachegrind for each flavour with `LOOKUPS` lookups and with none, and takes the
 //! difference, so that building the ring does not count.
 //!
-//! Usage: `lookup_instructions FLAVOUR NODES LOOKUPS` (FLAVOUR as `RING.CREATE` takes it:
-//! native, native-fnv, ketama, groupcache; NODES x 160 points, names `10.0.a.b:6379`; the
+//! Usage: `lookup_instructions FLAVOUR NODES LOOKUPS` (FLAVOUR as `RING.CREATE ... COMPAT`
+//! takes it; NODES of weight 1 named `10.0.a.b:6379`, 160 points each where VNODES applies; the
 //! members `user:<i>:profile`, 1024 of them taken in turn). Prints the owners' checksum so
 //! that no lookup is optimised away.
 

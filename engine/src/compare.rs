@@ -87,6 +87,7 @@ impl Topology {
             .into_iter()
             .map(|s| {
                 let owner = match s {
+                    Scheme::Ring if self.ring().owner_needs_key() => self.ring().owner(member),
                     Scheme::Ring | Scheme::Bounded => self.ring().owner_of_hash(ring_hash),
                     Scheme::Slots => self.slot_table().owner(key_slot(member)),
                     Scheme::Modulo => ring_hash.checked_rem(count).map(|i| i as usize),

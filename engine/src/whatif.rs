@@ -306,6 +306,7 @@ impl Topology {
         // in arrival order, and a sorted chunk walks the ring's points forward instead. The
         // counts do not depend on the order.
         let mut chunk: Vec<(u64, MemberWeight)> = Vec::new();
+        let keyed = base.ring().owner_needs_key();
         let flush = |chunk: &mut Vec<(u64, MemberWeight)>, counters: &mut [Counter]| {
             chunk.sort_unstable_by_key(|c| c.0);
             if let (Some(d), Some(counter)) = (&delta, ring_at.and_then(|i| counters.get_mut(i))) {
@@ -329,7 +330,17 @@ impl Topology {
             bytes += w.bytes;
             hits += w.hits;
             let ring_hash = base.ring().member_hash(member);
-            if ring_at.is_some() {
+            if keyed {
+                // pymemcache scores the key itself with each node: no hash order to follow.
+                if let (Some(d), Some(c)) = (&delta, ring_at.and_then(|i| counters.get_mut(i))) {
+                    c.count(
+                        base.ring().owner(member),
+                        d.owner_after_member(member),
+                        &p.changed,
+                        w,
+                    );
+                }
+            } else if ring_at.is_some() {
                 chunk.push((ring_hash, w));
                 if chunk.len() == RING_CHUNK {
                     flush(&mut chunk, &mut counters);
@@ -407,7 +418,14 @@ impl Topology {
             .enumerate()
             .map(|(i, (&scheme, counter))| {
                 let (space, slots_moved) = match scheme {
-                    Scheme::Ring => (delta.as_ref().map(|d| d.moved_space()), None),
+                    // Estimated shares are not given as the exact moved space.
+                    Scheme::Ring => (
+                        delta
+                            .as_ref()
+                            .filter(|_| base.ring().flavour().exact_shares())
+                            .map(|d| d.moved_space()),
+                        None,
+                    ),
                     Scheme::Slots => {
                         let moved = slots_after.as_ref().map_or(0, |t| {
                             (0..SLOT_COUNT as u16)

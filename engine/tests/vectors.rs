@@ -202,3 +202,51 @@ fn envoy_rings_match_the_published_algorithm() {
         }
     }
 }
+
+#[test]
+fn placements_without_points_match_their_published_algorithms() {
+    // Computed by scripts/compat_vectors.py from Envoy's maglev_lb.cc, go-redis's ring.go with
+    // go-rendezvous, and mcrouter's hash.c (furc_hash, in scripts/compat_vectors_furc.js), with
+    // PyPI's xxhash and npm's murmurhash-native: not ringslot's code.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/vectors/compat_tables.tsv"
+    );
+    let text = std::fs::read_to_string(path).expect("read compat_tables.tsv");
+    let mut lists = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("#   ")) {
+        let body = line.trim_start_matches('#').trim();
+        let (head, nodes) = body.split_once(": ").expect("list");
+        let nodes: Vec<(String, i64)> = nodes
+            .split(", ")
+            .map(|n| {
+                let (a, w) = n.rsplit_once(' ').expect("node weight");
+                (a.to_string(), w.parse().expect("weight"))
+            })
+            .collect();
+        lists.insert(head.to_string(), nodes);
+    }
+    assert_eq!(lists.len(), 12);
+    let rows = vectors("compat_tables.tsv");
+    let mut checked = 0;
+    for (head, nodes) in &lists {
+        let (compat, scenario) = head.split_once(' ').expect("compat scenario");
+        let flavour = Flavour::from_name(compat.as_bytes()).expect("flavour");
+        let mut t = Topology::new(flavour, None, false).expect("ring");
+        for (name, weight) in nodes {
+            let weight = (*weight != 1).then_some(*weight);
+            t.add(&[name.as_bytes()], weight, Limits::NONE)
+                .expect("add");
+        }
+        for row in rows.iter().filter(|r| r[0] == scenario && r[1] == compat) {
+            assert_eq!(
+                t.owner(row[2].as_bytes()),
+                Some(row[3].as_bytes()),
+                "{compat} {scenario}: owner of {}",
+                row[2]
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12 * 600);
+}

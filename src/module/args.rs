@@ -647,7 +647,7 @@ mod tests {
         );
         assert_eq!(
             ArgError::UnknownCompat.to_string(),
-            "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis"
+            "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis, python-memcached, go-redis-ring, mcrouter-ch3, envoy-maglev, pymemcache"
         );
     }
 
@@ -665,7 +665,7 @@ mod tests {
         );
         assert_eq!(
             text(parse_create(&v(&["COMPAT"]))),
-            syntax("COMPAT needs a value: one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis")
+            syntax("COMPAT needs a value: one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis, python-memcached, go-redis-ring, mcrouter-ch3, envoy-maglev, pymemcache")
         );
         assert_eq!(
             parse_create(&v(&["VNODES", "x"])),

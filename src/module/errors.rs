@@ -506,7 +506,7 @@ mod tests {
             ),
             (
                 ArgError::UnknownCompat.into(),
-                "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis",
+                "ERR COMPAT must be one of native, ketama, groupcache, native-fnv, nginx, predis, predis-ketama, redis-rb, haproxy, haproxy-crc32, envoy-ring, envoy-redis, python-memcached, go-redis-ring, mcrouter-ch3, envoy-maglev, pymemcache",
             ),
         ];
         for (error, text) in cases {

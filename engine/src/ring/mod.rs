@@ -12,6 +12,7 @@
 
 pub mod delta;
 pub mod index;
+pub mod table;
 mod update;
 
 use super::flavour::{Flavour, Lookup, TagRule, Ties};
@@ -44,6 +45,14 @@ pub struct Ring {
     by_name: Vec<u32>,
     points: Vec<Point>,
     index: BucketIndex,
+    /// The placement of a flavour that has no points ([`table`]), rebuilt with the nodes.
+    table: Option<table::Table>,
+    /// The flavour's lookup, kept here so that a lookup does not ask the flavour each time.
+    lookup: Lookup,
+    /// Whether the flavour routes by part of a key ([`Flavour::routing_key`]).
+    routes: bool,
+    /// The largest hash of the flavour's space (`2^bits - 1`).
+    mask: u64,
 }
 
 /// One point of the ring: its hash on the circle and its owner (an index into
@@ -94,6 +103,10 @@ impl Ring {
             by_name: Vec::new(),
             points: Vec::new(),
             index: BucketIndex::new(flavour.hash_bits()),
+            table: table::Table::build(flavour, &[]),
+            lookup: flavour.lookup(),
+            routes: flavour == Flavour::McrouterCh3,
+            mask: u64::MAX >> (64 - flavour.hash_bits()),
         }
     }
 
@@ -144,14 +157,25 @@ impl Ring {
     }
 
     /// The hash of `member` on this ring's circle (of its hash tag when `HASHTAG` is set).
+    #[inline]
     pub fn member_hash(&self, member: &[u8]) -> u64 {
-        self.flavour.member_hash(self.key_bytes(member))
+        let h = self.flavour.key_hash(self.key_bytes(member));
+        match self.lookup {
+            Lookup::Predecessor => self.mask - h,
+            _ => h,
+        }
     }
 
     /// The bytes of `member` that are hashed: its hash tag (by the flavour's
     /// [`crate::flavour::TagRule`]) when `HASHTAG` is set or the flavour always takes it, else
     /// all.
+    #[inline]
     pub fn key_bytes<'m>(&self, member: &'m [u8]) -> &'m [u8] {
+        let member = if self.routes {
+            self.flavour.routing_key(member)
+        } else {
+            member
+        };
         if !self.hashtag {
             return member;
         }
@@ -163,12 +187,14 @@ impl Ring {
 
     /// Index of the first point at or after `hash` (the point count when there is none), found
     /// through the bucket index: one index line, then the bucket's first point or the next.
+    #[inline]
     fn first_at_or_after(&self, hash: u64) -> usize {
         self.index.first_at_or_after(&self.points, hash)
     }
 
     /// Index of the first point at or after `hash`, wrapping to 0; `None` on a ring without
     /// points.
+    #[inline]
     fn point_at_or_after(&self, hash: u64) -> Option<usize> {
         if self.points.is_empty() {
             return None;
@@ -180,23 +206,27 @@ impl Ring {
     /// Index of the point that owns `hash` by the flavour's [`Lookup`]: the first at or after
     /// it (wrapping), or for [`Lookup::Nearest`] that one or the point before it, whichever is
     /// closer around the circle, the one before winning a tie. `None` without points.
+    #[inline]
     fn owning_point(&self, hash: u64) -> Option<usize> {
         let next = self.point_at_or_after(hash)?;
-        if self.flavour.lookup() != Lookup::Nearest {
+        if self.lookup != Lookup::Nearest {
             return Some(next);
         }
         let prev = next.checked_sub(1).unwrap_or(self.points.len() - 1);
         let (Some(p), Some(n)) = (self.points.get(prev), self.points.get(next)) else {
             return Some(next);
         };
-        let mask = u64::MAX >> (64 - self.flavour.hash_bits());
-        let before = hash.wrapping_sub(p.hash()) & mask;
-        let after = n.hash().wrapping_sub(hash) & mask;
+        let before = hash.wrapping_sub(p.hash()) & self.mask;
+        let after = n.hash().wrapping_sub(hash) & self.mask;
         Some(if before <= after { prev } else { next })
     }
 
     /// The owner (index into [`Ring::nodes`]) of a hash on the circle; `None` without points.
+    #[inline]
     pub fn owner_of_hash(&self, hash: u64) -> Option<usize> {
+        if let Some(t) = &self.table {
+            return t.owner(hash);
+        }
         let i = self.owning_point(hash)?;
         self.points.get(i).map(|p| p.owner() as usize)
     }
@@ -235,15 +265,39 @@ impl Ring {
     }
 
     /// The owner (index into [`Ring::nodes`]) of `member`; `None` on a ring without points.
+    #[inline]
     pub fn owner(&self, member: &[u8]) -> Option<usize> {
-        self.owner_of_hash(self.member_hash(member))
+        match &self.table {
+            None => self.owner_of_hash(self.member_hash(member)),
+            Some(t) => t.owner_of_key(
+                &self.nodes,
+                self.key_bytes(member),
+                self.member_hash(member),
+            ),
+        }
+    }
+
+    /// Whether an owner needs the member itself, not only its hash ([`Ring::owner_of_hash`]
+    /// answers `None`): pymemcache scores each node with the key.
+    pub fn owner_needs_key(&self) -> bool {
+        self.flavour.rule() == crate::flavour::Rule::KeyedRendezvous
+    }
+
+    /// The placement of a flavour without points, if this ring's is one.
+    pub fn table(&self) -> Option<&table::Table> {
+        self.table.as_ref()
     }
 
     /// Up to `count` distinct nodes met walking clockwise from the point that owns `member`'s
     /// hash, the owner first (a preference list, as Dynamo's). Shorter when fewer nodes have
-    /// points.
+    /// points; the owner alone for a flavour without points.
     pub fn preference_list(&self, member: &[u8], count: usize) -> Vec<usize> {
         let mut list = Vec::new();
+        if self.table.is_some() {
+            // A table names one owner: the implementations' fallbacks are not modelled.
+            list.extend(self.owner(member).filter(|_| count > 0));
+            return list;
+        }
         let Some(start) = self.owning_point(self.member_hash(member)) else {
             return list;
         };
@@ -267,6 +321,9 @@ impl Ring {
     /// The exact number of hash values each node owns (`u128`, summing to `2^bits` when the
     /// ring has points): a point owns the values after the previous point up to itself.
     pub fn owned_values(&self) -> Vec<u128> {
+        if let Some(t) = &self.table {
+            return t.owned_values(&self.nodes, self.flavour.hash_bits());
+        }
         let mut owned = vec![0u128; self.nodes.len()];
         if self.flavour.lookup() == Lookup::Nearest {
             let runs = self.owner_runs();
@@ -306,10 +363,11 @@ impl Ring {
     }
 
     /// Approximate heap bytes used by the ring: points (12 bytes each, plus 0.5-2.2 for the
-    /// bucket index) and node names.
+    /// bucket index), node names, and the table of a flavour without points.
     pub fn memory_bytes(&self) -> usize {
         self.points.capacity() * std::mem::size_of::<Point>()
             + self.index.memory_bytes()
+            + self.table.as_ref().map_or(0, table::Table::memory_bytes)
             + self.by_name.capacity() * 4
             + self
                 .nodes
@@ -426,7 +484,7 @@ mod tests {
 
     #[test]
     fn bucket_index_agrees_with_binary_search() {
-        for f in Flavour::ALL {
+        for f in Flavour::rings() {
             let r = ring(f, &["a", "b", "c", "d", "e"]);
             let points = r.points();
             let probes = points
@@ -464,7 +522,7 @@ mod tests {
         // At each run's first hash and the hash before it the lookup agrees with the runs; a
         // nearest-point ring's runs also split each gap where HAProxy's rule does (a tie goes
         // to the point before).
-        for f in Flavour::ALL {
+        for f in Flavour::rings() {
             let r = ring(f, &["a", "b", "c"]);
             let runs = r.owner_runs();
             assert_eq!(runs.first().map(|x| x.0), Some(0), "{f:?}");

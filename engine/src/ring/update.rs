@@ -31,6 +31,7 @@ impl Ring {
         }
         let added: Vec<u64> = change.added.iter().map(|a| a.0).collect();
         self.index.update(&self.points, &added, &dropped);
+        self.table = super::table::Table::build(self.flavour, &self.nodes);
     }
 
     /// Works out what [`Ring::set_nodes`] must do: the new nodes with their point counts, how
