@@ -329,6 +329,10 @@ impl Topology {
             if *w > MAX_WEIGHT {
                 return Err(EngineError::BadWeight { max: MAX_WEIGHT });
             }
+            // A weight of 0 drains the node; any other goes through the flavour's rules.
+            if *w > 0 {
+                self.given_weight(Some(i64::from(*w)))?;
+            }
             let index = self
                 .ring()
                 .node_index(name)

@@ -177,7 +177,8 @@ pub fn mirror(
             let c = t.config();
             let differs = options.flavour != c.flavour
                 || options.vnodes.is_some_and(|v| v != i64::from(c.vnodes))
-                || options.hashtag != c.hashtag;
+                // A flavour that always hashes by hash tag has it whether given or not.
+                || (options.hashtag || options.flavour.always_hash_tags()) != c.hashtag;
             if options.given && differs {
                 return Err(EngineError::MirrorOptions {
                     flavour: c.flavour.name(),

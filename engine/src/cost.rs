@@ -81,12 +81,28 @@ fn total_weight(topo: &Topology) -> u64 {
 
 /// The cost of one member under `scheme` on a ring of `nodes` nodes (beyond making and
 /// hashing the member), in a what-if: a lookup before and one after the change.
-fn per_member(scheme: Scheme, nodes: usize, params: &SchemeParams) -> f64 {
+fn per_member(scheme: Scheme, nodes: usize, params: &SchemeParams, ring: &Ring) -> f64 {
     match scheme {
-        Scheme::Ring => 0.15,
+        Scheme::Ring => ring_lookup_cost(ring, nodes),
         Scheme::Slots | Scheme::Modulo => 0.075,
         Scheme::Bounded => 1.5,
         placement => 2.0 * placement.lookup_cost(nodes, params),
+    }
+}
+
+/// The cost of a ring's lookups of one member before and after a change, by its rule: the
+/// points' lookup (0.15), or scoring every node for rendezvous (as the rendezvous scheme's
+/// lookup), with the node's name hashed for pymemcache (a unit per 8 bytes).
+fn ring_lookup_cost(ring: &Ring, nodes: usize) -> f64 {
+    use crate::flavour::Rule;
+    match ring.flavour().rule() {
+        Rule::Rendezvous => 2.0 * Scheme::Rendezvous.lookup_cost(nodes, &SchemeParams::default()),
+        Rule::KeyedRendezvous => {
+            let names: usize = ring.nodes().iter().map(|n| n.name.len() + 16).sum();
+            2.0 * names as f64 / 8.0
+        }
+        Rule::Index => 1.0,
+        Rule::Ring | Rule::Modula | Rule::Table => 0.15,
     }
 }
 
@@ -173,7 +189,7 @@ pub fn what_if(
     let each: f64 = MEMBER
         + schemes
             .iter()
-            .map(|&s| per_member(s, p.weights.len(), params))
+            .map(|&s| per_member(s, p.weights.len(), params, topo.ring()))
             .sum::<f64>();
     let members = match source {
         Source::Sample(n) => n as f64 * each,
@@ -224,7 +240,7 @@ pub fn balance(topo: &Topology, params: &SchemeParams, sample: u64) -> Work {
         + placements
             .map(|s| s.lookup_cost(nodes, params))
             .sum::<f64>()
-        + per_member(Scheme::Bounded, nodes, params);
+        + per_member(Scheme::Bounded, nodes, params, topo.ring());
     // The perfectly balanced reference: its placements, measured at 16 ns each.
     let reference =
         sample as f64 * f64::from(crate::compare::balanced_draws(sample)) * BALANCED_PLACEMENT;

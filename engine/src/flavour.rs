@@ -374,6 +374,13 @@ impl Flavour {
         self.points_by_position() || matches!(self, Flavour::EnvoyRing | Flavour::EnvoyRedis)
     }
 
+    /// The largest weight the implementation takes: HAProxy's 256 (`SRV_UWGHT_MAX`: past it a
+    /// server's point keys, `puid x 4096 + i`, would run into the next server's), else
+    /// `None` (ringslot's own limit).
+    pub fn max_weight(self) -> Option<u32> {
+        matches!(self, Flavour::Haproxy | Flavour::HaproxyCrc32).then_some(256)
+    }
+
     /// Whether the flavour takes node weights (redis-rb's ring, go-redis's `Ring`, mcrouter's
     /// `Ch3` and pymemcache's `HashClient` have none).
     pub fn takes_weights(self) -> bool {

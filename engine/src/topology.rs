@@ -104,8 +104,9 @@ pub fn check_weight(weight: i64) -> Result<u32, EngineError> {
 }
 
 impl Topology {
-    /// A `WEIGHT` given to this ring's nodes, checked ([`check_weight`]), and refused when not
-    /// 1 for a flavour without weights (redis-rb). Errors: `BadWeight`, `NoWeights`.
+    /// A `WEIGHT` given to this ring's nodes, checked ([`check_weight`]), refused when not 1
+    /// for a flavour without weights (redis-rb) and above the flavour's largest (HAProxy's
+    /// 256). Errors: `BadWeight`, `NoWeights`.
     pub fn given_weight(&self, weight: Option<i64>) -> Result<Option<u32>, EngineError> {
         let weight = weight.map(check_weight).transpose()?;
         let flavour = self.ring.flavour();
@@ -113,6 +114,11 @@ impl Topology {
             return Err(EngineError::NoWeights {
                 flavour: flavour.name(),
             });
+        }
+        if let (Some(w), Some(max)) = (weight, flavour.max_weight()) {
+            if w > max {
+                return Err(EngineError::BadWeight { max });
+            }
         }
         Ok(weight)
     }

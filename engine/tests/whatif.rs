@@ -270,3 +270,34 @@ fn the_native_sample_of_sequential_keys_matches_the_exact_space() {
         "native: fraction {fraction} space {space} se {se}"
     );
 }
+
+#[test]
+fn placements_without_points_stay_small_and_bounded() {
+    // A python-memcached ring of heavy weights keeps one running total a node, not an entry
+    // a unit of weight (10 nodes of weight 1000000 would be 40 MB as a repeated list).
+    let mut t = Topology::new(Flavour::PythonMemcached, None, false).expect("ring");
+    let names: Vec<String> = (0..10).map(|i| format!("10.0.0.{i}:11211")).collect();
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    t.add(&refs, Some(1_000_000), Limits::NONE).expect("add");
+    assert!(
+        t.ring().memory_bytes() < 16 * 1024,
+        "{}",
+        t.ring().memory_bytes()
+    );
+    // Owners as the repeated list gives them: equal weights, so hash mod 10 million over
+    // runs of a million.
+    let h = t.ring().member_hash(b"some key");
+    assert_eq!(
+        t.ring().owner_of_hash(h),
+        Some((h % 10_000_000 / 1_000_000) as usize)
+    );
+    // HAProxy's weights stop at 256; redis-rb has none.
+    let mut hap = Topology::new(Flavour::Haproxy, None, false).expect("ring");
+    assert_eq!(
+        hap.add(&[b"s1".as_slice()], Some(257), Limits::NONE),
+        Err(ringslot_engine::EngineError::BadWeight { max: 256 })
+    );
+    assert!(hap
+        .add(&[b"s1".as_slice()], Some(256), Limits::NONE)
+        .is_ok());
+}

@@ -295,32 +295,37 @@ pub fn moved_ranks(
     after: &[String],
     ranks: &[usize],
 ) -> Result<Vec<bool>> {
-    if before.is_empty() || after.is_empty() {
+    let b = owners(distribution, before, ranks)?;
+    let a = owners(distribution, after, ranks)?;
+    Ok(b.iter()
+        .zip(&a)
+        .map(|(x, y)| x.and_then(|i| before.get(i)) != y.and_then(|i| after.get(i)))
+        .collect())
+}
+
+/// The backend (an index into `names`) of each of `ranks` under the pool `names`, as
+/// twemproxy places it: the `ketama` ring, or `modulo` over the names in their order.
+pub fn owners(
+    distribution: Distribution,
+    names: &[String],
+    ranks: &[usize],
+) -> Result<Vec<Option<usize>>> {
+    if names.is_empty() {
         bail!("a pool needs a backend");
     }
-    let ring_of = |names: &[String]| {
-        let mut ring = Ring::new(Flavour::Ketama, 160, false);
-        ring.set_nodes(names.iter().map(|n| (n.clone().into_bytes(), 1)).collect());
-        ring
-    };
-    let (b, a) = (ring_of(before), ring_of(after));
-    let owner = |ring: &Ring, names: &[String], k: &[u8]| -> Option<String> {
-        match distribution {
-            Distribution::Ketama => ring
-                .owner(k)
-                .and_then(|i| ring.nodes().get(i))
-                .map(|n| String::from_utf8_lossy(&n.name).into_owned()),
-            Distribution::Modula => {
-                let i = ring.member_hash(k) % names.len() as u64;
-                names.get(i as usize).cloned()
-            }
-        }
-    };
+    let mut ring = Ring::new(Flavour::Ketama, 160, false);
+    ring.set_nodes(names.iter().map(|n| (n.clone().into_bytes(), 1)).collect());
     Ok(ranks
         .iter()
         .map(|&r| {
             let k = key(r).into_bytes();
-            owner(&b, before, &k) != owner(&a, after, &k)
+            match distribution {
+                Distribution::Ketama => ring.owner(&k),
+                Distribution::Modula => {
+                    let i = ring.member_hash(&k) % names.len() as u64;
+                    Some(i as usize)
+                }
+            }
         })
         .collect())
 }

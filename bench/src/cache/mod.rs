@@ -21,10 +21,20 @@
 //! - **first interval**: the extra miss share (beyond `m`) of the first `--interval`
 //!   read-through requests after the switch; predicted from the workload's probabilities as
 //!   the moved keys requested at least once in it, `sum (1 - (1 - p)^I) / I`;
-//! - **cumulative extra misses**: the misses beyond `m` per request summed over the
-//!   read-through intervals until the hit rate is back within one percentage point of its
-//!   steady level (or `--after-max` requests); predicted as the moved keys requested again
-//!   within that many requests, `sum (1 - (1 - p)^T)`.
+//! - **steady miss share after** `m'`: the read-through runs until the hit rate settles again
+//!   (the warm-up's rule, or `--after-max` requests), and `m'` is the last 10 intervals' miss
+//!   share: a leave loses a backend's memory, so the fleet settles at a level of its own.
+//!   Predicted by a static LFU model ([`SteadyModel`]): each backend keeps the most requested
+//!   of the keys it owns that fit in its memory (what its cached keys used before; a joining
+//!   backend the mean), the model's miss share `1 -` their probability, before and after; the
+//!   prediction is the measured `m` times the model's after over its before (Redis' sampled
+//!   LFU keeps a less ideal set than the model, so the model's levels are low, its ratio not).
+//! - **cumulative extra misses** (the transient): the misses beyond `m'` per request summed
+//!   over the intervals until the hit rate is within one percentage point of `m'`; that
+//!   window `T` is printed as "requests to recover". Predicted as the keys the model keeps
+//!   after the change that were not on their backend before (moved, or newly fitting),
+//!   requested at least once within `T`: `sum (1 - (1 - p)^T)`. The steady loss `m' - m` per
+//!   request comes on top, for as long as the fleet stays so.
 
 mod fleet;
 mod slots;
@@ -135,6 +145,13 @@ struct Outcome {
     recovered_after: Option<u64>,
     cumulative: f64,
     cumulative_predicted: f64,
+    /// The steady miss share after the change: predicted (LFU keeps each backend's most
+    /// requested keys that fit) and measured (the last 10 intervals, once settled).
+    steady_after_predicted: f64,
+    steady_after: f64,
+    settled_after: bool,
+    /// The steady miss share before, predicted the same way (a check of the model).
+    steady_before_predicted: f64,
 }
 
 impl Outcome {
@@ -322,6 +339,8 @@ fn run_one(
             .sum()
     };
     let first_predicted = within(a.interval) / a.interval as f64;
+    let steady_model =
+        SteadyModel::new(d, &before_names, &after_names, &cached, shape, zipf, a.keys)?;
     let lfu = ask_backends(fleet, change, scheme_of(d))?;
     fleet.release(&held)?;
     let predicted_lfu = lfu.hits_fraction() * (1.0 - probe_before.miss_share());
@@ -330,28 +349,51 @@ fn run_one(
     drop(proxy);
     client.con = connect(&new_proxy)?;
     let probe = client.send(a.probe, false)?;
-    let m = steady.miss_share();
-    let target = 1.0 - m - 0.01;
-    let mut series = Vec::new();
-    let mut cumulative = 0.0;
-    let mut recovered_after = None;
+    // Read through until the hit rate settles again (the warm-up's rule), at a level of its
+    // own: a leave loses a backend's memory, so the fleet settles lower than before.
+    let mut series: Vec<Tally> = Vec::new();
     let mut after = 0u64;
-    while after < a.after_max {
+    let settled_after = loop {
         let t = client.send(a.interval, true)?;
         after += a.interval;
         series.push(t);
-        if recovered_after.is_none() {
-            cumulative += t.misses as f64 - m * t.requests() as f64;
-            if 1.0 - t.miss_share() >= target {
-                recovered_after = Some(after);
+        let n = series.len();
+        // As long as the warm-up at least: a fleet refilling after a change creeps back slowly
+        // enough that two early 5-interval means can agree.
+        if n >= 20 && after >= a.warmup_min {
+            let mean = |s: &[Tally]| s.iter().map(Tally::miss_share).sum::<f64>() / s.len() as f64;
+            let (prev, last) = (mean(&series[n - 10..n - 5]), mean(&series[n - 5..]));
+            if (prev - last).abs() < 0.002 {
+                break true;
             }
         }
-        // Past recovery, a few more intervals for the chart.
-        if recovered_after.is_some_and(|r| after >= r + 10 * a.interval) {
-            break;
+        if after >= a.after_max {
+            break false;
         }
-    }
-    let cumulative_predicted = within(recovered_after.unwrap_or(after));
+    };
+    let last10 = series
+        .iter()
+        .rev()
+        .take(10)
+        .fold(Tally::default(), |t, i| Tally {
+            hits: t.hits + i.hits,
+            misses: t.misses + i.misses,
+        });
+    let m_after = last10.miss_share();
+    // Recovered: the first interval within one percentage point of the new steady level; the
+    // extra misses are those beyond that level until then (the transient), the steady loss
+    // (m_after - m) being reported apart.
+    let recovered_at = series
+        .iter()
+        .position(|t| t.miss_share() <= m_after + 0.01)
+        .filter(|_| settled_after);
+    let recovered_after = recovered_at.map(|i| (i as u64 + 1) * a.interval);
+    let cumulative: f64 = series
+        .iter()
+        .take(recovered_at.map_or(series.len(), |i| i + 1))
+        .map(|t| t.misses as f64 - m_after * t.requests() as f64)
+        .sum();
+    let cumulative_predicted = steady_model.transient_within(recovered_after.unwrap_or(after));
     drop(new_proxy);
     Ok(Outcome {
         case: change.name,
@@ -374,7 +416,169 @@ fn run_one(
         recovered_after,
         cumulative,
         cumulative_predicted,
+        // The model's change applied to the measured level: LFU in Redis keeps a less ideal
+        // set than the most requested keys (sampled eviction, logarithmic counters), so the
+        // model's own levels are too low, and their ratio is what carries over.
+        steady_after_predicted: steady.miss_share() * steady_model.after_miss_share
+            / steady_model.before_miss_share.max(f64::MIN_POSITIVE),
+        steady_after: m_after,
+        settled_after,
+        steady_before_predicted: steady_model.before_miss_share,
     })
+}
+
+/// Bytes a cached key is taken to use beside its key and value (Redis' per-key overhead,
+/// roughly: the dict entry, the object headers, the LFU field, allocator rounding).
+const PER_KEY_OVERHEAD: usize = 64;
+
+/// The steady state of an LFU fleet under the workload, before and after a change: each
+/// backend keeps the most requested of the keys it owns that fit in its memory (with
+/// `allkeys-lfu`, and a workload whose probabilities do not change, LFU converges to the
+/// most frequent keys; this is its static form, in place of Che's approximation for LRU).
+/// A backend's memory is what its cached keys used before the change (their keys, values
+/// and [`PER_KEY_OVERHEAD`]), less what its keys that move away keep holding there (those
+/// requested more than the least requested key it keeps after: their LFU counters outlast
+/// the settling); a joining backend gets the mean.
+struct SteadyModel {
+    /// Predicted miss shares: `1 -` the probability of the keys kept.
+    before_miss_share: f64,
+    after_miss_share: f64,
+    /// The probabilities of the keys the model keeps after the change that it did not keep on
+    /// the same backend before (moved, or newly fitting): each misses once before it is a
+    /// steady hit.
+    transient: Vec<f64>,
+}
+
+impl SteadyModel {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        d: Distribution,
+        before: &[String],
+        after: &[String],
+        cached: &[usize],
+        shape: &Shape,
+        zipf: &Zipf,
+        keys: usize,
+    ) -> Result<SteadyModel> {
+        let all: Vec<usize> = (0..keys).collect();
+        let own_before = fleet::owners(d, before, &all)?;
+        let own_after = fleet::owners(d, after, &all)?;
+        let size =
+            |r: usize| (shape.value_len(r) + workload::key(r).len() + PER_KEY_OVERHEAD) as u64;
+        let mut capacity = vec![0u64; before.len()];
+        for &r in cached {
+            if let Some(c) = own_before
+                .get(r)
+                .copied()
+                .flatten()
+                .and_then(|b| capacity.get_mut(b))
+            {
+                *c += size(r);
+            }
+        }
+        let mean = capacity.iter().sum::<u64>() / capacity.len().max(1) as u64;
+        // Ranks are in order of probability: keep each backend's most requested keys that fit.
+        let kept = |owners: &[Option<usize>], caps: &[u64]| -> Vec<bool> {
+            let mut used = vec![0u64; caps.len()];
+            (0..keys)
+                .map(|r| {
+                    let Some(b) = owners.get(r).copied().flatten() else {
+                        return false;
+                    };
+                    match (used.get_mut(b), caps.get(b)) {
+                        (Some(u), Some(&c)) if *u + size(r) <= c => {
+                            *u += size(r);
+                            true
+                        }
+                        _ => false,
+                    }
+                })
+                .collect()
+        };
+        // Keys that move away stay where they were: no request reaches them there any more,
+        // but their LFU counters decay by one a minute (`lfu-decay-time` 1), so those requested
+        // more than the least requested key a backend keeps after the change (whose counters
+        // new keys do not pass while the fleet settles) hold their memory. Found by a few
+        // rounds from "every moved cached key stays".
+        let moved_away: Vec<(usize, usize)> = cached
+            .iter()
+            .filter_map(|&r| {
+                let b = own_before.get(r).copied().flatten()?;
+                let a = own_after.get(r).copied().flatten();
+                (before.get(b) != a.and_then(|i| after.get(i))).then_some((b, r))
+            })
+            .collect();
+        let after_index: Vec<Option<usize>> = before
+            .iter()
+            .map(|n| after.iter().position(|a| a == n))
+            .collect();
+        let capacity_with = |threshold: &[f64]| -> Vec<u64> {
+            let mut stale = vec![0u64; before.len()];
+            for &(b, r) in &moved_away {
+                let t = after_index
+                    .get(b)
+                    .copied()
+                    .flatten()
+                    .and_then(|i| threshold.get(i))
+                    .copied()
+                    .unwrap_or(0.0);
+                if zipf.p(r) > t {
+                    if let Some(s) = stale.get_mut(b) {
+                        *s += size(r);
+                    }
+                }
+            }
+            after
+                .iter()
+                .map(|n| {
+                    before
+                        .iter()
+                        .position(|b| b == n)
+                        .map_or(mean, |i| capacity[i].saturating_sub(stale[i]))
+                })
+                .collect()
+        };
+        let mut threshold = vec![0.0f64; after.len()];
+        let mut kept_after = kept(&own_after, &capacity_with(&threshold));
+        for _ in 0..8 {
+            // The least requested key each backend keeps.
+            let mut least = vec![1.0f64; after.len()];
+            for r in (0..keys).filter(|&r| kept_after[r]) {
+                if let Some(l) = own_after[r].and_then(|b| least.get_mut(b)) {
+                    *l = l.min(zipf.p(r));
+                }
+            }
+            if least == threshold {
+                break;
+            }
+            threshold = least;
+            kept_after = kept(&own_after, &capacity_with(&threshold));
+        }
+        let kept_before = kept(&own_before, &capacity);
+        let hit = |k: &[bool]| -> f64 { (0..keys).filter(|&r| k[r]).map(|r| zipf.p(r)).sum() };
+        let name = |names: &[String], o: Option<usize>| o.and_then(|i| names.get(i).cloned());
+        let transient = (0..keys)
+            .filter(|&r| kept_after[r])
+            .filter(|&r| {
+                !kept_before[r] || name(before, own_before[r]) != name(after, own_after[r])
+            })
+            .map(|r| zipf.p(r))
+            .collect();
+        Ok(SteadyModel {
+            before_miss_share: 1.0 - hit(&kept_before),
+            after_miss_share: 1.0 - hit(&kept_after),
+            transient,
+        })
+    }
+
+    /// The transient extra misses expected within `t` requests: the kept keys not yet on
+    /// their backend requested at least once, `sum (1 - (1 - p)^t)`.
+    fn transient_within(&self, t: u64) -> f64 {
+        self.transient
+            .iter()
+            .map(|&p| 1.0 - (1.0 - p).powf(t as f64))
+            .sum()
+    }
 }
 
 /// The relative error of `predicted` against `measured` (0 when both are 0).
@@ -414,8 +618,13 @@ fn publish(
         "LFU error",
         "first interval: predicted",
         "first interval: measured",
+        "steady miss share before: model (raw)",
+        "steady miss share after: predicted",
+        "steady miss share after: measured",
+        "steady after: error",
         "cumulative extra misses: predicted",
         "cumulative extra misses: measured",
+        "cumulative: error",
         "requests to recover",
         "moved bytes (RING.MOVES)",
     ]);
@@ -447,10 +656,25 @@ fn publish(
             format!("{:+.1}%", 100.0 * relative(o.predicted_lfu, measured)),
             fixed(o.first_predicted, 4),
             fixed(first, 4),
+            fixed(o.steady_before_predicted, 4),
+            fixed(o.steady_after_predicted, 4),
+            if o.settled_after {
+                fixed(o.steady_after, 4)
+            } else {
+                format!("{} (not settled)", fixed(o.steady_after, 4))
+            },
+            format!(
+                "{:+.1}%",
+                100.0 * relative(o.steady_after_predicted, o.steady_after)
+            ),
             fixed(o.cumulative_predicted, 0),
             fixed(o.cumulative, 0),
+            format!(
+                "{:+.1}%",
+                100.0 * relative(o.cumulative_predicted, o.cumulative)
+            ),
             o.recovered_after.map_or_else(
-                || format!("not within 1 pp in {}", a.after_max),
+                || format!("not settled in {}", a.after_max),
                 |r| r.to_string(),
             ),
             o.lfu.moved_bytes.to_string(),

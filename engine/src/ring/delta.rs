@@ -375,7 +375,8 @@ fn moved_between_runs(
 /// The share of the hash space whose owner differs between two rings of a flavour without
 /// points, the second's owners mapped by `map`: exact for modula (its 32768 hash values) and
 /// Maglev (entry by entry, each weighed by the 64-bit hashes falling on it), estimated from
-/// 65536 probes otherwise (hashes spread by `fmix64`, or keys `0`, `1`, ...).
+/// the probes of [`super::table::share_probes`] otherwise (hashes spread by `fmix64`, or keys
+/// `0`, `1`, ...).
 fn moved_between_tables(before: &Ring, after: &Ring, map: &[u32]) -> f64 {
     use super::table::Table;
     let mapped = |o: Option<usize>| o.and_then(|o| map.get(o).copied()).map(|c| c as usize);
@@ -399,8 +400,8 @@ fn moved_between_tables(before: &Ring, after: &Ring, map: &[u32]) -> f64 {
                 .count();
             moved as f64 / b.len().max(1) as f64
         }
-        _ => {
-            let probes = 1u64 << 16;
+        (Some(t), _) => {
+            let probes = super::table::share_probes(t, &before.nodes);
             let mut digits = Vec::new();
             let moved = (0..probes)
                 .filter(|&i| {
@@ -416,6 +417,7 @@ fn moved_between_tables(before: &Ring, after: &Ring, map: &[u32]) -> f64 {
                 .count();
             moved as f64 / probes as f64
         }
+        (None, _) => 0.0,
     }
 }
 

@@ -20,14 +20,33 @@ use xxhash_rust::xxh64::xxh64;
 /// Envoy maglev's default table size (`DefaultTableSize`, a prime).
 pub const ENVOY_MAGLEV_TABLE_SIZE: u32 = 65537;
 
-/// Probes over which the shares of a placement without a closed form are estimated.
+/// Most probes over which the shares of a placement without a closed form are estimated.
 const SHARE_PROBES: u64 = 1 << 16;
+/// The work of an estimate, in bytes hashed (rendezvous scores every node per probe): fewer
+/// probes on a ring of many or long names, so that `RING.INFO` stays a few milliseconds.
+const SHARE_WORK: u64 = 1 << 22;
+/// Fewest probes of an estimate.
+const SHARE_PROBES_MIN: u64 = 16;
+
+/// The probes of an estimate over `nodes` (see [`SHARE_WORK`]): 65536 for furc_hash, whose
+/// probe does not grow with the nodes; for rendezvous, as many as the work allows, at least
+/// 16.
+pub fn share_probes(table: &Table, nodes: &[Node]) -> u64 {
+    let per_probe: u64 = match table {
+        Table::Rendezvous(h) => 8 * h.len() as u64,
+        Table::Keyed => nodes.iter().map(|n| n.name.len() as u64 + 16).sum(),
+        _ => return SHARE_PROBES,
+    };
+    (SHARE_WORK / per_probe.max(1)).clamp(SHARE_PROBES_MIN, SHARE_PROBES)
+}
 
 /// What a non-ring placement keeps of its nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Table {
-    /// Node indices, each repeated by its weight (modula).
-    Modula(Vec<u32>),
+    /// The running totals of the weights, in node order (modula: a hash falls on the node
+    /// whose range of the repeated list holds it, found by a binary search instead of a list
+    /// with one entry per unit of weight).
+    Modula(Vec<u64>),
     /// xxHash64 of each node's name (rendezvous).
     Rendezvous(Vec<u64>),
     /// The node count (furc_hash).
@@ -46,8 +65,10 @@ impl Table {
             Rule::Modula => Table::Modula(
                 nodes
                     .iter()
-                    .enumerate()
-                    .flat_map(|(i, n)| std::iter::repeat_n(i as u32, n.weight as usize))
+                    .scan(0u64, |total, n| {
+                        *total += u64::from(n.weight);
+                        Some(*total)
+                    })
                     .collect(),
             ),
             Rule::Rendezvous => {
@@ -62,8 +83,8 @@ impl Table {
     /// Heap bytes the table holds.
     pub fn memory_bytes(&self) -> usize {
         match self {
-            Table::Modula(v) | Table::Maglev(v) => v.capacity() * 4,
-            Table::Rendezvous(v) => v.capacity() * 8,
+            Table::Maglev(v) => v.capacity() * 4,
+            Table::Modula(v) | Table::Rendezvous(v) => v.capacity() * 8,
             Table::Index(_) | Table::Keyed => 0,
         }
     }
@@ -72,10 +93,10 @@ impl Table {
     /// [`Table::Keyed`], whose owner needs the key ([`Table::owner_of_key`]).
     pub fn owner(&self, hash: u64) -> Option<usize> {
         match self {
-            Table::Modula(buckets) => {
-                let len = buckets.len() as u64;
+            Table::Modula(totals) => {
+                let len = totals.last().copied().unwrap_or(0);
                 let at = hash.checked_rem(len)?;
-                buckets.get(at as usize).map(|&i| i as usize)
+                Some(totals.partition_point(|&t| t <= at))
             }
             Table::Rendezvous(hashes) => {
                 let mut best: Option<(u64, usize)> = None;
@@ -129,8 +150,9 @@ impl Table {
     /// Each node's share of a hash space of `2^bits` values, as `u128` counts summing to it
     /// (zeros without nodes): exact for modula (python-memcached's hash keeps bits 16-30 of
     /// CRC32, so each of its 32768 values stands for `2^17` CRC32 values, 0 counting as 1) and
-    /// Maglev (the 64-bit hashes falling on each entry); estimated from 65536 probes for the
-    /// others (hashes spread by `fmix64`, or keys `0`, `1`, ... for pymemcache).
+    /// Maglev (the 64-bit hashes falling on each entry); estimated for the others from up to
+    /// 65536 probes ([`share_probes`]: hashes spread by `fmix64`, or keys `0`, `1`, ... for
+    /// pymemcache).
     pub fn owned_values(&self, nodes: &[Node], bits: u32) -> Vec<u128> {
         let mut owned = vec![0u128; nodes.len()];
         let mut add = |o: Option<usize>, v: u128| {
@@ -159,9 +181,10 @@ impl Table {
                 }
             }
             Table::Rendezvous(_) | Table::Index(_) | Table::Keyed => {
-                let each = (1u128 << bits) / u128::from(SHARE_PROBES);
+                let probes = share_probes(self, nodes);
+                let each = (1u128 << bits) / u128::from(probes);
                 let mut digits = Vec::new();
-                for i in 0..SHARE_PROBES {
+                for i in 0..probes {
                     let owner = if *self == Table::Keyed {
                         digits.clear();
                         digits.extend_from_slice(i.to_string().as_bytes());
