@@ -57,7 +57,7 @@
 //!   out by normalized weight ([`envoy_point_counts`]), point `i` of a host = xxHash64 of
 //!   `<address>_<i>`; first point at or after the hash, wrapping. `envoy-ring` hashes a key with
 //!   xxHash64 (a header or cookie hash policy); `envoy-redis` with Envoy's `murmurHash2`
-//!   ([`envoy_murmur_hash2`]), as its `redis_proxy` does for an upstream of plain Redis
+//!   (libstdc++'s `_Hash_bytes`, which is [`murmur_hash_64a`]), as its `redis_proxy` does for an upstream of plain Redis
 //!   servers. Checked against vectors computed from the source with independent hash
 //!   libraries (`engine/tests/vectors/compat_published.tsv`): Envoy does not install here.
 //!
@@ -341,10 +341,15 @@ impl Flavour {
     /// leading `/region/cluster/` and everything from `|#|` (`Keys::update()` in
     /// `mcrouter/lib/Keys.cpp`); every other flavour takes the whole key.
     pub fn routing_key(self, key: &[u8]) -> &[u8] {
-        if self != Flavour::McrouterCh3 {
+        if !self.routes_by_part() {
             return key;
         }
         mcrouter_routing_key(key)
+    }
+
+    /// Whether [`Flavour::routing_key`] may take less than the whole key (mcrouter).
+    pub fn routes_by_part(self) -> bool {
+        self == Flavour::McrouterCh3
     }
 
     /// Whether a node's points follow from its position in the node order rather than its
@@ -517,7 +522,7 @@ impl Flavour {
             | Flavour::HaproxyCrc32 => u64::from(crc32fast::hash(member)),
             Flavour::Haproxy => u64::from(haproxy_full_hash(sdbm(member))),
             Flavour::EnvoyRing | Flavour::GoRedisRing | Flavour::EnvoyMaglev => xxh64(member, 0),
-            Flavour::EnvoyRedis => envoy_murmur_hash2(member, ENVOY_HASH_SEED),
+            Flavour::EnvoyRedis => murmur_hash_64a(member, ENVOY_HASH_SEED),
             Flavour::PythonMemcached => u64::from(python_memcached_hash(member)),
             Flavour::McrouterCh3 => murmur_hash_64a(member, MCROUTER_FURC_SEED),
             // Scored with each node's name instead ([`Rule::KeyedRendezvous`]); this hash only
@@ -643,7 +648,7 @@ pub const ENVOY_MIN_RING_SIZE: u32 = 1024;
 /// Envoy `ring_hash`'s default `maximum_ring_size` (`DefaultMaxRingSize`, 8M).
 const ENVOY_MAX_RING_SIZE: f64 = 8_388_608.0;
 /// Envoy's `STD_HASH_SEED` (`source/common/common/hash.h`), the seed of its `murmurHash2`.
-pub const ENVOY_HASH_SEED: u64 = 0xc70f_6907;
+pub const ENVOY_HASH_SEED: u32 = 0xc70f_6907;
 
 /// Points per host of an Envoy `ring_hash` ring, in host order, as Envoy's `Ring` constructor
 /// shares out the ring (`ring_hash_lb.cc`, default sizes): weights normalized to shares `w`
@@ -677,35 +682,6 @@ pub fn envoy_point_counts(weights: &[u32]) -> Vec<u64> {
         .collect()
 }
 
-/// Envoy's `MurmurHash::murmurHash2` (`source/common/common/hash.cc`), which is libstdc++'s
-/// 64-bit `std::_Hash_bytes` (a MurmurHash64A variant): `m = 0xc6a4a7935bd1e995`,
-/// `h = seed ^ (len x m)`; each little-endian 8-byte block `k`: `h ^= shift_mix(k x m) x m;
-/// h x= m`; the 1-7 bytes left as a little-endian integer: `h ^= t; h x= m`; then
-/// `h = shift_mix(shift_mix(h) x m)`, with `shift_mix(v) = v ^ (v >> 47)`, all wrapping.
-pub fn envoy_murmur_hash2(bytes: &[u8], seed: u64) -> u64 {
-    const M: u64 = 0xc6a4_a793_5bd1_e995;
-    let shift_mix = |v: u64| v ^ (v >> 47);
-    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(M);
-    let mut blocks = bytes.chunks_exact(8);
-    for block in &mut blocks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(block);
-        let k = u64::from_le_bytes(word);
-        h ^= shift_mix(k.wrapping_mul(M)).wrapping_mul(M);
-        h = h.wrapping_mul(M);
-    }
-    let rest = blocks.remainder();
-    if !rest.is_empty() {
-        let t = rest
-            .iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        h ^= t;
-        h = h.wrapping_mul(M);
-    }
-    shift_mix(shift_mix(h).wrapping_mul(M))
-}
-
 /// python-memcached's `cmemcache_hash()`: `((crc32(key) >> 16) & 0x7fff) or 1`.
 pub fn python_memcached_hash(key: &[u8]) -> u32 {
     match (crc32fast::hash(key) >> 16) & 0x7fff {
@@ -718,7 +694,9 @@ pub fn python_memcached_hash(key: &[u8]) -> u32 {
 pub const MCROUTER_FURC_SEED: u32 = 4_193_360_111;
 
 /// MurmurHash64A (Austin Appleby, `MurmurHash2.cpp`, public domain), as mcrouter's
-/// `murmur_hash_64A()`: `m = 0xc6a4a7935bd1e995`, `r = 47`, `h = seed ^ (len x m)`; each
+/// `murmur_hash_64A()` and Envoy's `MurmurHash::murmurHash2` (libstdc++'s 64-bit
+/// `std::_Hash_bytes`: the same steps, its `shift_mix(h) x m` then `shift_mix` being this
+/// final mix; checked against both in `engine/tests/vectors/`): `m = 0xc6a4a7935bd1e995`, `r = 47`, `h = seed ^ (len x m)`; each
 /// little-endian 8-byte block `k`: `k x= m; k ^= k >> r; k x= m; h ^= k; h x= m`; the 1-7 bytes
 /// left as a little-endian integer: `h ^= t; h x= m`; then `h ^= h >> r; h x= m; h ^= h >> r`.
 pub fn murmur_hash_64a(bytes: &[u8], seed: u32) -> u64 {

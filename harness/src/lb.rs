@@ -244,7 +244,8 @@ pub struct Haproxy {
 impl Haproxy {
     /// Starts `haproxy` with `servers` (in order) and `hash_type` (what follows `hash-type`:
     /// `consistent`, `consistent crc32`, ...), every server a frontend of the same process on
-    /// a free port answering its name, and waits until the proxy answers (at most 10 s; other
+    /// a free port answering its name (`noreuseport`: HAProxy binds with `SO_REUSEPORT`
+    /// otherwise, and a port another process holds would be shared, not refused), and waits until the proxy answers (at most 10 s; other
     /// ports when one was taken meanwhile, three times). Errors: no `haproxy` (Debian's
     /// package, `make deps`), a refused configuration (its output quoted).
     pub fn start(servers: &[HaproxyServer], hash_type: &str) -> Result<Haproxy, Error> {
@@ -282,7 +283,7 @@ impl Haproxy {
             ));
         }
         let conf = format!(
-            "global\n    maxconn 2000\n\
+            "global\n    maxconn 2000\n    noreuseport\n\
              defaults\n    mode http\n    timeout connect 5s\n    timeout client 60s\n    \
              timeout server 60s\n\
              frontend proxy\n    bind 127.0.0.1:{port}\n    default_backend ring\n\

@@ -283,31 +283,9 @@ fn run_one(
     };
     // Warm up until the hit rate stops moving.
     eprintln!("cache: {} {}: warming up ...", change.name, d.name());
-    let mut warm: Vec<Tally> = Vec::new();
-    let mut sent = 0u64;
-    let settled = loop {
-        warm.push(client.send(a.interval, true)?);
-        sent += a.interval;
-        let n = warm.len();
-        if sent >= a.warmup_min && n >= 10 {
-            let mean = |s: &[Tally]| s.iter().map(Tally::miss_share).sum::<f64>() / s.len() as f64;
-            let (prev, last) = (mean(&warm[n - 10..n - 5]), mean(&warm[n - 5..]));
-            if (prev - last).abs() < 0.002 {
-                break true;
-            }
-        }
-        if sent >= a.warmup_max {
-            break false;
-        }
-    };
-    let steady = warm
-        .iter()
-        .rev()
-        .take(10)
-        .fold(Tally::default(), |t, i| Tally {
-            hits: t.hits + i.hits,
-            misses: t.misses + i.misses,
-        });
+    let (warm, settled) = until_settled(&mut client, a.interval, a.warmup_min, a.warmup_max)?;
+    let sent = warm.len() as u64 * a.interval;
+    let steady = last_ten(&warm);
     let counts = client.counts.take().unwrap_or_default();
     // The cache as the switch finds it.
     let probe_before = client.send(a.probe, false)?;
@@ -351,34 +329,16 @@ fn run_one(
     let probe = client.send(a.probe, false)?;
     // Read through until the hit rate settles again (the warm-up's rule), at a level of its
     // own: a leave loses a backend's memory, so the fleet settles lower than before.
-    let mut series: Vec<Tally> = Vec::new();
-    let mut after = 0u64;
-    let settled_after = loop {
-        let t = client.send(a.interval, true)?;
-        after += a.interval;
-        series.push(t);
-        let n = series.len();
-        // As long as the warm-up at least: a fleet refilling after a change creeps back slowly
-        // enough that two early 5-interval means can agree.
-        if n >= 20 && after >= a.warmup_min {
-            let mean = |s: &[Tally]| s.iter().map(Tally::miss_share).sum::<f64>() / s.len() as f64;
-            let (prev, last) = (mean(&series[n - 10..n - 5]), mean(&series[n - 5..]));
-            if (prev - last).abs() < 0.002 {
-                break true;
-            }
-        }
-        if after >= a.after_max {
-            break false;
-        }
-    };
-    let last10 = series
-        .iter()
-        .rev()
-        .take(10)
-        .fold(Tally::default(), |t, i| Tally {
-            hits: t.hits + i.hits,
-            misses: t.misses + i.misses,
-        });
+    // At least as long as the warm-up and 20 intervals: a fleet refilling after a change
+    // creeps back slowly enough that two early 5-interval means can agree.
+    let (series, settled_after) = until_settled(
+        &mut client,
+        a.interval,
+        a.warmup_min.max(20 * a.interval),
+        a.after_max,
+    )?;
+    let after = series.len() as u64 * a.interval;
+    let last10 = last_ten(&series);
     let m_after = last10.miss_share();
     // Recovered: the first interval within one percentage point of the new steady level; the
     // extra misses are those beyond that level until then (the transient), the steady loss
@@ -425,6 +385,47 @@ fn run_one(
         settled_after,
         steady_before_predicted: steady_model.before_miss_share,
     })
+}
+
+/// Reads through `interval` requests at a time until the hit rate settles (after at least
+/// `min` requests and 10 intervals, two successive 5-interval mean miss shares within 0.2
+/// percentage points) or `max` requests were sent; returns the intervals and whether it
+/// settled.
+fn until_settled(
+    client: &mut Client,
+    interval: u64,
+    min: u64,
+    max: u64,
+) -> Result<(Vec<Tally>, bool)> {
+    let mut series: Vec<Tally> = Vec::new();
+    let mut sent = 0u64;
+    loop {
+        series.push(client.send(interval, true)?);
+        sent += interval;
+        let n = series.len();
+        if sent >= min && n >= 10 {
+            let mean = |s: &[Tally]| s.iter().map(Tally::miss_share).sum::<f64>() / s.len() as f64;
+            let (prev, last) = (mean(&series[n - 10..n - 5]), mean(&series[n - 5..]));
+            if (prev - last).abs() < 0.002 {
+                return Ok((series, true));
+            }
+        }
+        if sent >= max {
+            return Ok((series, false));
+        }
+    }
+}
+
+/// The hits and misses of the last 10 intervals of `series`.
+fn last_ten(series: &[Tally]) -> Tally {
+    series
+        .iter()
+        .rev()
+        .take(10)
+        .fold(Tally::default(), |t, i| Tally {
+            hits: t.hits + i.hits,
+            misses: t.misses + i.misses,
+        })
 }
 
 /// Bytes a cached key is taken to use beside its key and value (Redis' per-key overhead,

@@ -105,7 +105,7 @@ impl Ring {
             index: BucketIndex::new(flavour.hash_bits()),
             table: table::Table::build(flavour, &[]),
             lookup: flavour.lookup(),
-            routes: flavour == Flavour::McrouterCh3,
+            routes: flavour.routes_by_part(),
             mask: u64::MAX >> (64 - flavour.hash_bits()),
         }
     }
