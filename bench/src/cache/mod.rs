@@ -24,16 +24,17 @@
 //! - **steady miss share after** `m'`: the read-through runs until the hit rate settles again
 //!   (the warm-up's rule, or `--after-max` requests), and `m'` is the last 10 intervals' miss
 //!   share: a leave loses a backend's memory, so the fleet settles at a level of its own.
-//!   Predicted by a static LFU model ([`SteadyModel`]): each backend keeps the most requested
-//!   of the keys it owns that fit in its memory (what its cached keys used before; a joining
-//!   backend the mean), the model's miss share `1 -` their probability, before and after; the
-//!   prediction is the measured `m` times the model's after over its before (Redis' sampled
-//!   LFU keeps a less ideal set than the model, so the model's levels are low, its ratio not).
+//!   Predicted by a static LFU model ([`SteadyModel`]): each backend keeps the most
+//!   requested of the keys it owns that fit in its effective memory (a share of what its
+//!   cached keys used before, calibrated so that the model's miss share before is the
+//!   measured `m`; a joining backend the mean), less what stale copies of keys that moved away
+//!   keep holding; the model's miss share after is the prediction.
 //! - **cumulative extra misses** (the transient): the misses beyond `m'` per request summed
 //!   over the intervals until the hit rate is within one percentage point of `m'`; that
 //!   window `T` is printed as "requests to recover". Predicted as the keys the model keeps
 //!   after the change that were not on their backend before (moved, or newly fitting),
-//!   requested at least once within `T`: `sum (1 - (1 - p)^T)`. The steady loss `m' - m` per
+//!   requested at least once within `T`, `sum (1 - (1 - p)^T)`, less the hits the keys a
+//!   backend no longer keeps get before LFU evicts them. The steady loss `m' - m` per
 //!   request comes on top, for as long as the fleet stays so.
 
 mod fleet;
@@ -150,8 +151,9 @@ struct Outcome {
     steady_after_predicted: f64,
     steady_after: f64,
     settled_after: bool,
-    /// The steady miss share before, predicted the same way (a check of the model).
-    steady_before_predicted: f64,
+    /// The share of each backend's memory the model keeps its keys in (calibrated to the
+    /// steady miss share before).
+    memory_share: f64,
 }
 
 impl Outcome {
@@ -317,8 +319,16 @@ fn run_one(
             .sum()
     };
     let first_predicted = within(a.interval) / a.interval as f64;
-    let steady_model =
-        SteadyModel::new(d, &before_names, &after_names, &cached, shape, zipf, a.keys)?;
+    let steady_model = SteadyModel::new(
+        d,
+        &before_names,
+        &after_names,
+        &cached,
+        shape,
+        zipf,
+        a.keys,
+        steady.miss_share(),
+    )?;
     let lfu = ask_backends(fleet, change, scheme_of(d))?;
     fleet.release(&held)?;
     let predicted_lfu = lfu.hits_fraction() * (1.0 - probe_before.miss_share());
@@ -376,14 +386,10 @@ fn run_one(
         recovered_after,
         cumulative,
         cumulative_predicted,
-        // The model's change applied to the measured level: LFU in Redis keeps a less ideal
-        // set than the most requested keys (sampled eviction, logarithmic counters), so the
-        // model's own levels are too low, and their ratio is what carries over.
-        steady_after_predicted: steady.miss_share() * steady_model.after_miss_share
-            / steady_model.before_miss_share.max(f64::MIN_POSITIVE),
+        steady_after_predicted: steady_model.after_miss_share,
         steady_after: m_after,
         settled_after,
-        steady_before_predicted: steady_model.before_miss_share,
+        memory_share: steady_model.memory_share,
     })
 }
 
@@ -432,25 +438,45 @@ fn last_ten(series: &[Tally]) -> Tally {
 /// roughly: the dict entry, the object headers, the LFU field, allocator rounding).
 const PER_KEY_OVERHEAD: usize = 64;
 
-/// The steady state of an LFU fleet under the workload, before and after a change: each
-/// backend keeps the most requested of the keys it owns that fit in its memory (with
-/// `allkeys-lfu`, and a workload whose probabilities do not change, LFU converges to the
-/// most frequent keys; this is its static form, in place of Che's approximation for LRU).
-/// A backend's memory is what its cached keys used before the change (their keys, values
-/// and [`PER_KEY_OVERHEAD`]), less what its keys that move away keep holding there (those
-/// requested more than the least requested key it keeps after: their LFU counters outlast
-/// the settling); a joining backend gets the mean.
+/// The steady state of an LFU fleet under the workload, before and after a change, and the
+/// transient between them.
+///
+/// - **What a backend keeps**: the most requested of the keys it owns that fit in its
+///   *effective memory* (with `allkeys-lfu` and a workload whose probabilities do not change,
+///   LFU converges to the most frequent keys; this is its static form, in place of Che's
+///   approximation for LRU). Redis' LFU samples its eviction candidates and counts
+///   logarithmically, so it keeps a less ideal set than the most requested keys: the model
+///   keeps them in a share of each backend's memory (the same share on every backend),
+///   calibrated so that the model's miss share before the change is the measured one. A
+///   backend's memory is what its cached keys used before the change (their keys, values
+///   and [`PER_KEY_OVERHEAD`]); a joining backend gets the mean.
+/// - **Stale copies**: the keys that move away stay where they were; no request reaches them
+///   there any more, but their LFU counters decay by one a minute (`lfu-decay-time` 1), so
+///   those requested more than the least requested key the backend keeps after the change
+///   hold their memory (each backend's threshold found by bisection).
+/// - **The transient**: each key the model keeps after the change that it did not keep on the
+///   same backend before misses once before it is a steady hit; meanwhile the keys a backend
+///   kept before and still owns but does not keep after (the *lost* keys) are not gone at
+///   once: they are evicted least requested first as the arriving keys' bytes come in, and
+///   hit until then. Extra misses within `t` requests: `sum over arriving (1 - (1 - p)^t)`
+///   less `sum over lost p * min(t_evicted, t)`.
 struct SteadyModel {
-    /// Predicted miss shares: `1 -` the probability of the keys kept.
-    before_miss_share: f64,
+    /// The share of each backend's memory the model keeps its keys in (the calibration).
+    memory_share: f64,
+    /// The predicted miss share after the change: `1 -` the probability of the keys kept.
     after_miss_share: f64,
     /// The probabilities of the keys the model keeps after the change that it did not keep on
-    /// the same backend before (moved, or newly fitting): each misses once before it is a
-    /// steady hit.
-    transient: Vec<f64>,
+    /// the same backend before (moved, or newly fitting).
+    arriving: Vec<f64>,
+    /// The lost keys: the probability of each and the request (since the switch) by which it
+    /// is evicted.
+    lost: Vec<(f64, f64)>,
 }
 
 impl SteadyModel {
+    /// The model of `keys` keys of `zipf` under `d` (pool `before`, then `after`, names in
+    /// twemproxy's order), whose backends' memory is what `cached` (ranks cached at the
+    /// switch) used, calibrated to the measured miss share `measured_before`.
     #[allow(clippy::too_many_arguments)]
     fn new(
         d: Distribution,
@@ -460,30 +486,26 @@ impl SteadyModel {
         shape: &Shape,
         zipf: &Zipf,
         keys: usize,
+        measured_before: f64,
     ) -> Result<SteadyModel> {
         let all: Vec<usize> = (0..keys).collect();
         let own_before = fleet::owners(d, before, &all)?;
         let own_after = fleet::owners(d, after, &all)?;
+        let owner = |o: &[Option<usize>], r: usize| o.get(r).copied().flatten();
         let size =
             |r: usize| (shape.value_len(r) + workload::key(r).len() + PER_KEY_OVERHEAD) as u64;
-        let mut capacity = vec![0u64; before.len()];
+        let mut memory = vec![0u64; before.len()];
         for &r in cached {
-            if let Some(c) = own_before
-                .get(r)
-                .copied()
-                .flatten()
-                .and_then(|b| capacity.get_mut(b))
-            {
+            if let Some(c) = owner(&own_before, r).and_then(|b| memory.get_mut(b)) {
                 *c += size(r);
             }
         }
-        let mean = capacity.iter().sum::<u64>() / capacity.len().max(1) as u64;
         // Ranks are in order of probability: keep each backend's most requested keys that fit.
         let kept = |owners: &[Option<usize>], caps: &[u64]| -> Vec<bool> {
             let mut used = vec![0u64; caps.len()];
             (0..keys)
                 .map(|r| {
-                    let Some(b) = owners.get(r).copied().flatten() else {
+                    let Some(b) = owner(owners, r) else {
                         return false;
                     };
                     match (used.get_mut(b), caps.get(b)) {
@@ -496,90 +518,171 @@ impl SteadyModel {
                 })
                 .collect()
         };
-        // Keys that move away stay where they were: no request reaches them there any more,
-        // but their LFU counters decay by one a minute (`lfu-decay-time` 1), so those requested
-        // more than the least requested key a backend keeps after the change (whose counters
-        // new keys do not pass while the fleet settles) hold their memory. Found by a few
-        // rounds from "every moved cached key stays".
-        let moved_away: Vec<(usize, usize)> = cached
-            .iter()
-            .filter_map(|&r| {
-                let b = own_before.get(r).copied().flatten()?;
-                let a = own_after.get(r).copied().flatten();
+        let hit = |k: &[bool]| -> f64 { (0..keys).filter(|&r| k[r]).map(|r| zipf.p(r)).sum() };
+        let share_of =
+            |s: f64| -> Vec<u64> { memory.iter().map(|&m| (m as f64 * s) as u64).collect() };
+        // The effective share: the model's miss share falls as the share grows; bisect.
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        for _ in 0..30 {
+            let s = (lo + hi) / 2.0;
+            if 1.0 - hit(&kept(&own_before, &share_of(s))) > measured_before {
+                lo = s;
+            } else {
+                hi = s;
+            }
+        }
+        let memory_share = hi;
+        let capacity = share_of(memory_share);
+        let mean = capacity.iter().sum::<u64>() / capacity.len().max(1) as u64;
+        let kept_before = kept(&own_before, &capacity);
+        let moved_away: Vec<(usize, usize)> = (0..keys)
+            .filter(|&r| kept_before[r])
+            .filter_map(|r| {
+                let b = owner(&own_before, r)?;
+                let a = owner(&own_after, r);
                 (before.get(b) != a.and_then(|i| after.get(i))).then_some((b, r))
             })
             .collect();
-        let after_index: Vec<Option<usize>> = before
+        // Each backend of `after` as it was in `before`, if it was.
+        let was: Vec<Option<usize>> = after
             .iter()
-            .map(|n| after.iter().position(|a| a == n))
+            .map(|n| before.iter().position(|b| b == n))
             .collect();
         let capacity_with = |threshold: &[f64]| -> Vec<u64> {
             let mut stale = vec![0u64; before.len()];
-            for &(b, r) in &moved_away {
-                let t = after_index
-                    .get(b)
-                    .copied()
-                    .flatten()
-                    .and_then(|i| threshold.get(i))
-                    .copied()
-                    .unwrap_or(0.0);
-                if zipf.p(r) > t {
-                    if let Some(s) = stale.get_mut(b) {
-                        *s += size(r);
+            for (j, &i) in was.iter().enumerate() {
+                let t = threshold.get(j).copied().unwrap_or(0.0);
+                for &(b, r) in moved_away.iter().filter(|(b, _)| Some(*b) == i) {
+                    if zipf.p(r) > t {
+                        if let Some(s) = stale.get_mut(b) {
+                            *s += size(r);
+                        }
                     }
                 }
             }
-            after
-                .iter()
-                .map(|n| {
-                    before
-                        .iter()
-                        .position(|b| b == n)
-                        .map_or(mean, |i| capacity[i].saturating_sub(stale[i]))
+            was.iter()
+                .map(|&i| {
+                    i.map_or(mean, |i| {
+                        capacity[i].saturating_sub(stale.get(i).copied().unwrap_or(0))
+                    })
                 })
                 .collect()
         };
-        let mut threshold = vec![0.0f64; after.len()];
-        let mut kept_after = kept(&own_after, &capacity_with(&threshold));
-        for _ in 0..8 {
-            // The least requested key each backend keeps.
+        // The least requested key a backend keeps falls as its threshold rises (fewer stale
+        // copies, more room): bisect each backend's threshold to where the two meet, on a
+        // logarithmic scale (the backends are independent: a key has one owner).
+        let least_kept = |kept_after: &[bool]| -> Vec<f64> {
             let mut least = vec![1.0f64; after.len()];
             for r in (0..keys).filter(|&r| kept_after[r]) {
-                if let Some(l) = own_after[r].and_then(|b| least.get_mut(b)) {
+                if let Some(l) = owner(&own_after, r).and_then(|b| least.get_mut(b)) {
                     *l = l.min(zipf.p(r));
                 }
             }
-            if least == threshold {
-                break;
+            least
+        };
+        let (mut lo, mut hi) = (vec![1e-15f64; after.len()], vec![1.0f64; after.len()]);
+        for _ in 0..60 {
+            let mid: Vec<f64> = lo.iter().zip(&hi).map(|(l, h)| (l * h).sqrt()).collect();
+            let least = least_kept(&kept(&own_after, &capacity_with(&mid)));
+            for (j, (&m, &l)) in mid.iter().zip(&least).enumerate() {
+                if l > m {
+                    lo[j] = m;
+                } else {
+                    hi[j] = m;
+                }
             }
-            threshold = least;
-            kept_after = kept(&own_after, &capacity_with(&threshold));
         }
-        let kept_before = kept(&own_before, &capacity);
-        let hit = |k: &[bool]| -> f64 { (0..keys).filter(|&r| k[r]).map(|r| zipf.p(r)).sum() };
+        let threshold = hi;
+        let kept_after = kept(&own_after, &capacity_with(&threshold));
         let name = |names: &[String], o: Option<usize>| o.and_then(|i| names.get(i).cloned());
-        let transient = (0..keys)
+        let arriving: Vec<usize> = (0..keys)
             .filter(|&r| kept_after[r])
             .filter(|&r| {
-                !kept_before[r] || name(before, own_before[r]) != name(after, own_after[r])
+                !kept_before[r]
+                    || name(before, owner(&own_before, r)) != name(after, owner(&own_after, r))
             })
-            .map(|r| zipf.p(r))
             .collect();
+        let mut lost = Vec::new();
+        for (j, &i) in was.iter().enumerate() {
+            let Some(i) = i else {
+                continue;
+            };
+            lost.extend(eviction_times(
+                (0..keys)
+                    .filter(|&r| kept_before[r] && owner(&own_before, r) == Some(i))
+                    .filter_map(|r| {
+                        let (p, still) = (zipf.p(r), owner(&own_after, r) == Some(j));
+                        let t = threshold.get(j).copied().unwrap_or(0.0);
+                        // Lost, or moved away and not staying: both make room.
+                        (still && !kept_after[r] || !still && p <= t).then_some((p, size(r), still))
+                    })
+                    .collect(),
+                arriving
+                    .iter()
+                    .filter(|&&r| owner(&own_after, r) == Some(j))
+                    .map(|&r| (zipf.p(r), size(r)))
+                    .collect(),
+                capacity.get(i).copied().unwrap_or(0).saturating_sub(
+                    (0..keys)
+                        .filter(|&r| kept_before[r] && owner(&own_before, r) == Some(i))
+                        .map(size)
+                        .sum(),
+                ),
+            ));
+        }
         Ok(SteadyModel {
-            before_miss_share: 1.0 - hit(&kept_before),
+            memory_share,
             after_miss_share: 1.0 - hit(&kept_after),
-            transient,
+            arriving: arriving.iter().map(|&r| zipf.p(r)).collect(),
+            lost,
         })
     }
 
-    /// The transient extra misses expected within `t` requests: the kept keys not yet on
-    /// their backend requested at least once, `sum (1 - (1 - p)^t)`.
+    /// The transient extra misses expected within `t` requests after the switch: the
+    /// arriving keys requested at least once, `sum (1 - (1 - p)^t)`, less the hits of the
+    /// lost keys before they are evicted, `sum p * min(t_evicted, t)`.
     fn transient_within(&self, t: u64) -> f64 {
-        self.transient
-            .iter()
-            .map(|&p| 1.0 - (1.0 - p).powf(t as f64))
-            .sum()
+        let t = t as f64;
+        let arriving: f64 = self.arriving.iter().map(|&p| 1.0 - (1.0 - p).powf(t)).sum();
+        let lost: f64 = self.lost.iter().map(|&(p, e)| p * e.min(t)).sum();
+        arriving - lost
     }
+}
+
+/// When a backend evicts the keys that make room: `leaving` (probability, bytes, lost) go
+/// least requested first, each once the bytes of `arriving` (probability, bytes) expected
+/// within `t` requests, `sum bytes * (1 - (1 - p)^t)`, pass `room` plus the bytes evicted
+/// before it and its own. Returns (probability, request of eviction) of the lost ones, the
+/// request on a geometric grid (4% steps; infinite if never).
+fn eviction_times(
+    mut leaving: Vec<(f64, u64, bool)>,
+    arriving: Vec<(f64, u64)>,
+    room: u64,
+) -> Vec<(f64, f64)> {
+    leaving.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let grid: Vec<(f64, f64)> = (0..600)
+        .map(|k| {
+            let t = 1.04f64.powi(k);
+            let bytes = arriving
+                .iter()
+                .map(|&(p, s)| s as f64 * (1.0 - (1.0 - p).powf(t)))
+                .sum();
+            (t, bytes)
+        })
+        .collect();
+    let mut needed = room as f64;
+    let mut at = grid.iter().peekable();
+    let mut times = Vec::new();
+    for (p, bytes, lost) in leaving {
+        needed += bytes as f64;
+        while at.peek().is_some_and(|&&(_, b)| b < needed) {
+            at.next();
+        }
+        if lost {
+            times.push((p, at.peek().map_or(f64::INFINITY, |&&(t, _)| t)));
+        }
+    }
+    times
 }
 
 /// The relative error of `predicted` against `measured` (0 when both are 0).
@@ -619,7 +722,7 @@ fn publish(
         "LFU error",
         "first interval: predicted",
         "first interval: measured",
-        "steady miss share before: model (raw)",
+        "model's effective memory share",
         "steady miss share after: predicted",
         "steady miss share after: measured",
         "steady after: error",
@@ -657,7 +760,7 @@ fn publish(
             format!("{:+.1}%", 100.0 * relative(o.predicted_lfu, measured)),
             fixed(o.first_predicted, 4),
             fixed(first, 4),
-            fixed(o.steady_before_predicted, 4),
+            fixed(o.memory_share, 3),
             fixed(o.steady_after_predicted, 4),
             if o.settled_after {
                 fixed(o.steady_after, 4)
@@ -874,4 +977,31 @@ fn chart(g: &Global, a: &Args, outcomes: &[Outcome]) -> Result<()> {
         "A cache fleet behind twemproxy: one backend changes",
         panels,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eviction_times;
+
+    #[test]
+    fn evictions_go_least_requested_first_as_bytes_arrive() {
+        // Two arriving keys of 100 bytes, one read every other request, one every 10000th;
+        // three leaving keys of 100 bytes, two of them lost. No room: the least requested
+        // leaving key goes with the first arrival, the next with the second.
+        let arriving = vec![(0.5, 100), (1e-4, 100)];
+        let leaving = vec![(0.01, 100, true), (0.001, 100, false), (0.1, 100, true)];
+        let times = eviction_times(leaving, arriving, 0);
+        assert_eq!(times.len(), 2, "only the lost keys are returned");
+        // 0.001 (not lost) is evicted first; 0.01 needs 200 bytes in: the hot key and most
+        // of the cold one (thousands of requests); 0.1 needs 300 bytes, which never arrive.
+        let (p, t) = times[0];
+        assert_eq!(p, 0.01);
+        assert!(t > 1000.0 && t < 1e6, "{t}");
+        assert_eq!(times[1], (0.1, f64::INFINITY));
+        // With room for one key, every eviction comes one arrival later.
+        let later = eviction_times(vec![(0.01, 100, true)], vec![(0.5, 100), (1e-4, 100)], 100);
+        assert!(later[0].1 > 1000.0);
+        let sooner = eviction_times(vec![(0.01, 100, true)], vec![(0.5, 100), (1e-4, 100)], 0);
+        assert!(sooner[0].1 < 100.0, "{:?}", sooner);
+    }
 }
