@@ -254,11 +254,12 @@ bench-cluster-fit: release servers
 	$(BENCH_BIN) cluster-fit bench/out/fit/*-run.csv
 
 ## bench-cache: a cache fleet on loopback (4 redis-server backends with 8 MiB each, LFU
-## eviction and the module, behind twemproxy with ketama and with modula, hash md5), a Zipf
-## workload (100000 keys, s = 0.99, 100-1000 B values) read through the proxy: one backend
-## joins, then one leaves; ringslot's predicted extra miss share against the measured one,
-## the recovery, and the same keys' migration on a 4-master Redis Cluster; then two more
-## seeds (without the cluster side). Reports in bench/out/cache*.{md,csv,svg}.
+## eviction and the module, behind twemproxy with ketama and with modula, hash md5; and 4
+## memcached servers of 8 MiB behind nginx's hash $arg_key consistent), a Zipf workload
+## (100000 keys, s = 0.99, 100-1000 B values) read through the proxy: one backend joins, then
+## one leaves; ringslot's predicted extra miss share against the measured one, the new steady
+## level and the transient, and the same keys' migration on a 4-master Redis Cluster; then
+## two more seeds (without the cluster side). Reports in bench/out/cache*.{md,csv,svg}.
 bench-cache: release
 	$(BENCH_RELEASE) cache --local $(BENCH_ARGS)
 	$(BENCH_RELEASE) cache --local --no-cluster --seed 2 --name cache-seed2 $(BENCH_ARGS)

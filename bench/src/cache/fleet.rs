@@ -286,23 +286,6 @@ pub fn ask_backends(fleet: &Fleet, change: &Change, scheme: &str) -> Result<Weig
     Ok(sum)
 }
 
-/// Which of `ranks` change owner under `distribution` when the pool goes from `before` to
-/// `after` (names in twemproxy's order): ringslot's `ketama` ring, or its `modulo` (the
-/// ketama member hash, MD5's first four bytes, modulo the servers in order), key by key.
-pub fn moved_ranks(
-    distribution: Distribution,
-    before: &[String],
-    after: &[String],
-    ranks: &[usize],
-) -> Result<Vec<bool>> {
-    let b = owners(distribution, before, ranks)?;
-    let a = owners(distribution, after, ranks)?;
-    Ok(b.iter()
-        .zip(&a)
-        .map(|(x, y)| x.and_then(|i| before.get(i)) != y.and_then(|i| after.get(i)))
-        .collect())
-}
-
 /// The backend (an index into `names`) of each of `ranks` under the pool `names`, as
 /// twemproxy places it: the `ketama` ring, or `modulo` over the names in their order.
 pub fn owners(
@@ -333,6 +316,23 @@ pub fn owners(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of `ranks` change owner under `distribution` when the pool goes from `before` to
+    /// `after` (names in twemproxy's order): ringslot's `ketama` ring, or its `modulo` (the
+    /// ketama member hash, MD5's first four bytes, modulo the servers in order), key by key.
+    fn moved_ranks(
+        distribution: Distribution,
+        before: &[String],
+        after: &[String],
+        ranks: &[usize],
+    ) -> Result<Vec<bool>> {
+        let b = owners(distribution, before, ranks)?;
+        let a = owners(distribution, after, ranks)?;
+        Ok(b.iter()
+            .zip(&a)
+            .map(|(x, y)| x.and_then(|i| before.get(i)) != y.and_then(|i| after.get(i)))
+            .collect())
+    }
 
     #[test]
     fn changes_and_twemproxys_order() {

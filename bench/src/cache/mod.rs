@@ -1,8 +1,10 @@
 //! `cache --local`: what a join (or a leave) costs a cache fleet, predicted by ringslot and
 //! measured on a real one on loopback: backends (redis-servers with `maxmemory`,
 //! `allkeys-lfu` and the module) behind twemproxy (`distribution: ketama` or `modula`, `hash:
-//! md5`), a Zipf workload read through the proxy (a miss sets the key). The change is made as
-//! twemproxy users make it: a new pool, a new proxy.
+//! md5`), or memcached servers (LRU) behind nginx (`hash $arg_key consistent`,
+//! `memcached_pass`, [`nginx`]), a Zipf workload read through the proxy (a miss sets the key:
+//! through twemproxy, or on the backend nginx names in `X-Upstream`, since nginx does not
+//! write to memcached). The change is made as their users make it: a new pool, a new proxy.
 //!
 //! Definitions (what the report prints):
 //! - **steady miss share** `m`: the misses over the requests of the last 10 intervals before
@@ -28,7 +30,9 @@
 //!   requested of the keys it owns that fit in its effective memory (a share of what its
 //!   cached keys used before, calibrated so that the model's miss share before is the
 //!   measured `m`; a joining backend the mean), less what stale copies of keys that moved away
-//!   keep holding; the model's miss share after is the prediction.
+//!   keep holding (Redis' LFU; memcached's LRU lets them go); the model's miss share after is
+//!   the prediction. For memcached, Che's approximation of an LRU ([`nginx::CheModel`]) is
+//!   reported beside it.
 //! - **cumulative extra misses** (the transient): the misses beyond `m'` per request summed
 //!   over the intervals until the hit rate is within one percentage point of `m'`; that
 //!   window `T` is printed as "requests to recover". Predicted as the keys the model keeps
@@ -38,19 +42,23 @@
 //!   request comes on top, for as long as the fleet stays so.
 
 mod fleet;
+mod nginx;
 mod slots;
 mod workload;
 
 use crate::common::Global;
 use crate::report::{self, fixed, Chart, Panel, Series, Table};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args as ClapArgs;
-use fleet::{ask_backends, moved_ranks, Change, Fleet};
+use fleet::{ask_backends, Change, Fleet};
+use nginx::{CheModel, HttpFront, MemcachedFleet};
 use plotters::prelude::SeriesLabelPosition;
+use ringslot_harness::lb::Nginx;
 use ringslot_harness::proxy::{Distribution, Proxy};
 use ringslot_harness::redis;
 use ringslot_harness::Server;
 use slots::{slot_cost, SlotCost};
+use workload::Front;
 use workload::{Client, Rng, Shape, Tally, Zipf};
 
 #[derive(ClapArgs, Debug, Clone)]
@@ -95,8 +103,11 @@ pub struct Args {
     /// Requests pipelined per round trip.
     #[arg(long, default_value_t = 200)]
     pub batch: usize,
-    /// twemproxy distributions: ketama, modula.
-    #[arg(long, value_delimiter = ',', default_value = "ketama,modula")]
+    /// Placements: `ketama` and `modula` (twemproxy's distributions, `hash: md5`, in front of
+    /// redis-server backends with LFU eviction), `nginx` (nginx's `hash $arg_key consistent`
+    /// reading through `memcached_pass` from memcached backends, LRU, the client writing each
+    /// miss to the backend nginx names).
+    #[arg(long, value_delimiter = ',', default_value = "ketama,modula,nginx")]
     pub distributions: Vec<String>,
     /// Changes: join, leave.
     #[arg(long, value_delimiter = ',', default_value = "join,leave")]
@@ -119,7 +130,7 @@ pub struct Args {
 #[derive(Debug, Clone)]
 struct Outcome {
     case: &'static str,
-    distribution: Distribution,
+    placement: Placement,
     warmup: u64,
     settled: bool,
     steady: Tally,
@@ -154,6 +165,10 @@ struct Outcome {
     /// The share of each backend's memory the model keeps its keys in (calibrated to the
     /// steady miss share before).
     memory_share: f64,
+    /// For memcached backends, Che's approximation of an LRU: the steady miss share after and
+    /// the transient's extra misses within the same window.
+    /// (memory share, miss share after, transient).
+    che: Option<(f64, f64, f64)>,
 }
 
 impl Outcome {
@@ -175,11 +190,40 @@ impl Outcome {
     }
 }
 
-fn distribution(name: &str) -> Result<Distribution> {
+/// What places the keys and keeps them: twemproxy (a distribution) in front of
+/// redis-servers, or nginx in front of memcached servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// twemproxy's `ketama` or `modula`, `hash: md5`, redis-server backends with LFU.
+    Twemproxy(Distribution),
+    /// nginx's `hash $arg_key consistent` (`memcached_pass`), memcached backends with LRU.
+    Nginx,
+}
+
+impl Placement {
+    /// Its name in the reports.
+    fn name(self) -> String {
+        match self {
+            Placement::Twemproxy(d) => format!("twemproxy {}", d.name()),
+            Placement::Nginx => "nginx consistent".into(),
+        }
+    }
+
+    /// Its short name (the chart's legend, `--distributions`).
+    fn short(self) -> &'static str {
+        match self {
+            Placement::Twemproxy(d) => d.name(),
+            Placement::Nginx => "nginx",
+        }
+    }
+}
+
+fn placement(name: &str) -> Result<Placement> {
     match name {
-        "ketama" => Ok(Distribution::Ketama),
-        "modula" => Ok(Distribution::Modula),
-        _ => bail!("unknown distribution `{name}` (ketama, modula)"),
+        "ketama" => Ok(Placement::Twemproxy(Distribution::Ketama)),
+        "modula" => Ok(Placement::Twemproxy(Distribution::Modula)),
+        "nginx" => Ok(Placement::Nginx),
+        _ => bail!("unknown distribution `{name}` (ketama, modula, nginx)"),
     }
 }
 
@@ -189,6 +233,13 @@ fn scheme_of(d: Distribution) -> &'static str {
         Distribution::Ketama => "ring",
         Distribution::Modula => "modulo",
     }
+}
+
+/// The two fleets: redis-servers for twemproxy, memcached servers for nginx (each started
+/// only when a placement needs it).
+struct Fleets {
+    redis: Option<Fleet>,
+    memcached: Option<MemcachedFleet>,
 }
 
 /// Runs every change under every distribution on one fleet, then the cluster side, and
@@ -203,15 +254,30 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     if a.backends < 3 || a.keys == 0 || a.interval == 0 || a.batch == 0 {
         bail!("cache needs --backends >= 3 (a Redis Cluster's minimum), --keys, --interval and --batch above 0");
     }
-    let distributions: Vec<Distribution> = a
+    let placements: Vec<Placement> = a
         .distributions
         .iter()
-        .map(|d| distribution(d))
+        .map(|d| placement(d))
         .collect::<Result<_>>()?;
     let module = g.module_path()?;
     let builder = || Server::builder().binary(&g.redis_server).module(&module);
-    eprintln!("cache: starting {} backends ...", a.backends + 1);
-    let fleet = Fleet::start(a.backends + 1, a.maxmemory_mb, builder)?;
+    let fleets = Fleets {
+        redis: if placements.iter().any(|p| *p != Placement::Nginx) {
+            eprintln!(
+                "cache: starting {} redis-server backends ...",
+                a.backends + 1
+            );
+            Some(Fleet::start(a.backends + 1, a.maxmemory_mb, builder)?)
+        } else {
+            None
+        },
+        memcached: if placements.contains(&Placement::Nginx) {
+            eprintln!("cache: starting {} memcached backends ...", a.backends + 1);
+            Some(MemcachedFleet::start(a.backends + 1, a.maxmemory_mb)?)
+        } else {
+            None
+        },
+    };
     let zipf = Zipf::new(a.keys, a.zipf);
     let shape = Shape {
         batch: a.batch,
@@ -228,14 +294,18 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
             other => bail!("unknown case `{other}` (join, leave)"),
         };
         let mut cached_for_cluster = Vec::new();
-        for &d in &distributions {
-            let o = run_one(&fleet, &change, d, &zipf, &shape, a)?;
+        for &p in &placements {
+            let o = run_one(&fleets, &change, p, &zipf, &shape, a)?;
             eprintln!(
-                "cache: {} {}: predicted {:.4} (exact) {:.4} (LFU), measured {:.4}",
+                "cache: {} {}: predicted {:.4} (exact){}, measured {:.4}",
                 change.name,
-                d.name(),
+                p.name(),
                 o.predicted_exact,
-                o.predicted_lfu,
+                if o.predicted_lfu.is_nan() {
+                    String::new()
+                } else {
+                    format!(" {:.4} (LFU)", o.predicted_lfu)
+                },
                 o.measured().0
             );
             if cached_for_cluster.is_empty() {
@@ -262,55 +332,125 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     publish(g, a, &outcomes, &slot_side)
 }
 
-/// One distribution under one change (see the module docs).
+/// A running proxy of either kind (stopped when dropped).
+enum Running {
+    Twemproxy(Proxy),
+    Nginx(Nginx),
+}
+
+impl Running {
+    /// Starts the proxy of `placement` in front of backends `which`.
+    fn start(fleets: &Fleets, placement: Placement, which: &[usize]) -> Result<Running> {
+        match (placement, &fleets.redis, &fleets.memcached) {
+            (Placement::Twemproxy(d), Some(f), _) => {
+                Ok(Running::Twemproxy(Proxy::start(&f.pool(d, which))?))
+            }
+            (Placement::Nginx, _, Some(m)) => Ok(Running::Nginx(
+                Nginx::start_memcached(&m.names(which)).map_err(|e| anyhow!("{e}"))?,
+            )),
+            _ => bail!("no fleet for {}", placement.name()),
+        }
+    }
+
+    /// A client's connection to it.
+    fn connect(&self) -> Result<Front> {
+        match self {
+            Running::Twemproxy(p) => Ok(Front::Twemproxy(
+                redis::Client::open(format!("redis://{}/", p.address()))?.get_connection()?,
+            )),
+            Running::Nginx(n) => Ok(Front::Nginx(HttpFront::connect(n)?)),
+        }
+    }
+}
+
+/// One placement under one change (see the module docs).
 fn run_one(
-    fleet: &Fleet,
+    fleets: &Fleets,
     change: &Change,
-    d: Distribution,
+    placement: Placement,
     zipf: &Zipf,
     shape: &Shape,
     a: &Args,
 ) -> Result<Outcome> {
-    fleet.flush()?;
-    let proxy = Proxy::start(&fleet.pool(d, &change.before))?;
-    let connect = |p: &Proxy| -> Result<redis::Connection> {
-        Ok(redis::Client::open(format!("redis://{}/", p.address()))?.get_connection()?)
-    };
+    if let Some(f) = &fleets.redis {
+        f.flush()?;
+    }
+    if let Some(m) = &fleets.memcached {
+        m.flush()?;
+    }
+    let proxy = Running::start(fleets, placement, &change.before)?;
     let mut client = Client {
-        con: connect(&proxy)?,
+        con: proxy.connect()?,
         zipf,
         rng: Rng::new(a.seed),
         shape: shape.clone(),
         counts: Some(vec![0; a.keys]),
     };
     // Warm up until the hit rate stops moving.
-    eprintln!("cache: {} {}: warming up ...", change.name, d.name());
+    eprintln!(
+        "cache: {} {}: warming up ...",
+        change.name,
+        placement.name()
+    );
     let (warm, settled) = until_settled(&mut client, a.interval, a.warmup_min, a.warmup_max)?;
     let sent = warm.len() as u64 * a.interval;
     let steady = last_ten(&warm);
     let counts = client.counts.take().unwrap_or_default();
     // The cache as the switch finds it.
     let probe_before = client.send(a.probe, false)?;
-    // Predict, with room for the what-if's ring (nothing is evicted meanwhile).
-    let held = fleet.hold(&change.before)?;
-    let cached = fleet.cached(&change.before)?;
-    let before_names = fleet.names(&change.before);
-    let after_names = fleet.names(&change.after);
-    let moved = moved_ranks(d, &before_names, &after_names, &cached)?;
+    let all: Vec<usize> = (0..a.keys).collect();
+    let (cached, pools, lfu) = match (placement, &fleets.redis, &fleets.memcached) {
+        (Placement::Twemproxy(d), Some(fleet), _) => {
+            // Predict, with room for the what-if's ring (nothing is evicted meanwhile).
+            let held = fleet.hold(&change.before)?;
+            let cached = fleet.cached(&change.before)?;
+            let (before, after) = (fleet.names(&change.before), fleet.names(&change.after));
+            let pools = Pools {
+                own_before: fleet::owners(d, &before, &all)?,
+                own_after: fleet::owners(d, &after, &all)?,
+                before,
+                after,
+            };
+            let lfu = ask_backends(fleet, change, scheme_of(d))?;
+            fleet.release(&held)?;
+            (cached, pools, Some(lfu))
+        }
+        (Placement::Nginx, _, Some(m)) => {
+            let cached = m.cached(&change.before)?;
+            let (before, after) = (m.names(&change.before), m.names(&change.after));
+            let pools = Pools {
+                own_before: nginx::owners(&before, &all)?,
+                own_after: nginx::owners(&after, &all)?,
+                before,
+                after,
+            };
+            (cached, pools, None)
+        }
+        _ => bail!("no fleet for {}", placement.name()),
+    };
+    let moved = pools.moved(&cached);
+    let model = SteadyModel::new(
+        &pools,
+        &cached,
+        shape,
+        zipf,
+        steady.miss_share(),
+        placement != Placement::Nginx,
+    );
+    // memcached's LRU by Che's approximation too (the static LFU model is the closer one to
+    // its segmented LRU: both are reported).
+    let che = (placement == Placement::Nginx)
+        .then(|| CheModel::new(&pools, &cached, shape, zipf, steady.miss_share()));
     let p_hat = |r: usize| counts.get(r).copied().unwrap_or(0) as f64 / sent as f64;
-    let moved_p: Vec<f64> = cached
-        .iter()
-        .zip(&moved)
-        .filter(|(_, &m)| m)
-        .map(|(&r, _)| p_hat(r))
-        .collect();
-    let predicted_counts: f64 = moved_p.iter().sum();
-    let moved_law: Vec<f64> = cached
-        .iter()
-        .zip(&moved)
-        .filter(|(_, &m)| m)
-        .map(|(&r, _)| zipf.p(r))
-        .collect();
+    let moved_cached = || {
+        cached
+            .iter()
+            .zip(&moved)
+            .filter(|(_, &m)| m)
+            .map(|(&r, _)| r)
+    };
+    let predicted_counts: f64 = moved_cached().map(p_hat).sum();
+    let moved_law: Vec<f64> = moved_cached().map(|r| zipf.p(r)).collect();
     let predicted_exact: f64 = moved_law.iter().sum();
     let within = |t: u64| -> f64 {
         moved_law
@@ -319,23 +459,13 @@ fn run_one(
             .sum()
     };
     let first_predicted = within(a.interval) / a.interval as f64;
-    let steady_model = SteadyModel::new(
-        d,
-        &before_names,
-        &after_names,
-        &cached,
-        shape,
-        zipf,
-        a.keys,
-        steady.miss_share(),
-    )?;
-    let lfu = ask_backends(fleet, change, scheme_of(d))?;
-    fleet.release(&held)?;
-    let predicted_lfu = lfu.hits_fraction() * (1.0 - probe_before.miss_share());
+    let predicted_lfu = lfu.map_or(f64::NAN, |l| {
+        l.hits_fraction() * (1.0 - probe_before.miss_share())
+    });
     // The switch: a new pool, a new proxy; the old one stops.
-    let new_proxy = Proxy::start(&fleet.pool(d, &change.after))?;
+    let new_proxy = Running::start(fleets, placement, &change.after)?;
     drop(proxy);
-    client.con = connect(&new_proxy)?;
+    client.con = new_proxy.connect()?;
     let probe = client.send(a.probe, false)?;
     // Read through until the hit rate settles again (the warm-up's rule), at a level of its
     // own: a leave loses a backend's memory, so the fleet settles lower than before.
@@ -363,11 +493,16 @@ fn run_one(
         .take(recovered_at.map_or(series.len(), |i| i + 1))
         .map(|t| t.misses as f64 - m_after * t.requests() as f64)
         .sum();
-    let cumulative_predicted = steady_model.transient_within(recovered_after.unwrap_or(after));
+    let window = recovered_after.unwrap_or(after);
+    let (cumulative_predicted, steady_after_predicted, memory_share) = (
+        model.transient_within(window),
+        model.after_miss_share,
+        model.memory_share,
+    );
     drop(new_proxy);
     Ok(Outcome {
         case: change.name,
-        distribution: d,
+        placement,
         warmup: sent,
         settled,
         steady,
@@ -376,7 +511,7 @@ fn run_one(
         predicted_exact,
         predicted_counts,
         predicted_lfu,
-        lfu,
+        lfu: lfu.unwrap_or_default(),
         moved_keys: moved.iter().filter(|&&x| x).count() as u64,
         probe_before,
         probe,
@@ -386,11 +521,46 @@ fn run_one(
         recovered_after,
         cumulative,
         cumulative_predicted,
-        steady_after_predicted: steady_model.after_miss_share,
+        steady_after_predicted,
         steady_after: m_after,
         settled_after,
-        memory_share: steady_model.memory_share,
+        memory_share,
+        che: che.map(|c| {
+            (
+                c.memory_share,
+                c.after_miss_share,
+                c.transient_within(window),
+            )
+        }),
     })
+}
+
+/// The backends before and after a change (names) and the owner of every rank of the
+/// workload under each (an index into the names).
+pub struct Pools {
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+    pub own_before: Vec<Option<usize>>,
+    pub own_after: Vec<Option<usize>>,
+}
+
+impl Pools {
+    /// Which of `ranks` change backend (by name).
+    fn moved(&self, ranks: &[usize]) -> Vec<bool> {
+        let name = |names: &[String], o: &[Option<usize>], r: usize| {
+            o.get(r)
+                .copied()
+                .flatten()
+                .and_then(|i| names.get(i))
+                .cloned()
+        };
+        ranks
+            .iter()
+            .map(|&r| {
+                name(&self.before, &self.own_before, r) != name(&self.after, &self.own_after, r)
+            })
+            .collect()
+    }
 }
 
 /// Reads through `interval` requests at a time until the hit rate settles (after at least
@@ -474,29 +644,27 @@ struct SteadyModel {
 }
 
 impl SteadyModel {
-    /// The model of `keys` keys of `zipf` under `d` (pool `before`, then `after`, names in
-    /// twemproxy's order), whose backends' memory is what `cached` (ranks cached at the
-    /// switch) used, calibrated to the measured miss share `measured_before`.
+    /// The model of the keys of `zipf` placed by `pools`, whose backends' memory is what
+    /// `cached` (ranks cached at the switch) used, calibrated to the measured miss share
+    /// `measured_before`; with `stale_copies`, keys that moved away keep memory (LFU).
     #[allow(clippy::too_many_arguments)]
     fn new(
-        d: Distribution,
-        before: &[String],
-        after: &[String],
+        pools: &Pools,
         cached: &[usize],
         shape: &Shape,
         zipf: &Zipf,
-        keys: usize,
         measured_before: f64,
-    ) -> Result<SteadyModel> {
-        let all: Vec<usize> = (0..keys).collect();
-        let own_before = fleet::owners(d, before, &all)?;
-        let own_after = fleet::owners(d, after, &all)?;
+        stale_copies: bool,
+    ) -> SteadyModel {
+        let (before, after) = (&pools.before[..], &pools.after[..]);
+        let (own_before, own_after) = (&pools.own_before[..], &pools.own_after[..]);
+        let keys = own_before.len();
         let owner = |o: &[Option<usize>], r: usize| o.get(r).copied().flatten();
         let size =
             |r: usize| (shape.value_len(r) + workload::key(r).len() + PER_KEY_OVERHEAD) as u64;
         let mut memory = vec![0u64; before.len()];
         for &r in cached {
-            if let Some(c) = owner(&own_before, r).and_then(|b| memory.get_mut(b)) {
+            if let Some(c) = owner(own_before, r).and_then(|b| memory.get_mut(b)) {
                 *c += size(r);
             }
         }
@@ -525,7 +693,7 @@ impl SteadyModel {
         let (mut lo, mut hi) = (0.0f64, 1.0f64);
         for _ in 0..30 {
             let s = (lo + hi) / 2.0;
-            if 1.0 - hit(&kept(&own_before, &share_of(s))) > measured_before {
+            if 1.0 - hit(&kept(own_before, &share_of(s))) > measured_before {
                 lo = s;
             } else {
                 hi = s;
@@ -534,12 +702,12 @@ impl SteadyModel {
         let memory_share = hi;
         let capacity = share_of(memory_share);
         let mean = capacity.iter().sum::<u64>() / capacity.len().max(1) as u64;
-        let kept_before = kept(&own_before, &capacity);
+        let kept_before = kept(own_before, &capacity);
         let moved_away: Vec<(usize, usize)> = (0..keys)
             .filter(|&r| kept_before[r])
             .filter_map(|r| {
-                let b = owner(&own_before, r)?;
-                let a = owner(&own_after, r);
+                let b = owner(own_before, r)?;
+                let a = owner(own_after, r);
                 (before.get(b) != a.and_then(|i| after.get(i))).then_some((b, r))
             })
             .collect();
@@ -574,7 +742,7 @@ impl SteadyModel {
         let least_kept = |kept_after: &[bool]| -> Vec<f64> {
             let mut least = vec![1.0f64; after.len()];
             for r in (0..keys).filter(|&r| kept_after[r]) {
-                if let Some(l) = owner(&own_after, r).and_then(|b| least.get_mut(b)) {
+                if let Some(l) = owner(own_after, r).and_then(|b| least.get_mut(b)) {
                     *l = l.min(zipf.p(r));
                 }
             }
@@ -583,7 +751,7 @@ impl SteadyModel {
         let (mut lo, mut hi) = (vec![1e-15f64; after.len()], vec![1.0f64; after.len()]);
         for _ in 0..60 {
             let mid: Vec<f64> = lo.iter().zip(&hi).map(|(l, h)| (l * h).sqrt()).collect();
-            let least = least_kept(&kept(&own_after, &capacity_with(&mid)));
+            let least = least_kept(&kept(own_after, &capacity_with(&mid)));
             for (j, (&m, &l)) in mid.iter().zip(&least).enumerate() {
                 if l > m {
                     lo[j] = m;
@@ -592,14 +760,19 @@ impl SteadyModel {
                 }
             }
         }
-        let threshold = hi;
-        let kept_after = kept(&own_after, &capacity_with(&threshold));
+        // Without stale copies (an LRU lets keys no longer read go), no key stays.
+        let threshold = if stale_copies {
+            hi
+        } else {
+            vec![1.0; after.len()]
+        };
+        let kept_after = kept(own_after, &capacity_with(&threshold));
         let name = |names: &[String], o: Option<usize>| o.and_then(|i| names.get(i).cloned());
         let arriving: Vec<usize> = (0..keys)
             .filter(|&r| kept_after[r])
             .filter(|&r| {
                 !kept_before[r]
-                    || name(before, owner(&own_before, r)) != name(after, owner(&own_after, r))
+                    || name(before, owner(own_before, r)) != name(after, owner(own_after, r))
             })
             .collect();
         let mut lost = Vec::new();
@@ -609,9 +782,9 @@ impl SteadyModel {
             };
             lost.extend(eviction_times(
                 (0..keys)
-                    .filter(|&r| kept_before[r] && owner(&own_before, r) == Some(i))
+                    .filter(|&r| kept_before[r] && owner(own_before, r) == Some(i))
                     .filter_map(|r| {
-                        let (p, still) = (zipf.p(r), owner(&own_after, r) == Some(j));
+                        let (p, still) = (zipf.p(r), owner(own_after, r) == Some(j));
                         let t = threshold.get(j).copied().unwrap_or(0.0);
                         // Lost, or moved away and not staying: both make room.
                         (still && !kept_after[r] || !still && p <= t).then_some((p, size(r), still))
@@ -619,23 +792,23 @@ impl SteadyModel {
                     .collect(),
                 arriving
                     .iter()
-                    .filter(|&&r| owner(&own_after, r) == Some(j))
+                    .filter(|&&r| owner(own_after, r) == Some(j))
                     .map(|&r| (zipf.p(r), size(r)))
                     .collect(),
                 capacity.get(i).copied().unwrap_or(0).saturating_sub(
                     (0..keys)
-                        .filter(|&r| kept_before[r] && owner(&own_before, r) == Some(i))
+                        .filter(|&r| kept_before[r] && owner(own_before, r) == Some(i))
                         .map(size)
                         .sum(),
                 ),
             ));
         }
-        Ok(SteadyModel {
+        SteadyModel {
             memory_share,
             after_miss_share: 1.0 - hit(&kept_after),
             arriving: arriving.iter().map(|&r| zipf.p(r)).collect(),
             lost,
-        })
+        }
     }
 
     /// The transient extra misses expected within `t` requests after the switch: the
@@ -685,6 +858,15 @@ fn eviction_times(
     times
 }
 
+/// `text`, or `-` where the LFU side was not asked (`lfu` is NaN: memcached backends).
+fn or_dash(lfu: f64, text: String) -> String {
+    if lfu.is_nan() {
+        "-".into()
+    } else {
+        text
+    }
+}
+
 /// The relative error of `predicted` against `measured` (0 when both are 0).
 fn relative(predicted: f64, measured: f64) -> f64 {
     if measured == 0.0 {
@@ -729,6 +911,8 @@ fn publish(
         "cumulative extra misses: predicted",
         "cumulative extra misses: measured",
         "cumulative: error",
+        "LRU (Che) model: steady after",
+        "LRU (Che) model: cumulative",
         "requests to recover",
         "moved bytes (RING.MOVES)",
     ]);
@@ -740,14 +924,19 @@ fn publish(
             .map_or(0.0, |f| f.miss_share() - o.steady_share());
         t.push(vec![
             o.case.to_string(),
-            format!("twemproxy {}", o.distribution.name()),
+            o.placement.name(),
             o.warmup.to_string(),
             fixed(1.0 - o.steady_share(), 4),
             o.cached.to_string(),
-            format!("{} ({} by RING.MOVES)", o.moved_keys, o.lfu.moved),
+            match o.placement {
+                Placement::Twemproxy(_) => {
+                    format!("{} ({} by RING.MOVES)", o.moved_keys, o.lfu.moved)
+                }
+                Placement::Nginx => o.moved_keys.to_string(),
+            },
             fixed(o.predicted_exact, 4),
             fixed(o.predicted_counts, 4),
-            fixed(o.predicted_lfu, 4),
+            or_dash(o.predicted_lfu, fixed(o.predicted_lfu, 4)),
             fixed(measured, 4),
             fixed(se, 4),
             format!("{:+.1}%", 100.0 * relative(o.predicted_exact, measured)),
@@ -757,7 +946,10 @@ fn publish(
                 "no".into()
             },
             format!("{:+.1}%", 100.0 * relative(o.predicted_counts, measured)),
-            format!("{:+.1}%", 100.0 * relative(o.predicted_lfu, measured)),
+            or_dash(
+                o.predicted_lfu,
+                format!("{:+.1}%", 100.0 * relative(o.predicted_lfu, measured)),
+            ),
             fixed(o.first_predicted, 4),
             fixed(first, 4),
             fixed(o.memory_share, 3),
@@ -777,11 +969,26 @@ fn publish(
                 "{:+.1}%",
                 100.0 * relative(o.cumulative_predicted, o.cumulative)
             ),
+            o.che.map_or("-".into(), |(share, after, _)| {
+                format!(
+                    "{} ({:+.1}%; memory share {})",
+                    fixed(after, 4),
+                    100.0 * relative(after, o.steady_after),
+                    fixed(share, 3)
+                )
+            }),
+            o.che.map_or("-".into(), |(_, _, t)| {
+                format!(
+                    "{} ({:+.1}%)",
+                    fixed(t, 0),
+                    100.0 * relative(t, o.cumulative)
+                )
+            }),
             o.recovered_after.map_or_else(
                 || format!("not settled in {}", a.after_max),
                 |r| r.to_string(),
             ),
-            o.lfu.moved_bytes.to_string(),
+            or_dash(o.predicted_lfu, o.lfu.moved_bytes.to_string()),
         ]);
     }
     let mut c = Table::new(&[
@@ -829,7 +1036,7 @@ fn publish(
         for o in outcomes.iter().filter(|o| o.case == case) {
             side.push(vec![
                 case.to_string(),
-                format!("twemproxy {}", o.distribution.name()),
+                o.placement.name(),
                 format!("{:.1}%", 100.0 * o.measured().0),
                 match o.recovered_after {
                     Some(r) => format!("{:.0} (in {r} requests)", o.cumulative),
@@ -840,7 +1047,7 @@ fn publish(
                     ),
                 },
                 o.moved_keys.to_string(),
-                o.lfu.moved_bytes.to_string(),
+                or_dash(o.predicted_lfu, o.lfu.moved_bytes.to_string()),
                 "-".into(),
                 "-".into(),
             ]);
@@ -861,7 +1068,7 @@ fn publish(
     let unsettled: Vec<String> = outcomes
         .iter()
         .filter(|o| !o.settled)
-        .map(|o| format!("{} {}", o.case, o.distribution.name()))
+        .map(|o| format!("{} {}", o.case, o.placement.name()))
         .collect();
     let mut md = format!(
         "## What a change costs a cache: {} backends, {} keys, Zipf s = {}, values {}-{} B, {} MiB a backend, LFU eviction\n\n\
@@ -937,19 +1144,19 @@ fn chart(g: &Global, a: &Args, outcomes: &[Outcome]) -> Result<()> {
             let end = points.last().map_or(0.0, |p| p.0);
             let level = 1.0 - o.probe_before.miss_share() - o.predicted_exact;
             series.push(Series::line(
-                format!("twemproxy {} (measured)", o.distribution.name()),
+                format!("{} (measured)", o.placement.name()),
                 points,
                 i,
             ));
             let mut predicted = Series::line(
-                format!("{}: predicted at the switch", o.distribution.name()),
+                format!("{}: predicted at the switch", o.placement.short()),
                 vec![(0.0, level), (end.min(5.0 * k), level)],
                 i,
             );
             predicted.dashed = true;
             series.push(predicted);
             let mut probe = Series::line(
-                format!("{}: measured at the switch (probe)", o.distribution.name()),
+                format!("{}: measured at the switch (probe)", o.placement.short()),
                 vec![(0.0, 1.0 - o.probe.miss_share())],
                 i,
             );
@@ -974,7 +1181,7 @@ fn chart(g: &Global, a: &Args, outcomes: &[Outcome]) -> Result<()> {
     std::fs::create_dir_all(&g.out)?;
     report::svg_panels(
         &path,
-        "A cache fleet behind twemproxy: one backend changes",
+        "A cache fleet behind a proxy: one backend changes",
         panels,
     )
 }

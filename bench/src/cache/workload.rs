@@ -2,6 +2,7 @@
 //! proportional to `1 / k^s`), read through a proxy in pipelined batches; a miss sets the key
 //! (read-through, as a cache-aside client does after reading the database), with a TTL.
 
+use super::nginx::HttpFront;
 use anyhow::{anyhow, Result};
 use ringslot_harness::redis::{self, Connection};
 
@@ -132,10 +133,18 @@ impl Tally {
     }
 }
 
+/// How a client reaches the fleet.
+pub enum Front {
+    /// A Redis connection to twemproxy: `GET`, and `SET ... EX` of a miss through it.
+    Twemproxy(Connection),
+    /// HTTP to nginx (`memcached_pass`), a miss written to the backend nginx named.
+    Nginx(HttpFront),
+}
+
 /// A client of the proxy sending the workload.
 pub struct Client<'a> {
     /// Its connection to the proxy.
-    pub con: Connection,
+    pub con: Front,
     /// The law of the keys it reads.
     pub zipf: &'a Zipf,
     /// Its draws.
@@ -164,35 +173,57 @@ impl Client<'_> {
                     }
                 }
             }
-            let mut pipe = redis::pipe();
-            for &k in &ranks {
-                pipe.cmd("GET").arg(key(k));
-            }
-            let found: Vec<Option<Vec<u8>>> = pipe
-                .query(&mut self.con)
-                .map_err(|e| anyhow!("GET through the proxy: {e}"))?;
-            let mut fill = redis::pipe();
-            let mut fills = 0;
-            for (&k, v) in ranks.iter().zip(&found) {
-                if v.is_some() {
-                    tally.hits += 1;
-                } else {
-                    tally.misses += 1;
-                    if read_through {
-                        let len = self.shape.value_len(k).min(filler.len());
-                        fill.cmd("SET")
-                            .arg(key(k))
-                            .arg(filler.get(..len).unwrap_or_default())
-                            .arg("EX")
-                            .arg(self.shape.ttl)
-                            .ignore();
-                        fills += 1;
+            match &mut self.con {
+                Front::Twemproxy(con) => {
+                    let mut pipe = redis::pipe();
+                    for &k in &ranks {
+                        pipe.cmd("GET").arg(key(k));
+                    }
+                    let found: Vec<Option<Vec<u8>>> = pipe
+                        .query(con)
+                        .map_err(|e| anyhow!("GET through the proxy: {e}"))?;
+                    let mut fill = redis::pipe();
+                    let mut fills = 0;
+                    for (&k, v) in ranks.iter().zip(&found) {
+                        if v.is_some() {
+                            tally.hits += 1;
+                        } else {
+                            tally.misses += 1;
+                            if read_through {
+                                let len = self.shape.value_len(k).min(filler.len());
+                                fill.cmd("SET")
+                                    .arg(key(k))
+                                    .arg(filler.get(..len).unwrap_or_default())
+                                    .arg("EX")
+                                    .arg(self.shape.ttl)
+                                    .ignore();
+                                fills += 1;
+                            }
+                        }
+                    }
+                    if fills > 0 {
+                        fill.query::<()>(con)
+                            .map_err(|e| anyhow!("SET through the proxy: {e}"))?;
                     }
                 }
-            }
-            if fills > 0 {
-                fill.query::<()>(&mut self.con)
-                    .map_err(|e| anyhow!("SET through the proxy: {e}"))?;
+                Front::Nginx(http) => {
+                    let names: Vec<String> = ranks.iter().map(|&k| key(k)).collect();
+                    let found = http
+                        .get(&names)
+                        .map_err(|e| anyhow!("GET through nginx: {e:#}"))?;
+                    let mut writes = Vec::new();
+                    for (&k, (hit, upstream)) in ranks.iter().zip(found) {
+                        if hit {
+                            tally.hits += 1;
+                        } else {
+                            tally.misses += 1;
+                            if read_through {
+                                writes.push((upstream, k));
+                            }
+                        }
+                    }
+                    http.set(&writes, &self.shape)?;
+                }
             }
         }
         Ok(tally)
