@@ -359,6 +359,151 @@ fn haproxy_hash_type_consistent_places_keys_as_ringslot() {
     }
 }
 
+/// Backends that hold every request open: each reports `(its index, the key)` as a request
+/// arrives and answers it only once the sender of `release` is dropped (the connection
+/// threads end with the test process otherwise; HAProxy, the only process, is dropped).
+struct Holding {
+    addresses: Vec<String>,
+    arrivals: std::sync::mpsc::Receiver<(usize, String)>,
+    release: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Holding {
+    fn start(count: usize) -> Holding {
+        use std::io::{BufRead, BufReader};
+        use std::sync::{mpsc, Arc, Mutex};
+        let (tx, arrivals) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let released = Arc::new(Mutex::new(released));
+        let mut addresses = Vec::new();
+        for i in 0..count {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            addresses.push(listener.local_addr().expect("address").to_string());
+            let (tx, released) = (tx.clone(), released.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let (tx, released) = (tx.clone(), released.clone());
+                    std::thread::spawn(move || {
+                        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                        let mut line = String::new();
+                        let _ = reader.read_line(&mut line);
+                        let key = line
+                            .split(' ')
+                            .nth(1)
+                            .and_then(|u| u.split_once("key="))
+                            .map(|(_, k)| k.to_string())
+                            .unwrap_or_default();
+                        let _ = tx.send((i, key));
+                        // Held until released: recv fails once the sender is dropped.
+                        let _ = released.lock().map(|r| r.recv());
+                        let mut stream = stream;
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        );
+                    });
+                }
+            });
+        }
+        Holding {
+            addresses,
+            arrivals,
+            release: Some(release),
+        }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.release.take();
+    }
+}
+
+#[test]
+fn haproxy_hash_balance_factor_places_requests_in_flight_as_ringslot() {
+    // Requests held open, sent one at a time (each once the previous one reached its server),
+    // so that HAProxy's count of requests in flight is the model's: ringslot's bounded scheme
+    // by HAProxy's rule must send each to the same server. Hot keys repeat, so servers fill
+    // and requests walk on around the ring.
+    use ringslot_engine::schemes::haproxy_bounded_loads;
+    use ringslot_engine::{Flavour, Ring};
+    let keys: Vec<String> = (0..240)
+        .map(|i| format!("item:{}", (i * i) % 13 + i % 3))
+        .collect();
+    for (weights, factor) in [
+        (vec![1, 1, 1, 1], 125),
+        (vec![1, 2, 3, 1], 150),
+        (vec![2, 1, 1, 1, 1], 110),
+    ] {
+        let backends = Holding::start(weights.len());
+        let servers: Vec<HaproxyServer> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| HaproxyServer {
+                name: format!("s{i}"),
+                weight: w,
+            })
+            .collect();
+        let proxy = Haproxy::start_in_front(
+            &servers,
+            &backends.addresses,
+            "consistent",
+            &format!("hash-balance-factor {factor}"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut held = Vec::new();
+        let mut real = Vec::new();
+        for key in &keys {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+            c.write_all(format!("GET /?key={key} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .expect("send");
+            held.push(c);
+            // A bound for a broken proxy, not a timing window: each arrival is awaited.
+            let (server, arrived) = backends
+                .arrivals
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("{key} did not reach a server: {e}"));
+            assert_eq!(&arrived, key, "requests arrive in order");
+            real.push(server as u32);
+        }
+        let mut ring = Ring::new(Flavour::Haproxy, Flavour::Haproxy.default_vnodes(), false);
+        ring.set_nodes(
+            servers
+                .iter()
+                .map(|s| (s.name.clone().into_bytes(), s.weight))
+                .collect(),
+        );
+        let points: Vec<(u64, u32)> = ring.points().iter().map(|p| p.pair()).collect();
+        let hashes: Vec<u64> = keys
+            .iter()
+            .map(|k| ring.member_hash(k.as_bytes()))
+            .collect();
+        let ours: Vec<u32> = haproxy_bounded_loads(&points, &weights, &hashes, factor)
+            .into_iter()
+            .map(|o| o.expect("a server"))
+            .collect();
+        let differ: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| real[*i] != ours[*i])
+            .map(|(i, k)| format!("#{i} {k}: haproxy s{}, ringslot s{}", real[i], ours[i]))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "weights {weights:?}, factor {factor}: {} of {} requests differ, first: {:?}",
+            differ.len(),
+            keys.len(),
+            &differ[..differ.len().min(5)]
+        );
+        // The bound did something: without it the hot keys' servers would take more.
+        let plain: Vec<u32> = keys
+            .iter()
+            .map(|k| ring.owner(k.as_bytes()).expect("owner") as u32)
+            .collect();
+        assert_ne!(plain, ours, "the balance factor changed no placement");
+        drop(held);
+    }
+}
+
 /// A Python client's owners of `keys` with `nodes` (`host:port`, weight) in order
 /// (tests/fixtures/compat/python_owners.py, with Debian's python3 and its packages).
 fn python_owners(library: &str, nodes: &[(String, u32)], keys: &[String]) -> Vec<String> {

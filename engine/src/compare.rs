@@ -5,7 +5,7 @@
 
 use super::flavour::fmix64;
 use super::keyslot::key_slot;
-use super::schemes::{bounded_loads, Placement, Scheme, SchemeParams};
+use super::schemes::{bounded_for, Placement, Scheme, SchemeParams};
 use super::topology::Topology;
 use super::whatif::BOUNDED_MAX_MEMBERS;
 
@@ -155,9 +155,16 @@ impl Topology {
         }
         let points: Vec<(u64, u32)> = self.ring().points().iter().map(|p| p.pair()).collect();
         let weights: Vec<u32> = nodes.iter().map(|n| n.1).collect();
-        for o in bounded_loads(&points, &weights, &ring_hashes, params.balance_factor)
-            .into_iter()
-            .flatten()
+        let flavour = self.ring().flavour();
+        for o in bounded_for(
+            flavour,
+            &points,
+            &weights,
+            &ring_hashes,
+            params.balance_factor,
+        )
+        .into_iter()
+        .flatten()
         {
             if let Some(slot) = bounded.get_mut(o as usize) {
                 *slot += 1.0;

@@ -19,12 +19,14 @@
 //! - [`bounded_loads`]: consistent hashing with bounded loads (Mirrokni, Thorup &
 //!   Zadimoghaddam, 2016, arXiv 1608.01350) over a ring: node capacity `ceil(f m w / W)` for
 //!   balance factor `f` (a percentage, as HAProxy's `hash-balance-factor`), members placed in
-//!   the order given, each on the first node clockwise with room.
+//!   the order given, each on the first node clockwise with room; on HAProxy's rings,
+//!   HAProxy's own rule ([`haproxy_bounded_loads`]: slots that grow with the requests in
+//!   flight, the walk from the nearest point).
 //!
 //! Members are hashed with the native flavour's strong hash ([`super::flavour::native_hash`]),
 //! the same for every scheme that takes a key hash, so that a comparison is fair.
 
-use super::flavour::{fmix64, native_hash, Flavour};
+use super::flavour::{fmix64, native_hash, Flavour, Lookup};
 use super::ring::delta::NodeChange;
 use super::topology::Topology;
 use xxhash_rust::xxh64::xxh64;
@@ -550,6 +552,103 @@ pub fn bounded_loads(
         .collect()
 }
 
+/// Bounded loads by the ring's own rule: HAProxy's ([`haproxy_bounded_loads`]) on the rings
+/// of HAProxy's flavours (their nearest-point lookup), else [`bounded_loads`]'s. Same shapes.
+pub fn bounded_for(
+    flavour: Flavour,
+    points: &[(u64, u32)],
+    weights: &[u32],
+    members: &[u64],
+    factor: u32,
+) -> Vec<Option<u32>> {
+    if flavour.lookup() == Lookup::Nearest {
+        haproxy_bounded_loads(points, weights, members, factor)
+    } else {
+        bounded_loads(points, weights, members, factor)
+    }
+}
+
+/// HAProxy 2.6's `hash-balance-factor` (`src/lb_chash.c`, `chash_get_server_hash` and
+/// `chash_server_is_eligible`, after Mirrokni, Thorup & Zadimoghaddam, adapted to weights):
+/// the members are requests that arrive in the order given and all stay in flight; each
+/// starts at the point nearest its hash on the 32-bit circle (the one before it on a tie) and
+/// walks clockwise, point by point, to the first whose server is eligible: serving fewer than
+/// its slots, where with `n` requests already in flight the slots in all are
+/// `ceil((n + 1) f / 100)`, shared by effective weight (16 per unit of weight: `e_s`, total
+/// `E`, `c_s` the effective weights of the servers before it in order) as
+/// `e_s floor(T / E) + floor((c_s + e_s) r / E) - floor(c_s r / E)` with `r = T mod E`, at
+/// least 1. Past a second wrap of the circle it stops where it is, as HAProxy does. `points`
+/// are (hash, owner) sorted by hash, `weights` in the servers' declaration order. Returns each
+/// member's server (`None` without points). Cost: O(log P) per member plus the points walked.
+pub fn haproxy_bounded_loads(
+    points: &[(u64, u32)],
+    weights: &[u32],
+    members: &[u64],
+    factor: u32,
+) -> Vec<Option<u32>> {
+    // HAProxy's effective weight: the user weight times BE_WEIGHT_SCALE (16).
+    let effective: Vec<u64> = weights.iter().map(|&w| 16 * u64::from(w)).collect();
+    let total: u64 = effective.iter().sum();
+    let before: Vec<u64> = effective
+        .iter()
+        .scan(0u64, |acc, &e| {
+            let c = *acc;
+            *acc += e;
+            Some(c)
+        })
+        .collect();
+    let mut served = vec![0u64; weights.len()];
+    let mut in_flight = 0u64;
+    let n = points.len();
+    let eligible = |s: usize, served: &[u64], in_flight: u64| -> bool {
+        let (Some(&e), Some(&c), Some(&now)) = (effective.get(s), before.get(s), served.get(s))
+        else {
+            return false;
+        };
+        if total == 0 {
+            return false;
+        }
+        let slots_all = ((in_flight + 1) * u64::from(factor)).div_ceil(100);
+        let (per_weight, rest) = (slots_all / total, slots_all % total);
+        let slots = (e * per_weight + (c + e) * rest / total - c * rest / total).max(1);
+        now < slots
+    };
+    members
+        .iter()
+        .map(|&h| {
+            let h = h & 0xffff_ffff;
+            let next = points.partition_point(|p| p.0 < h);
+            let next = if next >= n { 0 } else { next };
+            let prev = next.checked_sub(1).unwrap_or(n.checked_sub(1)?);
+            let (p, q) = (points.get(prev)?, points.get(next)?);
+            let dp = h.wrapping_sub(p.0) & 0xffff_ffff;
+            let dn = q.0.wrapping_sub(h) & 0xffff_ffff;
+            let mut at = if dp <= dn { prev } else { next };
+            let mut wraps = 0;
+            loop {
+                let s = points.get(at)?.1 as usize;
+                if eligible(s, &served, in_flight) {
+                    break;
+                }
+                at += 1;
+                if at >= n {
+                    at = 0;
+                    wraps += 1;
+                    if wraps > 1 {
+                        break;
+                    }
+                }
+            }
+            let s = points.get(at)?.1;
+            if let Some(c) = served.get_mut(s as usize) {
+                *c += 1;
+            }
+            in_flight += 1;
+            Some(s)
+        })
+        .collect()
+}
+
 impl Topology {
     /// The nodes as (name, weight), in order: what every scheme is a function of.
     pub fn names_and_weights(&self) -> Vec<(&[u8], u32)> {
@@ -646,6 +745,35 @@ mod tests {
         let placed = bounded_loads(&points, &[1, 1, 1], &[5, 5, 5, 5, 35, 25], 200);
         assert_eq!(placed, [0, 0, 0, 0, 1, 2].map(Some).to_vec());
         assert_eq!(bounded_loads(&[], &[], &[1], 125), vec![None]);
+    }
+
+    #[test]
+    fn haproxy_bounded_loads_by_hand() {
+        // Servers 0 and 1 of weight 1 (16 effective each, 32 in all), points at 100 and 200,
+        // factor 100, four requests at 100 (server 0's point). With n in flight the slots in
+        // all are n + 1: 1, 2, 3, 4. Server 0's share floor(16 r / 32) is 0 (at least 1), 1, 1,
+        // 2; server 1's floor(32 r / 32) - floor(16 r / 32): 1, 1, 2, 2. So: 0 (0 < 1), 1 (0
+        // full at 1), 1 (0 full; 1 has 1 < 2), 0 (1 < 2).
+        let points = [(100u64, 0u32), (200, 1)];
+        let placed = haproxy_bounded_loads(&points, &[1, 1], &[100; 4], 100);
+        assert_eq!(placed, [0, 1, 1, 0].map(Some).to_vec());
+        // Mirrokni's fixed capacity ceil(4 x 1.0 / 2) = 2 fills server 0 first.
+        let fixed = bounded_loads(&points, &[1, 1], &[100; 4], 100);
+        assert_eq!(fixed, [0, 0, 1, 1].map(Some).to_vec());
+        // The nearest point, the one before winning a tie: 150 is as far from both.
+        assert_eq!(
+            haproxy_bounded_loads(&points, &[1, 1], &[150, 160], 1000),
+            [Some(0), Some(1)]
+        );
+        assert_eq!(
+            bounded_for(Flavour::Haproxy, &points, &[1, 1], &[100; 4], 100),
+            placed
+        );
+        assert_eq!(
+            bounded_for(Flavour::Native, &points, &[1, 1], &[100; 4], 100),
+            fixed
+        );
+        assert_eq!(haproxy_bounded_loads(&[], &[], &[1], 125), vec![None]);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use super::change::Change;
 use super::error::EngineError;
 use super::keyslot::{key_slot, SLOT_COUNT};
-use super::schemes::{bounded_loads, Placement, Scheme, SchemeParams};
+use super::schemes::{bounded_for, Placement, Scheme, SchemeParams};
 use super::topology::{Limits, Topology};
 use super::weigh::MemberWeight;
 use std::borrow::Cow;
@@ -387,14 +387,17 @@ impl Topology {
             let points_before: Vec<(u64, u32)> =
                 base.ring().points().iter().map(|p| p.pair()).collect();
             let weights_before: Vec<u32> = base.nodes().iter().map(|n| n.weight).collect();
-            let was = bounded_loads(
+            let flavour = base.ring().flavour();
+            let was = bounded_for(
+                flavour,
                 &points_before,
                 &weights_before,
                 &bounded_hashes,
                 params.balance_factor,
             );
             drop(points_before);
-            let now = bounded_loads(
+            let now = bounded_for(
+                flavour,
                 &d.after_points(),
                 &p.weights,
                 &bounded_hashes,

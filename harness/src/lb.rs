@@ -300,9 +300,33 @@ impl Haproxy {
     /// ports when one was taken meanwhile, three times). Errors: no `haproxy` (Debian's
     /// package, `make deps`), a refused configuration (its output quoted).
     pub fn start(servers: &[HaproxyServer], hash_type: &str) -> Result<Haproxy, Error> {
+        Haproxy::start_with(servers, hash_type, None, "")
+    }
+
+    /// Starts `haproxy` as [`Haproxy::start`] does, but in front of servers that listen at
+    /// `addresses` (`host:port`, one per server, in order; started by the caller), with the
+    /// `backend` lines `extra` added (for example `hash-balance-factor 150`).
+    pub fn start_in_front(
+        servers: &[HaproxyServer],
+        addresses: &[String],
+        hash_type: &str,
+        extra: &str,
+    ) -> Result<Haproxy, Error> {
+        if addresses.len() != servers.len() {
+            return Err(Error("one address per server".into()));
+        }
+        Haproxy::start_with(servers, hash_type, Some(addresses), extra)
+    }
+
+    fn start_with(
+        servers: &[HaproxyServer],
+        hash_type: &str,
+        addresses: Option<&[String]>,
+        extra: &str,
+    ) -> Result<Haproxy, Error> {
         let mut last = Error("haproxy did not start".into());
         for _ in 0..3 {
-            match Haproxy::start_once(servers, hash_type) {
+            match Haproxy::start_once(servers, hash_type, addresses, extra) {
                 Ok(h) => return Ok(h),
                 Err((e, retry)) => {
                     last = e;
@@ -315,30 +339,42 @@ impl Haproxy {
         Err(last)
     }
 
-    fn start_once(servers: &[HaproxyServer], hash_type: &str) -> Result<Haproxy, (Error, bool)> {
+    fn start_once(
+        servers: &[HaproxyServer],
+        hash_type: &str,
+        addresses: Option<&[String]>,
+        extra: &str,
+    ) -> Result<Haproxy, (Error, bool)> {
         let fail = |e: String| (Error(e), false);
         let dir = tempfile::tempdir().map_err(|e| fail(format!("temp dir: {e}")))?;
         let port = free_port().map_err(|e| (e, false))?;
         let mut backend = String::new();
         let mut fronts = String::new();
-        for s in servers {
-            let p = free_port().map_err(|e| (e, false))?;
+        for (i, s) in servers.iter().enumerate() {
+            let address = match addresses.and_then(|a| a.get(i)) {
+                Some(a) => a.clone(),
+                None => {
+                    let p = free_port().map_err(|e| (e, false))?;
+                    fronts.push_str(&format!(
+                        "frontend f-{}\n    bind 127.0.0.1:{p}\n    \
+                         http-request return status 200 content-type text/plain string \"{}\"\n",
+                        s.name, s.name
+                    ));
+                    format!("127.0.0.1:{p}")
+                }
+            };
             backend.push_str(&format!(
-                "    server {} 127.0.0.1:{p} weight {}\n",
+                "    server {} {address} weight {}\n",
                 s.name, s.weight
             ));
-            fronts.push_str(&format!(
-                "frontend f-{}\n    bind 127.0.0.1:{p}\n    \
-                 http-request return status 200 content-type text/plain string \"{}\"\n",
-                s.name, s.name
-            ));
         }
+        let extra: String = extra.lines().map(|l| format!("    {l}\n")).collect();
         let conf = format!(
             "global\n    maxconn 2000\n    noreuseport\n\
              defaults\n    mode http\n    timeout connect 5s\n    timeout client 60s\n    \
              timeout server 60s\n\
              frontend proxy\n    bind 127.0.0.1:{port}\n    default_backend ring\n\
-             backend ring\n    balance url_param key\n    hash-type {hash_type}\n{backend}\
+             backend ring\n    balance url_param key\n    hash-type {hash_type}\n{extra}{backend}\
              {fronts}"
         );
         let path = dir.path().join("haproxy.cfg");
