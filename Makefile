@@ -261,9 +261,9 @@ bench-cluster-fit: release servers
 ## level and the transient, and the same keys' migration on a 4-master Redis Cluster; then
 ## two more seeds (without the cluster side). Reports in bench/out/cache*.{md,csv,svg}.
 bench-cache: release
-	$(BENCH_RELEASE) cache --local $(BENCH_ARGS)
-	$(BENCH_RELEASE) cache --local --no-cluster --seed 2 --name cache-seed2 $(BENCH_ARGS)
-	$(BENCH_RELEASE) cache --local --no-cluster --seed 3 --name cache-seed3 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cache --local --distributions ketama,modula,nginx $(BENCH_ARGS)
+	$(BENCH_RELEASE) cache --local --no-cluster --distributions ketama,modula,nginx --seed 2 --name cache-seed2 $(BENCH_ARGS)
+	$(BENCH_RELEASE) cache --local --no-cluster --distributions ketama,modula,nginx --seed 3 --name cache-seed3 $(BENCH_ARGS)
 
 ## bench-compat: what one node joining and one leaving costs under the placements of nginx,
 ## HAProxy, Envoy, mcrouter, Predis, redis-rb, go-redis, pymemcache, python-memcached and

@@ -1,5 +1,5 @@
 //! The program's cache side against real components: a fleet behind twemproxy and the same
-//! keys on a Redis Cluster (`ringslot members`, over a real memcached, is the tool's: tested
+//! keys on a Redis Cluster, a fleet of memcached servers behind nginx (`ringslot members`, over a real memcached, is the tool's: tested
 //! in tool/tests/members.rs).
 
 mod common;
@@ -63,4 +63,65 @@ fn a_small_cache_fleet_behind_twemproxy_and_its_cluster_side() {
     assert!(c["keys migrated: predicted"].parse::<u64>().unwrap() > 0);
     let svg = std::fs::read_to_string(out.path().join("cache.svg")).unwrap();
     assert!(svg.contains("measured at the switch (probe)"));
+}
+
+#[test]
+fn a_small_cache_fleet_behind_nginx() {
+    // Three memcached servers behind nginx's hash $arg_key consistent, one joining, then one
+    // leaving. What must hold whatever the timing: a row per case with cached keys, some of
+    // which move, no LFU side (memcached has no counters), and predictions that are shares.
+    let out = tempfile::tempdir().unwrap();
+    let stdout = ok(&[
+        "--out",
+        out.path().to_str().unwrap(),
+        "cache",
+        "--local",
+        "--no-cluster",
+        "--distributions",
+        "nginx",
+        "--backends",
+        "3",
+        "--keys",
+        "5000",
+        "--maxmemory-mb",
+        "2",
+        "--value-min",
+        "100",
+        "--value-max",
+        "120",
+        "--interval",
+        "2000",
+        "--warmup-min",
+        "20000",
+        "--warmup-max",
+        "60000",
+        "--probe",
+        "4000",
+        "--after-max",
+        "20000",
+        "--cases",
+        "join,leave",
+    ]);
+    assert!(stdout.contains("| join | nginx consistent |"), "{stdout}");
+    assert!(stdout.contains("| leave | nginx consistent |"), "{stdout}");
+    assert!(stdout.contains("memcached (LRU) behind nginx"), "{stdout}");
+    let rows = csv_table(&out.path().join("cache.csv"));
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let cached: u64 = row["cached keys"].parse().unwrap();
+        let moved: u64 = row["moved cached keys"].parse().unwrap();
+        assert!(moved > 0 && moved < cached, "{row:?}");
+        assert_eq!(row["predicted (LFU)"], "-", "{row:?}");
+        let at_once: f64 = row["instantaneous extra miss share: predicted (exact)"]
+            .parse()
+            .unwrap();
+        assert!(at_once > 0.0 && at_once < 1.0, "{row:?}");
+        // 0 when every key fits after the change.
+        let after: f64 = row["steady miss share after: predicted"].parse().unwrap();
+        assert!((0.0..1.0).contains(&after), "{row:?}");
+        assert!(
+            row["LRU (Che) model: steady after"].contains("memory share"),
+            "{row:?}"
+        );
+    }
 }

@@ -577,7 +577,8 @@ pub fn bounded_for(
 /// `ceil((n + 1) f / 100)`, shared by effective weight (16 per unit of weight: `e_s`, total
 /// `E`, `c_s` the effective weights of the servers before it in order) as
 /// `e_s floor(T / E) + floor((c_s + e_s) r / E) - floor(c_s r / E)` with `r = T mod E`, at
-/// least 1. Past a second wrap of the circle it stops where it is, as HAProxy does. `points`
+/// least 1. Past a second wrap of the circle it stops on the server it checked last, as HAProxy
+/// does (only a factor below 100 can leave every server full). `points`
 /// are (hash, owner) sorted by hash, `weights` in the servers' declaration order. Returns each
 /// member's server (`None` without points). Cost: O(log P) per member plus the points walked.
 pub fn haproxy_bounded_loads(
@@ -630,13 +631,15 @@ pub fn haproxy_bounded_loads(
                 if eligible(s, &served, in_flight) {
                     break;
                 }
-                at += 1;
-                if at >= n {
-                    at = 0;
+                if at + 1 >= n {
                     wraps += 1;
                     if wraps > 1 {
+                        // HAProxy stops on the server it checked last.
                         break;
                     }
+                    at = 0;
+                } else {
+                    at += 1;
                 }
             }
             let s = points.get(at)?.1;

@@ -6,7 +6,10 @@
 //!   name gives).
 //! - [`Haproxy`] (Debian's `haproxy` 2.6): `balance url_param key` with `hash-type consistent`
 //!   (and a named hash function); its backends are frontends of the same process that answer
-//!   with the server's name (`http-request return`).
+//!   with the server's name (`http-request return`), or servers of the caller's
+//!   ([`Haproxy::start_in_front`], e.g. ones that hold requests open).
+//! - [`Nginx::start_memcached`]: nginx in front of memcached servers (`memcached_pass`), the
+//!   server that answered in an `X-Upstream` header: a cache fleet behind nginx.
 
 use crate::proxy::listens_on;
 use crate::server::{free_port, Error};
@@ -305,7 +308,8 @@ impl Haproxy {
 
     /// Starts `haproxy` as [`Haproxy::start`] does, but in front of servers that listen at
     /// `addresses` (`host:port`, one per server, in order; started by the caller), with the
-    /// `backend` lines `extra` added (for example `hash-balance-factor 150`).
+    /// `backend` lines `extra` added (for example `hash-balance-factor 150`). Errors: as
+    /// [`Haproxy::start`]'s, and a count of addresses other than one per server.
     pub fn start_in_front(
         servers: &[HaproxyServer],
         addresses: &[String],

@@ -107,7 +107,7 @@ pub struct Args {
     /// redis-server backends with LFU eviction), `nginx` (nginx's `hash $arg_key consistent`
     /// reading through `memcached_pass` from memcached backends, LRU, the client writing each
     /// miss to the backend nginx names).
-    #[arg(long, value_delimiter = ',', default_value = "ketama,modula,nginx")]
+    #[arg(long, value_delimiter = ',', default_value = "ketama,modula")]
     pub distributions: Vec<String>,
     /// Changes: join, leave.
     #[arg(long, value_delimiter = ',', default_value = "join,leave")]
@@ -429,18 +429,22 @@ fn run_one(
         _ => bail!("no fleet for {}", placement.name()),
     };
     let moved = pools.moved(&cached);
+    // memcached's LRU by Che's approximation too (reported beside the static LFU model, the
+    // closer one to its segmented LRU, which takes from Che which keys it held at times).
+    let che = (placement == Placement::Nginx)
+        .then(|| CheModel::new(&pools, &cached, shape, zipf, steady.miss_share()));
     let model = SteadyModel::new(
         &pools,
         &cached,
         shape,
         zipf,
         steady.miss_share(),
-        placement != Placement::Nginx,
+        match placement {
+            Placement::Twemproxy(_) => Eviction::Lfu,
+            Placement::Nginx => Eviction::Lru,
+        },
+        che.as_ref().map(|c| c.present_before.as_slice()),
     );
-    // memcached's LRU by Che's approximation too (the static LFU model is the closer one to
-    // its segmented LRU: both are reported).
-    let che = (placement == Placement::Nginx)
-        .then(|| CheModel::new(&pools, &cached, shape, zipf, steady.miss_share()));
     let p_hat = |r: usize| counts.get(r).copied().unwrap_or(0) as f64 / sent as f64;
     let moved_cached = || {
         cached
@@ -535,12 +539,28 @@ fn run_one(
     })
 }
 
+/// How the backends evict: Redis' `allkeys-lfu` (keys that moved away keep their counters,
+/// the hottest of them their memory; a new key enters with a low counter and is evicted
+/// first), or memcached's LRU (keys no longer read age out; every miss written pushes the
+/// oldest out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Redis' `allkeys-lfu`.
+    Lfu,
+    /// memcached's (segmented) LRU.
+    Lru,
+}
+
 /// The backends before and after a change (names) and the owner of every rank of the
 /// workload under each (an index into the names).
 pub struct Pools {
+    /// The backends' names before the change, in the proxy's order.
     pub before: Vec<String>,
+    /// And after it.
     pub after: Vec<String>,
+    /// The owner of rank `r` before (an index into `before`), for every rank of the workload.
     pub own_before: Vec<Option<usize>>,
+    /// And after (into `after`).
     pub own_after: Vec<Option<usize>>,
 }
 
@@ -623,21 +643,26 @@ const PER_KEY_OVERHEAD: usize = 64;
 /// - **Stale copies**: the keys that move away stay where they were; no request reaches them
 ///   there any more, but their LFU counters decay by one a minute (`lfu-decay-time` 1), so
 ///   those requested more than the least requested key the backend keeps after the change
-///   hold their memory (each backend's threshold found by bisection).
+///   hold their memory (each backend's threshold found by bisection). Under an LRU
+///   ([`Eviction::Lru`], memcached) they age out and hold nothing.
 /// - **The transient**: each key the model keeps after the change that it did not keep on the
 ///   same backend before misses once before it is a steady hit; meanwhile the keys a backend
 ///   kept before and still owns but does not keep after (the *lost* keys) are not gone at
-///   once: they are evicted least requested first as the arriving keys' bytes come in, and
-///   hit until then. Extra misses within `t` requests: `sum over arriving (1 - (1 - p)^t)`
+///   once: they are evicted least requested first as the arriving keys' bytes come in (under
+///   an LRU, also the bytes of every miss written that the backend will not keep), and hit
+///   until then. Under an LRU a key a backend newly keeps was there part of the time already
+///   (Che's `h` before the change), and misses its first read only with `1 - h`. Extra misses
+///   within `t` requests: `sum over arriving (1 - h) (1 - (1 - p)^t)`
 ///   less `sum over lost p * min(t_evicted, t)`.
 struct SteadyModel {
     /// The share of each backend's memory the model keeps its keys in (the calibration).
     memory_share: f64,
     /// The predicted miss share after the change: `1 -` the probability of the keys kept.
     after_miss_share: f64,
-    /// The probabilities of the keys the model keeps after the change that it did not keep on
-    /// the same backend before (moved, or newly fitting).
-    arriving: Vec<f64>,
+    /// The keys the model keeps after the change that it did not keep on the same backend
+    /// before (moved, or newly fitting): the probability of each, and the share of it still
+    /// to arrive (1, or for a key an LRU already held at times, `1 - h` by Che).
+    arriving: Vec<(f64, f64)>,
     /// The lost keys: the probability of each and the request (since the switch) by which it
     /// is evicted.
     lost: Vec<(f64, f64)>,
@@ -646,15 +671,17 @@ struct SteadyModel {
 impl SteadyModel {
     /// The model of the keys of `zipf` placed by `pools`, whose backends' memory is what
     /// `cached` (ranks cached at the switch) used, calibrated to the measured miss share
-    /// `measured_before`; with `stale_copies`, keys that moved away keep memory (LFU).
-    #[allow(clippy::too_many_arguments)]
+    /// `measured_before`, under `eviction`; `present_before` (per rank, the probability it
+    /// is cached before, for an LRU by Che) discounts the first miss of a key its backend
+    /// newly keeps.
     fn new(
         pools: &Pools,
         cached: &[usize],
         shape: &Shape,
         zipf: &Zipf,
         measured_before: f64,
-        stale_copies: bool,
+        eviction: Eviction,
+        present_before: Option<&[f64]>,
     ) -> SteadyModel {
         let (before, after) = (&pools.before[..], &pools.after[..]);
         let (own_before, own_after) = (&pools.own_before[..], &pools.own_after[..]);
@@ -761,20 +788,26 @@ impl SteadyModel {
             }
         }
         // Without stale copies (an LRU lets keys no longer read go), no key stays.
-        let threshold = if stale_copies {
-            hi
-        } else {
-            vec![1.0; after.len()]
+        let threshold = match eviction {
+            Eviction::Lfu => hi,
+            Eviction::Lru => vec![1.0; after.len()],
         };
         let kept_after = kept(own_after, &capacity_with(&threshold));
         let name = |names: &[String], o: Option<usize>| o.and_then(|i| names.get(i).cloned());
+        let stays =
+            |r: usize| name(before, owner(own_before, r)) == name(after, owner(own_after, r));
         let arriving: Vec<usize> = (0..keys)
             .filter(|&r| kept_after[r])
-            .filter(|&r| {
-                !kept_before[r]
-                    || name(before, owner(own_before, r)) != name(after, owner(own_after, r))
-            })
+            .filter(|&r| !kept_before[r] || !stays(r))
             .collect();
+        // The share of each arriving key that is still to arrive: all of a key that moved; of
+        // one its backend newly keeps, what an LRU did not hold of it already.
+        let missing = |r: usize| -> f64 {
+            match present_before {
+                Some(h) if stays(r) => 1.0 - h.get(r).copied().unwrap_or(0.0),
+                _ => 1.0,
+            }
+        };
         let mut lost = Vec::new();
         for (j, &i) in was.iter().enumerate() {
             let Some(i) = i else {
@@ -793,7 +826,7 @@ impl SteadyModel {
                 arriving
                     .iter()
                     .filter(|&&r| owner(own_after, r) == Some(j))
-                    .map(|&r| (zipf.p(r), size(r)))
+                    .map(|&r| (zipf.p(r), (size(r) as f64 * missing(r)) as u64))
                     .collect(),
                 capacity.get(i).copied().unwrap_or(0).saturating_sub(
                     (0..keys)
@@ -801,12 +834,19 @@ impl SteadyModel {
                         .map(size)
                         .sum(),
                 ),
+                match eviction {
+                    Eviction::Lfu => 0.0,
+                    Eviction::Lru => (0..keys)
+                        .filter(|&r| !kept_after[r] && owner(own_after, r) == Some(j))
+                        .map(|r| zipf.p(r) * size(r) as f64)
+                        .sum(),
+                },
             ));
         }
         SteadyModel {
             memory_share,
             after_miss_share: 1.0 - hit(&kept_after),
-            arriving: arriving.iter().map(|&r| zipf.p(r)).collect(),
+            arriving: arriving.iter().map(|&r| (zipf.p(r), missing(r))).collect(),
             lost,
         }
     }
@@ -816,7 +856,11 @@ impl SteadyModel {
     /// lost keys before they are evicted, `sum p * min(t_evicted, t)`.
     fn transient_within(&self, t: u64) -> f64 {
         let t = t as f64;
-        let arriving: f64 = self.arriving.iter().map(|&p| 1.0 - (1.0 - p).powf(t)).sum();
+        let arriving: f64 = self
+            .arriving
+            .iter()
+            .map(|&(p, m)| m * (1.0 - (1.0 - p).powf(t)))
+            .sum();
         let lost: f64 = self.lost.iter().map(|&(p, e)| p * e.min(t)).sum();
         arriving - lost
     }
@@ -824,13 +868,15 @@ impl SteadyModel {
 
 /// When a backend evicts the keys that make room: `leaving` (probability, bytes, lost) go
 /// least requested first, each once the bytes of `arriving` (probability, bytes) expected
-/// within `t` requests, `sum bytes * (1 - (1 - p)^t)`, pass `room` plus the bytes evicted
+/// within `t` requests, `sum bytes * (1 - (1 - p)^t)`, plus `churn` bytes a request (an LRU
+/// also makes room for every miss it will not keep), pass `room` plus the bytes evicted
 /// before it and its own. Returns (probability, request of eviction) of the lost ones, the
 /// request on a geometric grid (4% steps; infinite if never).
 fn eviction_times(
     mut leaving: Vec<(f64, u64, bool)>,
     arriving: Vec<(f64, u64)>,
     room: u64,
+    churn: f64,
 ) -> Vec<(f64, f64)> {
     leaving.sort_by(|a, b| a.0.total_cmp(&b.0));
     let grid: Vec<(f64, f64)> = (0..600)
@@ -839,7 +885,8 @@ fn eviction_times(
             let bytes = arriving
                 .iter()
                 .map(|&(p, s)| s as f64 * (1.0 - (1.0 - p).powf(t)))
-                .sum();
+                .sum::<f64>()
+                + churn * t;
             (t, bytes)
         })
         .collect();
@@ -1071,10 +1118,10 @@ fn publish(
         .map(|o| format!("{} {}", o.case, o.placement.name()))
         .collect();
     let mut md = format!(
-        "## What a change costs a cache: {} backends, {} keys, Zipf s = {}, values {}-{} B, {} MiB a backend, LFU eviction\n\n\
+        "## What a change costs a cache: {} backends, {} keys, Zipf s = {}, values {}-{} B, {} MiB a backend, {}\n\n\
          Instantaneous extra miss share: the share of requests that miss right after the switch beyond those that missed \
          right before it (two probes of {} requests that refill nothing), predicted exactly from the workload's probabilities \
-         of the cached keys that move, from the warm-up's counts of them, and from the backends' LFU counters \
+         of the cached keys that move, from the warm-up's counts of them, and (redis-server backends) from their LFU counters \
          (`RING.MOVES ... WEIGH HITS`). Intervals of {} requests.\n\n{}\n### Predicted against measured\n\n{}",
         a.backends,
         a.keys,
@@ -1082,6 +1129,16 @@ fn publish(
         a.value_min,
         a.value_max,
         a.maxmemory_mb,
+        {
+            let mut kinds = Vec::new();
+            if outcomes.iter().any(|o| o.placement != Placement::Nginx) {
+                kinds.push("redis-server with LFU eviction behind twemproxy");
+            }
+            if outcomes.iter().any(|o| o.placement == Placement::Nginx) {
+                kinds.push("memcached (LRU) behind nginx");
+            }
+            kinds.join("; ")
+        },
         a.probe,
         a.interval,
         side.markdown(),
@@ -1197,18 +1254,34 @@ mod tests {
         // leaving key goes with the first arrival, the next with the second.
         let arriving = vec![(0.5, 100), (1e-4, 100)];
         let leaving = vec![(0.01, 100, true), (0.001, 100, false), (0.1, 100, true)];
-        let times = eviction_times(leaving, arriving, 0);
+        let times = eviction_times(leaving, arriving, 0, 0.0);
         assert_eq!(times.len(), 2, "only the lost keys are returned");
-        // 0.001 (not lost) is evicted first; 0.01 needs 200 bytes in: the hot key and most
-        // of the cold one (thousands of requests); 0.1 needs 300 bytes, which never arrive.
+        // 0.001 (not lost) is evicted first; 0.01 needs 200 bytes in: the hot key and all of
+        // the cold one (its last bytes only once 1 - (1 - p)^t rounds to 1, about 4e5
+        // requests); 0.1 needs 300 bytes, which never arrive.
         let (p, t) = times[0];
         assert_eq!(p, 0.01);
         assert!(t > 1000.0 && t < 1e6, "{t}");
         assert_eq!(times[1], (0.1, f64::INFINITY));
         // With room for one key, every eviction comes one arrival later.
-        let later = eviction_times(vec![(0.01, 100, true)], vec![(0.5, 100), (1e-4, 100)], 100);
+        let later = eviction_times(
+            vec![(0.01, 100, true)],
+            vec![(0.5, 100), (1e-4, 100)],
+            100,
+            0.0,
+        );
         assert!(later[0].1 > 1000.0);
-        let sooner = eviction_times(vec![(0.01, 100, true)], vec![(0.5, 100), (1e-4, 100)], 0);
+        let sooner = eviction_times(
+            vec![(0.01, 100, true)],
+            vec![(0.5, 100), (1e-4, 100)],
+            0,
+            0.0,
+        );
+        // An LRU's churn (1 byte a request here) evicts a key no arrival would push out soon.
+        let slow = eviction_times(vec![(0.01, 100, true)], vec![(1e-4, 100)], 0, 0.0);
+        let churned = eviction_times(vec![(0.01, 100, true)], vec![(1e-4, 100)], 0, 1.0);
+        assert!(slow[0].1 > 10_000.0, "{slow:?}");
+        assert!(churned[0].1 > 50.0 && churned[0].1 < 200.0, "{churned:?}");
         assert!(sooner[0].1 < 100.0, "{:?}", sooner);
     }
 }

@@ -1,7 +1,7 @@
 //! The cache fleet behind nginx: memcached backends (LRU eviction) behind nginx's
 //! `hash $arg_key consistent` (`memcached_pass`, read only); the client writes each miss to
 //! the backend nginx names in `X-Upstream`, as a cache-aside client behind nginx does. What
-//! ringslot predicts from it: which cached keys (listed by `lru_crawler metadump all`) change
+//! ringslot predicts from it: which cached keys (listed by `lru_crawler metadump hash`) change
 //! owner under the `nginx` flavour, and an LRU model of the fleet after the change
 //! ([`CheModel`], Che's approximation).
 
@@ -10,11 +10,12 @@ use super::Pools;
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::{Flavour, Ring};
 use ringslot_harness::lb::Nginx;
-use ringslot_harness::proxy::{text_command, Memcached};
+use ringslot_harness::proxy::Memcached;
+use ringslot_tool::members::dump_memcached;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The memcached backends, in the order they are started (nginx's ring does not depend on
 /// the order of its servers).
@@ -25,7 +26,12 @@ pub struct MemcachedFleet {
 
 impl MemcachedFleet {
     /// Starts `count` memcached servers of `megabytes` item memory each.
+    /// Errors: fewer than 2 MiB (memcached's largest item, 1 MiB, may use at most half its
+    /// memory), a memcached that does not start.
     pub fn start(count: usize, megabytes: u64) -> Result<MemcachedFleet> {
+        if megabytes < 2 {
+            bail!("memcached backends need --maxmemory-mb 2 or more (an item of up to 1 MiB may take at most half of it)");
+        }
         let mb = u32::try_from(megabytes).context("--maxmemory-mb is too large for memcached")?;
         let servers = (0..count)
             .map(|_| Memcached::start(mb).map_err(|e| anyhow!("{e}")))
@@ -53,47 +59,25 @@ impl MemcachedFleet {
     }
 
     /// The workload's keys cached on backends `which` now, as ranks (`lru_crawler metadump
-    /// all`, which reads the items without touching their place in the LRU).
+    /// hash`, which walks the hash table, every item once, without touching the LRU; asked
+    /// again while another crawler runs and the server answers `BUSY`, for at most 10 s).
     pub fn cached(&self, which: &[usize]) -> Result<Vec<usize>> {
         let mut ranks = Vec::new();
         for name in self.names(which) {
-            let lines = text_command(&name, "lru_crawler metadump all", |l| {
-                l == "END" || l.starts_with("ERROR") || l.starts_with("BUSY")
-            })?;
-            if let Some(last) = lines.last().filter(|l| *l != "END") {
-                bail!("lru_crawler metadump on {name}: {last}");
-            }
-            ranks.extend(lines.iter().filter_map(|l| {
-                let k = l.strip_prefix("key=")?.split(' ').next()?;
-                rank_of(unescape(k).as_bytes())
-            }));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let items = loop {
+                match dump_memcached(&name) {
+                    Ok(items) => break items,
+                    Err(e) if format!("{e}").contains("BUSY") && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            ranks.extend(items.iter().filter_map(|i| rank_of(&i.key)));
         }
         Ok(ranks)
     }
-}
-
-/// metadump's URI-encoded key, decoded (`%3A` -> `:`).
-fn unescape(k: &str) -> String {
-    let bytes = k.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b, hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The backend (an index into `names`) of each of `ranks` under nginx's `hash $arg_key
@@ -134,12 +118,20 @@ impl HttpFront {
     /// that answered (`X-Upstream`). Errors: an answer other than 200 or 404, a closed
     /// connection, 30 s without an answer.
     pub fn get(&mut self, keys: &[String]) -> Result<Vec<(bool, String)>> {
-        let mut request = String::new();
-        for k in keys {
-            request.push_str(&format!("GET /?key={k} HTTP/1.1\r\nHost: cache\r\n\r\n"));
+        let mut out = Vec::with_capacity(keys.len());
+        // 64 in flight at most: nginx stops reading while its answers wait unread, and a
+        // bigger batch could block both sides.
+        for chunk in keys.chunks(64) {
+            let mut request = String::new();
+            for k in chunk {
+                request.push_str(&format!("GET /?key={k} HTTP/1.1\r\nHost: cache\r\n\r\n"));
+            }
+            self.writer.write_all(request.as_bytes())?;
+            for _ in chunk {
+                out.push(read_answer(&mut self.reader)?);
+            }
         }
-        self.writer.write_all(request.as_bytes())?;
-        keys.iter().map(|_| read_answer(&mut self.reader)).collect()
+        Ok(out)
     }
 
     /// Writes each `(backend, rank)` with `set <key> 0 <ttl> <len>` on that backend (values of
@@ -255,6 +247,8 @@ pub struct CheModel {
     moved: Vec<(f64, f64)>,
     /// Per key that stayed: (p, h' - h, T' of its backend).
     stayed: Vec<(f64, f64, f64)>,
+    /// Per rank: the probability it is cached on its backend before the change (`h`).
+    pub present_before: Vec<f64>,
 }
 
 impl CheModel {
@@ -332,6 +326,7 @@ impl CheModel {
         let t_before = times(&keys_before, &caps_before);
         let t_after = times(&keys_after, &caps_after);
         let (mut moved, mut stayed) = (Vec::new(), Vec::new());
+        let mut present_before = vec![0.0; keys];
         for r in 0..keys {
             let (Some(b), Some(a)) = (owner(own_before, r), owner(own_after, r)) else {
                 continue;
@@ -341,6 +336,9 @@ impl CheModel {
                 t_before.get(b).copied().unwrap_or(0.0),
                 t_after.get(a).copied().unwrap_or(0.0),
             );
+            if let Some(h) = present_before.get_mut(r) {
+                *h = 1.0 - (-p * tb).exp();
+            }
             let h_after = 1.0 - (-p * ta).exp();
             if before.get(b) == after.get(a) {
                 stayed.push((p, h_after - (1.0 - (-p * tb).exp()), ta));
@@ -353,6 +351,7 @@ impl CheModel {
             after_miss_share: miss(&keys_after, &t_after),
             moved,
             stayed,
+            present_before,
         }
     }
 
@@ -393,14 +392,6 @@ fn characteristic_time(keys: &[(f64, f64)], capacity: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn metadump_keys_are_decoded() {
-        assert_eq!(unescape("c%3A123"), "c:123");
-        assert_eq!(unescape("a%2520b"), "a%20b");
-        assert_eq!(unescape("plain%"), "plain%");
-        assert_eq!(rank_of(unescape("c%3A42").as_bytes()), Some(42));
-    }
 
     #[test]
     fn che_time_fills_the_cache_and_equal_keys_share_it() {
