@@ -609,10 +609,12 @@ pub fn haproxy_bounded_loads(
         if total == 0 {
             return false;
         }
-        let slots_all = ((in_flight + 1) * u64::from(factor)).div_ceil(100);
+        // In u128: no product can overflow whatever the counts.
+        let (e, c, total) = (u128::from(e), u128::from(c), u128::from(total));
+        let slots_all = (u128::from(in_flight + 1) * u128::from(factor)).div_ceil(100);
         let (per_weight, rest) = (slots_all / total, slots_all % total);
         let slots = (e * per_weight + (c + e) * rest / total - c * rest / total).max(1);
-        now < slots
+        u128::from(now) < slots
     };
     members
         .iter()
