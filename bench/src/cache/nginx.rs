@@ -2,8 +2,9 @@
 //! `hash $arg_key consistent` (`memcached_pass`, read only); the client writes each miss to
 //! the backend nginx names in `X-Upstream`, as a cache-aside client behind nginx does. What
 //! ringslot predicts from it: which cached keys (listed by `lru_crawler metadump hash`) change
-//! owner under the `nginx` flavour, and an LRU model of the fleet after the change
-//! ([`CheModel`], Che's approximation).
+//! owner under the `nginx` flavour; the fleet after the change is predicted by the static
+//! model with LRU eviction (`SteadyModel` with `Eviction::Lru`, which takes from [`CheModel`],
+//! Che's approximation, which keys an LRU held before), Che's own prediction reported beside.
 
 use super::workload::{self, key, rank_of, Shape, Zipf};
 use super::Pools;
