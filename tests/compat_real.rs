@@ -522,12 +522,11 @@ fn python_owners(library: &str, nodes: &[(String, u32)], keys: &[String]) -> Vec
     run_lines("/usr/bin/python3", &args, keys)
 }
 
-#[test]
-fn python_memcached_places_keys_as_ringslot() {
-    // python-memcached connects to the server it picks and skips a dead one: real memcached
-    // servers, one for each node of every case.
+/// A Python memcached client (`library` of python_owners.py) against ringslot's `compat` on
+/// real memcached servers, one for each node of every case: weights 1, 3, 2, 1 with a fifth
+/// of weight 1 joining, the second leaving, and ten of weight 1.
+fn against_memcached_servers(library: &str, compat: &str, keys: &[String]) {
     let server = Server::start();
-    let keys = tagged_keys();
     let fleet: Vec<Memcached> = (0..10)
         .map(|_| Memcached::start(8).unwrap_or_else(|e| panic!("{e}")))
         .collect();
@@ -536,30 +535,23 @@ fn python_memcached_places_keys_as_ringslot() {
     let base: Vec<(String, u32)> = (0..4).map(node).collect();
     let ten: Vec<(String, u32)> = (0..10).map(|i| (fleet[i].address(), 1)).collect();
     for (what, nodes) in scenarios(&base, node(4), &ten) {
-        let real = python_owners("memcache", &nodes, &keys);
-        let ours = ringslot_owners(&server, "python-memcached", &nodes, &keys);
-        same(&format!("python-memcached {what}"), &keys, &real, &ours);
+        let real = python_owners(library, &nodes, keys);
+        let ours = ringslot_owners(&server, compat, &nodes, keys);
+        same(&format!("{library} {what}"), keys, &real, &ours);
     }
+}
+
+#[test]
+fn python_memcached_places_keys_as_ringslot() {
+    // python-memcached connects to the server it picks and skips a dead one: real servers.
+    against_memcached_servers("memcache", "python-memcached", &tagged_keys());
 }
 
 #[test]
 fn pylibmc_ketama_weighted_places_keys_as_ringslot() {
     // pylibmc sets every key through libmemcached's weighted ketama, then each server is
-    // asked which keys it holds: real memcached servers (8 MiB each hold the 20000 keys).
-    let server = Server::start();
-    let keys = plain_keys();
-    let fleet: Vec<Memcached> = (0..10)
-        .map(|_| Memcached::start(8).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    let weights = [1, 3, 2, 1, 1];
-    let node = |i: usize| (fleet[i].address(), weights[i % 5]);
-    let base: Vec<(String, u32)> = (0..4).map(node).collect();
-    let ten: Vec<(String, u32)> = (0..10).map(|i| (fleet[i].address(), 1)).collect();
-    for (what, nodes) in scenarios(&base, node(4), &ten) {
-        let real = python_owners("pylibmc", &nodes, &keys);
-        let ours = ringslot_owners(&server, "ketama", &nodes, &keys);
-        same(&format!("pylibmc {what}"), &keys, &real, &ours);
-    }
+    // asked which keys it holds (8 MiB each hold the 20000 keys).
+    against_memcached_servers("pylibmc", "ketama", &plain_keys());
 }
 
 #[test]

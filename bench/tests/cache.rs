@@ -1,29 +1,23 @@
 //! The program's cache side against real components: a fleet behind twemproxy and the same
-//! keys on a Redis Cluster, a fleet of memcached servers behind nginx (`ringslot members`, over a real memcached, is the tool's: tested
-//! in tool/tests/members.rs).
+//! keys on a Redis Cluster, a fleet of memcached servers behind nginx (`ringslot members`,
+//! over a real memcached, is the tool's: tested in tool/tests/members.rs).
 
 mod common;
 
 use common::{csv_table, ok};
 
-#[test]
-fn a_small_cache_fleet_behind_twemproxy_and_its_cluster_side() {
-    // Four backends behind twemproxy (ketama, then modula), one joining; then the same keys on
-    // a 3-master Redis Cluster and a fourth master. What must hold whatever the timing: the
-    // keys ringslot's engine says move are those RING.MOVES counts on the backends, and on the
-    // cluster the keys and bytes the real rebalance moved are those predicted.
-    let out = tempfile::tempdir().unwrap();
-    let stdout = ok(&[
+/// `cache --local` on a small fleet writing to `out`: 3 backends, 5000 keys, short runs; then
+/// `extra`.
+fn small_run(out: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "--out",
-        out.path().to_str().unwrap(),
+        out.to_str().unwrap(),
         "cache",
         "--local",
         "--backends",
         "3",
         "--keys",
         "5000",
-        "--maxmemory-mb",
-        "1",
         "--interval",
         "2000",
         "--warmup-min",
@@ -34,9 +28,19 @@ fn a_small_cache_fleet_behind_twemproxy_and_its_cluster_side() {
         "4000",
         "--after-max",
         "20000",
-        "--cases",
-        "join",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+#[test]
+fn a_small_cache_fleet_behind_twemproxy_and_its_cluster_side() {
+    // Four backends behind twemproxy (ketama, then modula), one joining; then the same keys on
+    // a 3-master Redis Cluster and a fourth master. What must hold whatever the timing: the
+    // keys ringslot's engine says move are those RING.MOVES counts on the backends, and on the
+    // cluster the keys and bytes the real rebalance moved are those predicted.
+    let out = tempfile::tempdir().unwrap();
+    let stdout = small_run(out.path(), &["--maxmemory-mb", "1", "--cases", "join"]);
     assert!(stdout.contains("| join | twemproxy ketama |"), "{stdout}");
     assert!(stdout.contains("| join | twemproxy modula |"), "{stdout}");
     for row in csv_table(&out.path().join("cache.csv")) {
@@ -71,37 +75,22 @@ fn a_small_cache_fleet_behind_nginx() {
     // leaving. What must hold whatever the timing: a row per case with cached keys, some of
     // which move, no LFU side (memcached has no counters), and predictions that are shares.
     let out = tempfile::tempdir().unwrap();
-    let stdout = ok(&[
-        "--out",
-        out.path().to_str().unwrap(),
-        "cache",
-        "--local",
-        "--no-cluster",
-        "--distributions",
-        "nginx",
-        "--backends",
-        "3",
-        "--keys",
-        "5000",
-        "--maxmemory-mb",
-        "2",
-        "--value-min",
-        "100",
-        "--value-max",
-        "120",
-        "--interval",
-        "2000",
-        "--warmup-min",
-        "20000",
-        "--warmup-max",
-        "60000",
-        "--probe",
-        "4000",
-        "--after-max",
-        "20000",
-        "--cases",
-        "join,leave",
-    ]);
+    let stdout = small_run(
+        out.path(),
+        &[
+            "--no-cluster",
+            "--distributions",
+            "nginx",
+            "--maxmemory-mb",
+            "2",
+            "--value-min",
+            "100",
+            "--value-max",
+            "120",
+            "--cases",
+            "join,leave",
+        ],
+    );
     assert!(stdout.contains("| join | nginx consistent |"), "{stdout}");
     assert!(stdout.contains("| leave | nginx consistent |"), "{stdout}");
     assert!(stdout.contains("memcached (LRU) behind nginx"), "{stdout}");

@@ -565,6 +565,23 @@ pub struct Pools {
 }
 
 impl Pools {
+    /// The bytes ([`cached_bytes`]) of `cached` (ranks) on each backend before the change.
+    fn memory_before(&self, cached: &[usize], shape: &Shape) -> Vec<u64> {
+        let mut memory = vec![0u64; self.before.len()];
+        for &r in cached {
+            if let Some(m) = self
+                .own_before
+                .get(r)
+                .copied()
+                .flatten()
+                .and_then(|b| memory.get_mut(b))
+            {
+                *m += cached_bytes(shape, r);
+            }
+        }
+        memory
+    }
+
     /// Which of `ranks` change backend (by name).
     fn moved(&self, ranks: &[usize]) -> Vec<bool> {
         let name = |names: &[String], o: &[Option<usize>], r: usize| {
@@ -625,8 +642,15 @@ fn last_ten(series: &[Tally]) -> Tally {
 }
 
 /// Bytes a cached key is taken to use beside its key and value (Redis' per-key overhead,
-/// roughly: the dict entry, the object headers, the LFU field, allocator rounding).
+/// roughly: the dict entry, the object headers, the LFU field, allocator rounding; about
+/// memcached's per item too: its header with CAS, the suffix, the slab class's rounding).
+/// The models' calibrated memory share absorbs what this misses.
 const PER_KEY_OVERHEAD: usize = 64;
+
+/// The bytes rank `r` of the workload takes in a cache: key, value and [`PER_KEY_OVERHEAD`].
+fn cached_bytes(shape: &Shape, r: usize) -> u64 {
+    (shape.value_len(r) + workload::key(r).len() + PER_KEY_OVERHEAD) as u64
+}
 
 /// The steady state of an LFU fleet under the workload, before and after a change, and the
 /// transient between them.
@@ -687,14 +711,8 @@ impl SteadyModel {
         let (own_before, own_after) = (&pools.own_before[..], &pools.own_after[..]);
         let keys = own_before.len();
         let owner = |o: &[Option<usize>], r: usize| o.get(r).copied().flatten();
-        let size =
-            |r: usize| (shape.value_len(r) + workload::key(r).len() + PER_KEY_OVERHEAD) as u64;
-        let mut memory = vec![0u64; before.len()];
-        for &r in cached {
-            if let Some(c) = owner(own_before, r).and_then(|b| memory.get_mut(b)) {
-                *c += size(r);
-            }
-        }
+        let size = |r: usize| cached_bytes(shape, r);
+        let memory = pools.memory_before(cached, shape);
         // Ranks are in order of probability: keep each backend's most requested keys that fit.
         let kept = |owners: &[Option<usize>], caps: &[u64]| -> Vec<bool> {
             let mut used = vec![0u64; caps.len()];

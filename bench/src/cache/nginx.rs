@@ -6,8 +6,8 @@
 //! model with LRU eviction (`SteadyModel` with `Eviction::Lru`, which takes from [`CheModel`],
 //! Che's approximation, which keys an LRU held before), Che's own prediction reported beside.
 
-use super::workload::{self, key, rank_of, Shape, Zipf};
-use super::Pools;
+use super::workload::{key, rank_of, Shape, Zipf};
+use super::{cached_bytes, Pools};
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::{Flavour, Ring};
 use ringslot_harness::lb::Nginx;
@@ -216,10 +216,6 @@ fn read_answer(reader: &mut impl BufRead) -> Result<(bool, String)> {
     }
 }
 
-/// Bytes a memcached item is taken to use beside its key and value (its header with CAS,
-/// the flags and length suffix and the slab class's rounding, roughly).
-const PER_ITEM_OVERHEAD: usize = 64;
-
 /// The fleet under LRU eviction, before and after a change, by Che's approximation (Che,
 /// Tung and Wang, "Hierarchical Web caching systems: modeling, design and experimental
 /// results", IEEE JSAC 20(7), 2002; Fricker, Robert and Roberts, "A versatile and accurate
@@ -267,14 +263,12 @@ impl CheModel {
         let (own_before, own_after) = (&pools.own_before[..], &pools.own_after[..]);
         let keys = own_before.len();
         let owner = |o: &[Option<usize>], r: usize| o.get(r).copied().flatten();
-        let size =
-            |r: usize| (shape.value_len(r) + workload::key(r).len() + PER_ITEM_OVERHEAD) as f64;
-        let mut memory = vec![0.0f64; before.len()];
-        for &r in cached {
-            if let Some(m) = owner(own_before, r).and_then(|b| memory.get_mut(b)) {
-                *m += size(r);
-            }
-        }
+        let size = |r: usize| cached_bytes(shape, r) as f64;
+        let memory: Vec<f64> = pools
+            .memory_before(cached, shape)
+            .into_iter()
+            .map(|m| m as f64)
+            .collect();
         // Each backend's keys as (p, bytes).
         let on = |owners: &[Option<usize>], n: usize| -> Vec<Vec<(f64, f64)>> {
             let mut v = vec![Vec::new(); n];
