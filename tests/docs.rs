@@ -396,6 +396,69 @@ fn first_cells(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Every field path of a JSON value (`moves[].slot` for the fields of an array's objects); an
+/// empty object or a scalar is a leaf.
+fn json_fields(v: &serde_json::Value, at: &str, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(fields) if !fields.is_empty() => {
+            for (name, field) in fields {
+                let path = if at.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{at}.{name}")
+                };
+                json_fields(field, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            out.insert(at.to_string());
+            for item in items {
+                if item.is_object() {
+                    json_fields(item, &format!("{at}[]"), out);
+                }
+            }
+        }
+        _ => {
+            out.insert(at.to_string());
+        }
+    }
+}
+
+#[test]
+fn the_plan_files_fields_are_the_ones_its_page_lists() {
+    // The plan file as the tool writes it (one type, `ringslot_tool::plan::SlotPlan`, writes
+    // and reads it), against the table of docs/cluster.md's "The plan file".
+    use ringslot_tool::plan::{owned_ranges, SlotMove, SlotPlan, PLAN_VERSION};
+    use ringslot_tool::predict::WeightBy;
+    let plan = SlotPlan {
+        version: PLAN_VERSION,
+        by: WeightBy::Bytes,
+        tolerance: 0.05,
+        start: owned_ranges(&vec![Some("10.0.0.1:7000".to_string()); 16384]),
+        ids: Default::default(),
+        moves: vec![SlotMove {
+            slot: 0,
+            from: "10.0.0.1:7000".into(),
+            to: "10.0.0.2:7000".into(),
+            keys: 1,
+            bytes: 10.0,
+        }],
+    };
+    let mut written = BTreeSet::new();
+    json_fields(&serde_json::to_value(&plan).unwrap(), "", &mut written);
+    let page = read(&root().join("docs/cluster.md"));
+    let start = page
+        .find("\n### The plan file\n")
+        .expect("docs/cluster.md has a section \"The plan file\"");
+    let body = &page[start + 1..];
+    let end = body[4..].find("\n##").map_or(body.len(), |e| e + 4);
+    let listed = first_cells(&body[..end]);
+    assert_eq!(
+        listed, written,
+        "docs/cluster.md's plan file fields (left) against the fields the tool writes (right)"
+    );
+}
+
 #[test]
 fn placement_lists_every_flavour_and_scheme() {
     let flavours: BTreeSet<String> = Flavour::ALL.iter().map(|f| f.name().into()).collect();

@@ -15,7 +15,7 @@ use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_engine::{Flavour, Scheme};
 use ringslot_harness::redis::Connection;
-use ringslot_tool::replies::RingInfo;
+use ringslot_tool::reply::ring::RingInfo;
 use std::path::Path;
 
 /// The ring key the balance runs use (re-created for every configuration).

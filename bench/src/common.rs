@@ -12,7 +12,7 @@ use ringslot_engine::Flavour;
 use ringslot_harness::redis::Connection;
 use ringslot_harness::server::{find_module, Profile};
 use ringslot_harness::Server;
-pub use ringslot_tool::args::{flavour, other_schemes, schemes_of};
+pub use ringslot_tool::cli::values::{flavour, other_schemes, schemes_of};
 use std::path::PathBuf;
 
 /// The options every subcommand takes.

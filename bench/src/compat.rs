@@ -14,7 +14,7 @@ use crate::report::{self, fixed, Table};
 use crate::server::query;
 use anyhow::{bail, Result};
 use ringslot_engine::Flavour;
-use ringslot_tool::replies::{Moves, RingInfo};
+use ringslot_tool::reply::ring::{Moves, RingInfo};
 
 /// The ring key a compat run uses (re-created for every placement and size).
 const KEY: &str = "ringslot-bench:compat";

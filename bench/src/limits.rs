@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use ringslot_engine::cost::{self, Source};
 use ringslot_engine::{Change, Flavour, Limits, Scheme, SchemeParams, Topology};
 use ringslot_harness::redis::{Connection, Value};
-use ringslot_tool::replies::{Moves, RingInfo};
+use ringslot_tool::reply::ring::{Moves, RingInfo};
 use std::time::{Duration, Instant};
 
 /// The most a read-only command may hold Redis' main thread at the default limits (issue 18),

@@ -10,7 +10,7 @@ use crate::server::{int, query};
 use anyhow::{bail, Context, Result};
 use ringslot_engine::{Flavour, Scheme};
 use ringslot_harness::redis::Connection;
-use ringslot_tool::replies::Moves;
+use ringslot_tool::reply::ring::Moves;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -13,7 +13,7 @@ use crate::server::{int, query, text};
 use anyhow::{bail, Context, Result};
 use ringslot_harness::redis::{Connection, Value};
 use ringslot_harness::Server;
-use ringslot_tool::replies::RingInfo;
+use ringslot_tool::reply::ring::RingInfo;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Instant;

@@ -10,7 +10,7 @@ use crate::server::{query, text};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringslot_harness::redis::{self, Connection, Value};
-use ringslot_tool::replies::Moves;
+use ringslot_tool::reply::ring::Moves;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

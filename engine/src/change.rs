@@ -7,7 +7,7 @@
 use super::error::EngineError;
 use super::keyslot::SLOT_COUNT;
 use super::ring::delta::NodeChange;
-use super::slots::{SlotMove, SlotTable};
+use super::slots::{RebalanceStep, SlotTable};
 use super::topology::{follow_nodes, Limits, Topology, MAX_WEIGHT};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -68,7 +68,7 @@ pub(crate) struct Prepared<'a> {
     pub(crate) ideal: f64,
     /// The slot table after the change, with the key's node indices (joining nodes after
     /// them), when it was worked out (a rebalance), and the moves that made it.
-    pub(crate) slots: Option<(SlotTable, Vec<SlotMove>)>,
+    pub(crate) slots: Option<(SlotTable, Vec<RebalanceStep>)>,
     /// The key's node indices whose slot share the change touches (joining nodes after
     /// them): those of `changed`, or for a rebalance those that gain their first slot, lose
     /// their last one or change weight.
@@ -126,7 +126,7 @@ impl<'a> Prepared<'a> {
     /// The slot table after the change, and the moves that make it (the key's node indices,
     /// joining nodes after them): `redis-cli --cluster create`'s layout for a table that is
     /// empty, else a rebalance with the nodes' weights.
-    pub(crate) fn slots_after(&self, key: &Topology) -> (SlotTable, Vec<SlotMove>) {
+    pub(crate) fn slots_after(&self, key: &Topology) -> (SlotTable, Vec<RebalanceStep>) {
         if let Some(done) = &self.slots {
             return done.clone();
         }
@@ -138,17 +138,6 @@ impl<'a> Prepared<'a> {
         let moves = follow_nodes(&mut table, names, &self.slot_weights);
         (table, moves)
     }
-}
-
-/// One move of a rebalance plan, nodes by name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedMove {
-    /// The node that gives the slots (`None`: unassigned slots).
-    pub from: Option<Vec<u8>>,
-    /// The node that takes them (`None`: they become unassigned).
-    pub to: Option<Vec<u8>>,
-    /// The slots, ascending.
-    pub slots: Vec<u16>,
 }
 
 /// Whether `redis-cli --cluster rebalance --cluster-use-empty-masters` with `threshold` (in
@@ -427,17 +416,16 @@ impl Topology {
     /// --cluster-use-empty-masters` would move them (in the order it would, one entry per
     /// "Moving N slots from A to B"), or as `--cluster create` lays out the first nodes.
     /// Changes nothing. Errors: those of [`Topology::what_if`].
-    pub fn plan(&self, change: &Change, limits: Limits) -> Result<Vec<PlannedMove>, EngineError> {
+    pub fn plan(
+        &self,
+        change: &Change,
+        limits: Limits,
+    ) -> Result<Vec<RebalanceStep<Vec<u8>>>, EngineError> {
         let p = self.prepare(change, limits)?;
         let (_, moves) = p.slots_after(self);
-        let name = |i: Option<usize>| -> Option<Vec<u8>> { p.names.get(i?).map(|n| n.to_vec()) };
         Ok(moves
             .into_iter()
-            .map(|m| PlannedMove {
-                from: name(m.from),
-                to: name(m.to),
-                slots: m.slots,
-            })
+            .map(|m| m.named(|i| p.names.get(i).map(|n| n.to_vec())))
             .collect())
     }
 }

@@ -28,25 +28,47 @@ pub struct ClusterNode {
     pub importing: Vec<(u16, String)>,
 }
 
+/// The flags of a node that cannot serve: failing (`fail`, `fail?`), in handshake, or without
+/// an address. `redis-cli --cluster` leaves such nodes out, and neither a prediction nor a
+/// rebalance may run while one is listed.
+pub const FAILING_FLAGS: [&str; 4] = ["fail", "fail?", "handshake", "noaddr"];
+
 impl ClusterNode {
     /// Whether the node has the flag `flag`.
     pub fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
     }
 
-    /// Whether the node is a master that can serve: not failing (`fail`, `fail?`), not in
-    /// handshake, with an address. `redis-cli --cluster` leaves the others out too.
+    /// Whether this is the line of the node that answered (`myself`).
+    pub fn is_myself(&self) -> bool {
+        self.has("myself")
+    }
+
+    /// The first of [`FAILING_FLAGS`] the node has, if any.
+    pub fn failing_flag(&self) -> Option<&'static str> {
+        FAILING_FLAGS.into_iter().find(|f| self.has(f))
+    }
+
+    /// Whether the node is a master that can serve: flagged `master`, and none of
+    /// [`FAILING_FLAGS`]. `redis-cli --cluster` leaves the others out too.
     pub fn is_master(&self) -> bool {
-        self.has("master")
-            && !["fail", "fail?", "handshake", "noaddr"]
-                .iter()
-                .any(|f| self.has(f))
+        self.has("master") && self.failing_flag().is_none()
+    }
+
+    /// A short form of its id (the first 8 characters), as messages name a node.
+    pub fn short_id(&self) -> &str {
+        self.id.get(..8).unwrap_or(&self.id)
     }
 
     /// Whether the node serves `slot`.
     pub fn serves(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(a, b)| a <= slot && slot <= b)
     }
+}
+
+/// The line of the node that answered (flagged `myself`) in a parsed `CLUSTER NODES`.
+pub fn myself(nodes: &[ClusterNode]) -> Option<&ClusterNode> {
+    nodes.iter().find(|n| n.is_myself())
 }
 
 /// Parses a `CLUSTER NODES` reply. Error: a line that is not a node line.
@@ -154,7 +176,7 @@ pub fn masters_in_load_order(nodes: &[ClusterNode]) -> Vec<&ClusterNode> {
             masters.push(n);
         }
     }
-    masters.sort_by_key(|n| !n.has("myself"));
+    masters.sort_by_key(|n| !n.is_myself());
     masters
 }
 

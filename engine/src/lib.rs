@@ -18,7 +18,7 @@ pub mod topology;
 pub mod weigh;
 pub mod whatif;
 
-pub use change::{Change, PlannedMove};
+pub use change::Change;
 pub use compare::{balanced_peak_to_mean, SchemeBalance};
 pub use error::EngineError;
 pub use flavour::Flavour;
@@ -27,7 +27,7 @@ pub use keyslot::{hash_tag, key_slot, SLOT_COUNT};
 pub use ring::{Node, Ring};
 pub use sample::{sample_members, DEFAULT_SAMPLE};
 pub use schemes::{Placement, Scheme, SchemeParams};
-pub use slots::{slot_runs, SlotMove, SlotTable};
+pub use slots::{slot_runs, RebalanceStep, SlotTable};
 pub use topology::{Limits, NodeStats, Topology};
 pub use weigh::{lfu_accesses, MemberWeight};
 pub use whatif::{peak_to_mean, Loads, SchemeMoves, SchemeResult, WhatIf};

@@ -135,7 +135,7 @@ impl SlotTable {
     /// node), with the moves of `redis-cli --cluster rebalance --cluster-use-empty-masters`
     /// (see the module docs). Returns the moves in the order it made them, as redis-cli prints
     /// them ("Moving N slots from A to B"). No-op when the total weight is 0.
-    pub fn rebalance(&mut self, weights: &[u32]) -> Vec<SlotMove> {
+    pub fn rebalance(&mut self, weights: &[u32]) -> Vec<RebalanceStep> {
         let total_weight: f32 = weights.iter().map(|&w| w as f32).sum();
         if weights.is_empty() || total_weight <= 0.0 {
             return Vec::new();
@@ -183,7 +183,7 @@ impl SlotTable {
             if num > 0 {
                 if let Some(from) = next.get_mut(src) {
                     let slots = self.move_lowest(src, dst, num as usize, from);
-                    moves.push(SlotMove {
+                    moves.push(RebalanceStep {
                         from: Some(src),
                         to: Some(dst),
                         slots,
@@ -266,17 +266,30 @@ impl SlotTable {
     }
 }
 
-/// Slots that change owner together, as `redis-cli --cluster` moves them: from a node (`None`
-/// for unassigned slots) to a node (`None` when they become unassigned), as indices into the
-/// ring's nodes.
+/// One step of a rebalance, as `redis-cli --cluster rebalance` prints it ("Moving N slots
+/// from A to B"): slots that change owner together, from a node (`None` for unassigned slots)
+/// to a node (`None` when they become unassigned). `N` names the nodes: an index into the
+/// ring's nodes (the slot table's own), a node's name ([`crate::Topology::plan`]), or an
+/// address (the operator's tool).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotMove {
+pub struct RebalanceStep<N = usize> {
     /// The node that gives the slots.
-    pub from: Option<usize>,
+    pub from: Option<N>,
     /// The node that takes them.
-    pub to: Option<usize>,
+    pub to: Option<N>,
     /// The slots, ascending.
     pub slots: Vec<u16>,
+}
+
+impl<N> RebalanceStep<N> {
+    /// The same step with its nodes named by `name` (a node it cannot name: `None`).
+    pub fn named<M>(self, mut name: impl FnMut(N) -> Option<M>) -> RebalanceStep<M> {
+        RebalanceStep {
+            from: self.from.and_then(&mut name),
+            to: self.to.and_then(&mut name),
+            slots: self.slots,
+        }
+    }
 }
 
 /// `(start, end)` runs of consecutive slots, from slots in ascending order.

@@ -5,7 +5,7 @@ use super::error::EngineError;
 use super::flavour::Flavour;
 use super::keyslot::{key_slot, SLOT_COUNT};
 use super::ring::{Node, Ring};
-use super::slots::{create_master_order, SlotMove, SlotTable};
+use super::slots::{create_master_order, RebalanceStep, SlotTable};
 use std::collections::HashMap;
 
 /// Largest `WEIGHT` accepted.
@@ -491,9 +491,9 @@ impl Topology {
 /// gets the `redis-cli --cluster create` layout over the nodes, a table whose nodes all leave
 /// is emptied, and any other change is a `redis-cli --cluster rebalance` with the weights.
 /// Returns the moves made, in order. (`names` is read only for the create layout.)
-pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) -> Vec<SlotMove> {
+pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) -> Vec<RebalanceStep> {
     if weights.iter().all(|&w| w == 0) {
-        let moves = by_owner(slots, |owner| SlotMove {
+        let moves = by_owner(slots, |owner| RebalanceStep {
             from: Some(owner),
             to: None,
             slots: Vec::new(),
@@ -502,7 +502,7 @@ pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) -> 
         moves
     } else if slots.is_empty() {
         slots.create_layout(&create_master_order(names));
-        by_owner(slots, |owner| SlotMove {
+        by_owner(slots, |owner| RebalanceStep {
             from: None,
             to: Some(owner),
             slots: Vec::new(),
@@ -513,8 +513,8 @@ pub fn follow_nodes(slots: &mut SlotTable, names: &[&[u8]], weights: &[u32]) -> 
 }
 
 /// One move per owner of the table, holding its slots, owners in order of their first slot.
-fn by_owner(slots: &SlotTable, make: impl Fn(usize) -> SlotMove) -> Vec<SlotMove> {
-    let mut moves: Vec<SlotMove> = Vec::new();
+fn by_owner(slots: &SlotTable, make: impl Fn(usize) -> RebalanceStep) -> Vec<RebalanceStep> {
+    let mut moves: Vec<RebalanceStep> = Vec::new();
     let mut at_of: HashMap<usize, usize> = HashMap::new();
     for (start, end, owner) in slots.ranges() {
         let at = *at_of.entry(owner).or_insert_with(|| {

@@ -115,28 +115,34 @@ pub fn cluster_nodes(server: &Server) -> Result<String, Error> {
 }
 
 /// Waits (at most `limit`) until every server of `members` lists exactly their addresses in
-/// `CLUSTER NODES`, none failing or in handshake, all report `cluster_state:ok` and the same
-/// slot table with every slot served, and `redis-cli --cluster check` through the first
-/// passes; returns the table.
+/// `CLUSTER NODES`, none failing or in handshake, all agree on which are masters (a node just
+/// added as a replica may still be listed as a master by some), all report
+/// `cluster_state:ok` and the same slot table with every slot served, and `redis-cli
+/// --cluster check` through the first passes; returns the table.
 pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option<String>>, Error> {
     let want: BTreeSet<String> = members.iter().map(|s| s.address()).collect();
     let deadline = Instant::now() + limit;
     let mut last = String::new();
     loop {
         let mut tables = Vec::new();
+        let mut roles = Vec::new();
         let mut ok = true;
         for s in members {
             match cluster_nodes(s) {
                 Ok(text) => {
                     let nodes = parse_cluster_nodes(&text)?;
                     let seen: BTreeSet<String> = nodes.iter().map(|n| n.address.clone()).collect();
-                    let healthy = nodes.iter().all(|n| {
-                        !n.has("fail") && !n.has("fail?") && !n.has("handshake") && !n.has("noaddr")
-                    });
+                    let healthy = nodes.iter().all(|n| n.failing_flag().is_none());
                     if seen != want || !healthy {
                         ok = false;
                         last = format!("{} sees:\n{text}", s.address());
                     }
+                    let masters: BTreeSet<String> = nodes
+                        .iter()
+                        .filter(|n| n.has("master"))
+                        .map(|n| n.address.clone())
+                        .collect();
+                    roles.push(masters);
                     tables.push(owners(&nodes));
                 }
                 Err(e) => {
@@ -155,7 +161,8 @@ pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option
                 last = format!("{} does not report cluster_state:ok", s.address());
             }
         }
-        let agree = tables.windows(2).all(|w| w[0] == w[1]);
+        let agree =
+            tables.windows(2).all(|w| w[0] == w[1]) && roles.windows(2).all(|w| w[0] == w[1]);
         let full = tables
             .first()
             .is_some_and(|t| t.iter().all(Option::is_some));
@@ -174,7 +181,7 @@ pub fn wait_converged(members: &[&Server], limit: Duration) -> Result<Vec<Option
                 last = format!("check:\n{}\n{}", check.stdout, check.stderr);
             }
         } else if ok && !agree {
-            last = "the nodes disagree on the slot table".into();
+            last = "the nodes disagree on the slot table or on which are masters".into();
         }
         if Instant::now() > deadline {
             return Err(Error(format!("the cluster did not converge: {last}")));
@@ -358,18 +365,30 @@ impl Cluster {
 /// `operation` IMPORT or EXPORT, `slot_ranges` as `0-100 200-300`, `source_node`,
 /// `target_node`, `state`, `message`, `cow_size` in bytes, the times in seconds, ...), as the
 /// operator's tool reads it.
-pub use ringslot_tool::predict::live::Job as SlotMigration;
+pub use ringslot_tool::cluster::migrations::Job as SlotMigration;
 
 /// Whether a job of [`slot_migrations`] is over: `success`, `cancelled` or `failed`
 /// (valkey-io/valkey `src/cluster_migrateslots.c`, the terminal states).
-pub use ringslot_tool::predict::live::migration_finished;
+pub use ringslot_tool::cluster::migrations::finished as migration_finished;
 
 /// The jobs `CLUSTER GETSLOTMIGRATIONS` lists on `server`, newest first (Valkey adds each new
 /// job at the head of its list). Error: a server without the command (Redis, Valkey before 9).
 pub fn slot_migrations(server: &Server) -> Result<Vec<SlotMigration>, Error> {
-    let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;
-    ringslot_tool::predict::live::slot_migrations(&mut con, &server.address())
-        .map_err(|e| Error(format!("{e:#}")))
+    let reply = server
+        .try_client()
+        .and_then(|mut con| {
+            redis::cmd("CLUSTER")
+                .arg("GETSLOTMIGRATIONS")
+                .query(&mut con)
+        })
+        .map_err(|e| {
+            Error(format!(
+                "{}: {}",
+                server.address(),
+                crate::client::error_text(&e)
+            ))
+        })?;
+    ringslot_tool::cluster::migrations::jobs_of(&reply).map_err(|e| Error(e.to_string()))
 }
 
 /// Whether `server` has Valkey's atomic slot migration (`CLUSTER MIGRATESLOTS`): Valkey 9 or

@@ -14,6 +14,7 @@
 
 pub mod cluster;
 pub mod dump;
+pub mod error;
 pub mod lb;
 pub mod prelude;
 pub mod proxy;

@@ -5,7 +5,7 @@
 //! proxy process, which is what its users do and what [`Proxy::start`] makes.
 
 use crate::server::{free_port, Error};
-pub use ringslot_tool::memcached::text_command;
+pub use ringslot_tool::members::memcached::text_command;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

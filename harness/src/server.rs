@@ -2,23 +2,12 @@
 //! 6379) in its own temporary directory, without persistence unless asked, and stopped when
 //! dropped (`SHUTDOWN NOSAVE`, then a kill), also when a test panics.
 
-use std::fmt;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Why a server could not be started; the text quotes the server's log where there is one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(pub String);
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
+pub use crate::error::Error;
 
 /// The workspace root (the directory of the module's `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
@@ -569,7 +558,7 @@ impl Server {
     pub fn try_client(&self) -> redis::RedisResult<redis::Connection> {
         let client = match &self.tls {
             Some(tls) => {
-                ringslot_tool::link::install_crypto();
+                ringslot_tool::cluster::link::install_crypto();
                 let certs = tls.client_certificates().map_err(|e| {
                     redis::RedisError::from((redis::ErrorKind::ClientError, "TLS", e.0))
                 })?;

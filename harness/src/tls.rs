@@ -2,7 +2,7 @@
 //! `localhost`, and a client certificate, made with rcgen in a temporary directory (PEM
 //! files, as redis-server and redis-cli take them).
 
-use crate::server::Error;
+use crate::error::Error;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose, SanType,

@@ -6,7 +6,7 @@
 
 use super::call::Call;
 use super::errors::CommandError;
-use crate::engine::cluster::{parse_cluster_nodes, ClusterNode};
+use crate::engine::cluster::{myself, parse_cluster_nodes, ClusterNode};
 use redis_module::{Context, ContextFlags, RedisValue};
 
 /// Slots holding at most this many keys are read whole (`CLUSTER GETKEYSINSLOT`, which has no
@@ -75,7 +75,7 @@ impl ClusterView {
     pub fn served(&self, range: Option<(u16, u16)>) -> ServedSlots {
         let (lo, hi) = range.unwrap_or((0, u16::MAX));
         let within = |s: u16| (lo..=hi).contains(&s);
-        let Some(me) = self.nodes.iter().find(|n| n.has("myself")) else {
+        let Some(me) = myself(&self.nodes) else {
             return ServedSlots::default();
         };
         let served = me
@@ -206,10 +206,7 @@ fn as_text(value: &RedisValue) -> Option<String> {
 /// that none of them is migrating or importing. Errors name the first slot that fails and,
 /// for a slot served elsewhere, who serves it.
 pub fn check_slots(nodes: &[ClusterNode], start: u16, end: u16) -> Result<(), CommandError> {
-    let me = nodes
-        .iter()
-        .find(|n| n.has("myself"))
-        .ok_or(CommandError::NotInClusterNodes)?;
+    let me = myself(nodes).ok_or(CommandError::NotInClusterNodes)?;
     for slot in start..=end {
         if !me.serves(slot) {
             let owner = nodes

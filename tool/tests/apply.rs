@@ -4,7 +4,9 @@
 //! master); a client reading and writing throughout sees no error but `MOVED`, `ASK` and
 //! `TRYAGAIN` and loses no acknowledged write; an apply killed twenty times and run again
 //! ends as planned (`redis-cli --cluster check` clean); a key already on the target is
-//! replaced only as an equal copy, or with `--replace`; a failover stops the run.
+//! replaced only as an equal copy, or with `--replace`; a failover stops the run; on Valkey, a
+//! `CLUSTER SETSLOT` that the target's replicas did not acknowledge (`NOREPLICAS`) is sent
+//! again.
 
 mod common;
 
@@ -815,6 +817,90 @@ fn a_failover_in_the_middle_stops_the_apply() {
     let err = String::from_utf8_lossy(&again.stderr).to_string();
     assert!(!again.status.success(), "{err}");
     assert!(err.contains(&from), "{err}");
+}
+
+/// A process stopped (`SIGSTOP`) until dropped (`SIGCONT`), whatever the test does.
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        let status = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// How many errors `code` a server has answered (`INFO errorstats`, `errorstat_<code>`).
+fn errors_answered(server: &Server, code: &str) -> u64 {
+    let info = text(&q(&mut server.client(), "INFO errorstats"));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("errorstat_{code}:count=")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_setslot_its_replicas_did_not_acknowledge_is_sent_again() {
+    // The joining master has a replica, stopped when the apply starts. Valkey 8 and later
+    // replicate CLUSTER SETSLOT to a primary's replicas first and wait for them (2 s): the
+    // target answers NOREPLICAS (not applied), and the apply sends it again until the replica,
+    // let go once the test has seen a NOREPLICAS, acknowledges it. Redis 7.0 and 8.2 do not
+    // replicate SETSLOT: the apply runs through with the replica stopped.
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 600, &[(20, 1024); 3]);
+    let target = cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let replica = cluster
+        .add_replica(target, || Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // No node may be flagged failing while the replica is stopped, however busy the machine.
+    for n in &cluster.nodes {
+        q(&mut n.client(), "CONFIG SET cluster-node-timeout 600000");
+    }
+    let before = keyspace(&cluster);
+    let plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let url = cluster.nodes[0].url();
+    let valkey = ringslot_harness::cluster::has_atomic_slot_migration(&cluster.nodes[0]);
+    let refused_before = errors_answered(&cluster.nodes[target], "NOREPLICAS");
+    let stopped = Stopped::stop(cluster.nodes[replica].pid());
+    let running = Running::start(&["apply", &path, "--url", &url, "--yes"]);
+    if valkey {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while errors_answered(&cluster.nodes[target], "NOREPLICAS") == refused_before {
+            assert!(Instant::now() < deadline, "no NOREPLICAS from the target");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(stopped);
+        let (success, out) = running.finish();
+        assert!(success, "{out}");
+    } else {
+        let (success, out) = running.finish();
+        drop(stopped);
+        assert!(success, "{out}");
+        assert_eq!(
+            errors_answered(&cluster.nodes[target], "NOREPLICAS"),
+            refused_before
+        );
+    }
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    check_clean(&cluster);
+    assert_same(&before, &keyspace(&cluster), "after NOREPLICAS");
 }
 
 #[test]

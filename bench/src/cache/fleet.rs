@@ -10,7 +10,7 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::proxy::{twemproxy_order, Distribution, Pool, PoolServer};
 use ringslot_harness::redis::{self, Connection};
 use ringslot_harness::{Server, ServerBuilder};
-use ringslot_tool::replies::Moves;
+use ringslot_tool::reply::ring::Moves;
 
 /// The ring key ringslot-bench makes on each backend for its what-if (deleted after, with a
 /// TTL meanwhile).

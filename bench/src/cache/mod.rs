@@ -51,15 +51,14 @@ use crate::report::{self, fixed, Chart, Panel, Series, Table};
 use anyhow::{anyhow, bail, Result};
 use clap::Args as ClapArgs;
 use fleet::{ask_backends, Change, Fleet};
-use nginx::{CheModel, HttpFront, MemcachedFleet};
+use nginx::{CheModel, MemcachedFleet};
 use plotters::prelude::SeriesLabelPosition;
 use ringslot_harness::lb::Nginx;
 use ringslot_harness::proxy::{Distribution, Proxy};
 use ringslot_harness::redis;
 use ringslot_harness::Server;
 use slots::{slot_cost, SlotCost};
-use workload::Front;
-use workload::{Client, Rng, Shape, Tally, Zipf};
+use workload::{Client, Front, HttpFront, Rng, Shape, Tally, Zipf};
 
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {

@@ -10,12 +10,8 @@ use super::workload::{key, rank_of, Shape, Zipf};
 use super::{cached_bytes, Pools};
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::{Flavour, Ring};
-use ringslot_harness::lb::Nginx;
 use ringslot_harness::proxy::Memcached;
 use ringslot_tool::members::dump_memcached;
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// The memcached backends, in the order they are started (nginx's ring does not depend on
@@ -94,126 +90,6 @@ pub fn owners(names: &[String], ranks: &[usize]) -> Result<Vec<Option<usize>>> {
         .iter()
         .map(|&r| ring.owner(key(r).as_bytes()))
         .collect())
-}
-
-/// A client's connections: one HTTP/1.1 keep-alive connection to nginx (requests
-/// pipelined), and one to each backend it writes misses to.
-pub struct HttpFront {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
-    backends: HashMap<String, (TcpStream, BufReader<TcpStream>)>,
-}
-
-impl HttpFront {
-    /// Connects to `nginx`.
-    pub fn connect(nginx: &Nginx) -> Result<HttpFront> {
-        let (writer, reader) = open(&format!("127.0.0.1:{}", nginx.port))?;
-        Ok(HttpFront {
-            writer,
-            reader,
-            backends: HashMap::new(),
-        })
-    }
-
-    /// `GET /?key=<key>` of each of `keys` through nginx: whether it hit, and the backend
-    /// that answered (`X-Upstream`). Errors: an answer other than 200 or 404, a closed
-    /// connection, 30 s without an answer.
-    pub fn get(&mut self, keys: &[String]) -> Result<Vec<(bool, String)>> {
-        let mut out = Vec::with_capacity(keys.len());
-        // 64 in flight at most: nginx stops reading while its answers wait unread, and a
-        // bigger batch could block both sides.
-        for chunk in keys.chunks(64) {
-            let mut request = String::new();
-            for k in chunk {
-                request.push_str(&format!("GET /?key={k} HTTP/1.1\r\nHost: cache\r\n\r\n"));
-            }
-            self.writer.write_all(request.as_bytes())?;
-            for _ in chunk {
-                out.push(read_answer(&mut self.reader)?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Writes each `(backend, rank)` with `set <key> 0 <ttl> <len>` on that backend (values of
-    /// the shape's size), pipelined per backend. Errors: a backend that refuses (`ERROR`,
-    /// `CLIENT_ERROR`) or does not answer.
-    pub fn set(&mut self, writes: &[(String, usize)], shape: &Shape) -> Result<()> {
-        let mut by_backend: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (b, r) in writes {
-            by_backend.entry(b.as_str()).or_default().push(*r);
-        }
-        for (backend, ranks) in by_backend {
-            if !self.backends.contains_key(backend) {
-                self.backends.insert(backend.to_string(), open(backend)?);
-            }
-            let Some((w, r)) = self.backends.get_mut(backend) else {
-                continue;
-            };
-            let mut out = Vec::new();
-            for &k in &ranks {
-                let len = shape.value_len(k);
-                out.extend_from_slice(
-                    format!("set {} 0 {} {len}\r\n", key(k), shape.ttl).as_bytes(),
-                );
-                out.resize(out.len() + len, b'v');
-                out.extend_from_slice(b"\r\n");
-            }
-            w.write_all(&out)?;
-            for _ in &ranks {
-                let mut line = String::new();
-                if r.read_line(&mut line)? == 0 {
-                    bail!("memcached {backend} closed the connection");
-                }
-                // STORED, or SERVER_ERROR out of memory (a full slab class: not stored).
-                if line.starts_with("ERROR") || line.starts_with("CLIENT_ERROR") {
-                    bail!("memcached {backend}: {}", line.trim_end());
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A connection to `address` with a 30 s read timeout: its writer and buffered reader.
-fn open(address: &str) -> Result<(TcpStream, BufReader<TcpStream>)> {
-    let s = TcpStream::connect(address).with_context(|| format!("connect to {address}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.set_nodelay(true)?;
-    Ok((s.try_clone()?, BufReader::new(s)))
-}
-
-/// One answer of nginx: 200 (a hit) or 404 (a miss), and its `X-Upstream`.
-fn read_answer(reader: &mut impl BufRead) -> Result<(bool, String)> {
-    let mut status = String::new();
-    if reader.read_line(&mut status)? == 0 {
-        bail!("nginx closed the connection");
-    }
-    let code = status.split(' ').nth(1).unwrap_or_default().to_string();
-    let (mut length, mut upstream) = (0usize, String::new());
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            bail!("nginx closed the connection in the headers");
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            } else if name.eq_ignore_ascii_case("x-upstream") {
-                upstream = value.trim().to_string();
-            }
-        }
-    }
-    std::io::copy(&mut reader.take(length as u64), &mut std::io::sink())?;
-    match code.as_str() {
-        "200" => Ok((true, upstream)),
-        "404" => Ok((false, upstream)),
-        _ => bail!("nginx answered {}", status.trim_end()),
-    }
 }
 
 /// The fleet under LRU eviction, before and after a change, by Che's approximation (Che,
@@ -386,7 +262,9 @@ fn characteristic_time(keys: &[(f64, f64)], capacity: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::workload::HttpFront;
     use super::*;
+    use ringslot_harness::lb::Nginx;
 
     #[test]
     fn che_time_fills_the_cache_and_equal_keys_share_it() {

@@ -13,8 +13,8 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::redis;
 use ringslot_harness::{Server, ServerBuilder};
-use ringslot_tool::link::{Access, TlsFiles};
-use ringslot_tool::predict::live::{read_topology, LiveCluster, Prober};
+use ringslot_tool::cluster::pacing::Prober;
+use ringslot_tool::cluster::{read_topology, Access, LiveCluster, TlsFiles};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -43,7 +43,7 @@ pub struct SlotCost {
 fn scan(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, (String, u64)>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         scan_keys(&mut con, "*", |con: &mut redis::Connection, batch| {
             let mut pipe = redis::pipe();
             for k in &batch {
@@ -91,7 +91,7 @@ pub fn slot_cost(
     }
     let filler = vec![b'v'; shape.value_max.max(1)];
     for (m, list) in topo.masters.iter().zip(&per_master) {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         for part in list.chunks(2000) {
             let mut pipe = redis::pipe();
             for &r in part {

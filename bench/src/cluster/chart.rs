@@ -1,11 +1,11 @@
 //! The chart of a local cluster run: each scheme's moved keys over the ideal, and keys per
 //! master before, after as planned and after for real.
 
+use super::real::Outcome;
 use crate::report::{self, Chart, Panel, Series};
 use anyhow::Result;
 use plotters::prelude::SeriesLabelPosition;
 use ringslot_tool::predict::report::fraction;
-use ringslot_tool::predict::Outcome;
 use std::path::Path;
 
 /// The chart: moved fraction over the ideal per scheme (1.0 is best; a scheme that moves
@@ -17,14 +17,15 @@ pub fn chart(dir: &Path, name: &str, outcome: &Outcome) -> Result<()> {
     let over_ideal = |f: f64| if p.ideal > 0.0 { f / p.ideal } else { 0.0 };
     let mut schemes = vec!["slots".to_string()];
     let mut predicted = vec![(0.0, over_ideal(fraction(p.keys_moved, p.keys)))];
-    for (k, (flavour, sums)) in p.rings.iter().enumerate() {
-        schemes.push(flavour.clone());
+    for (k, r) in p.rings.iter().enumerate() {
+        let sums = &r.sums;
+        schemes.push(r.flavour.clone());
         predicted.push((
             (k + 1) as f64,
             over_ideal(fraction(sums.ring_moved, sums.members)),
         ));
     }
-    if let Some((_, sums)) = p.rings.first() {
+    if let Some(sums) = p.rings.first().map(|r| &r.sums) {
         schemes.push("modulo".into());
         predicted.push((
             (schemes.len() - 1) as f64,

@@ -8,6 +8,7 @@
 //! small, with the `DUMP` bytes of each key that moved, and the bytes the receiving masters
 //! read from the network meanwhile.
 
+use super::real::{Hold, Outcome, Real, RealMemory};
 use super::CHILDREN;
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -16,13 +17,13 @@ use ringslot_harness::client::scan_keys;
 use ringslot_harness::cluster::{redis_cli_ok, Cluster};
 use ringslot_harness::redis;
 use ringslot_harness::{Server, ServerBuilder};
-use ringslot_tool::link::CLIENT_NAME;
-use ringslot_tool::link::{Access, TlsFiles};
-use ringslot_tool::predict::live::{read_topology, s, slot_counts, LiveCluster};
+use ringslot_tool::cluster::args;
+use ringslot_tool::cluster::link::CLIENT_NAME;
+use ringslot_tool::cluster::reads::slot_counts;
+use ringslot_tool::cluster::{read_topology, Access, LiveCluster, TlsFiles};
 use ringslot_tool::predict::method::{ranges, Method};
-use ringslot_tool::predict::plan::MoveCost;
-use ringslot_tool::predict::real::{Hold, Real, RealMemory};
-use ringslot_tool::predict::{predict, MasterChange, Options, Outcome};
+use ringslot_tool::predict::steps::StepCost;
+use ringslot_tool::predict::{predict, MasterChange, Options};
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -109,7 +110,7 @@ impl MemorySampler {
 /// MIGRATESLOTS` a move, its slots as ranges, sent to the source, polled every 100 ms until
 /// over, one after another. Returns a line per job and the jobs' `cow_size` summed. Error: a
 /// job that does not succeed.
-fn atomic_rebalance(cluster: &Cluster, plan: &[MoveCost]) -> Result<(Vec<String>, u64)> {
+fn atomic_rebalance(cluster: &Cluster, plan: &[StepCost]) -> Result<(Vec<String>, u64)> {
     let index = |address: &Option<String>| {
         address
             .as_ref()
@@ -196,7 +197,7 @@ pub(super) fn load_keys(topo: &LiveCluster, count: u64, hot: u64) -> Result<()> 
             .map(|(m, keys)| {
                 let bar = bar.clone();
                 scope.spawn(move || -> Result<()> {
-                    let mut con = m.link.connect()?;
+                    let mut con = m.link.connect()?.into_raw();
                     for part in keys.chunks(5_000) {
                         let mut pipe = redis::pipe();
                         for (k, v) in part {
@@ -226,7 +227,7 @@ pub(super) fn load_keys(topo: &LiveCluster, count: u64, hot: u64) -> Result<()> 
 pub(super) fn scan_all(topo: &LiveCluster) -> Result<HashMap<Vec<u8>, String>> {
     let mut all = HashMap::new();
     for m in &topo.masters {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         scan_keys(&mut con, "*", |_: &mut redis::Connection, keys| {
             for k in keys {
                 all.insert(k, m.address.clone());
@@ -249,7 +250,7 @@ fn dump_total(topo: &LiveCluster, keys: &[(&Vec<u8>, &String)]) -> Result<u64> {
         let Some(names) = by_master.get(&m.address) else {
             continue;
         };
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         for part in names.chunks(1000) {
             let mut pipe = redis::pipe();
             for k in part {
@@ -272,7 +273,7 @@ fn dump_total(topo: &LiveCluster, keys: &[(&Vec<u8>, &String)]) -> Result<u64> {
 fn net_input(topo: &LiveCluster) -> Result<HashMap<String, u64>> {
     let mut out = HashMap::new();
     for m in &topo.masters {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         let info: String = redis::cmd("INFO")
             .arg("stats")
             .query(&mut con)
@@ -409,9 +410,9 @@ pub(super) fn local(
         None
     };
     eprintln!("cluster: performing the change for real ...");
-    let mut extra = s(&["--cluster-pipeline", &plan.pipeline.to_string()]);
+    let mut extra = args(&["--cluster-pipeline", &plan.pipeline.to_string()]);
     if plan.pending {
-        extra.extend(s(&["--cluster-threshold", &plan.threshold.to_string()]));
+        extra.extend(args(&["--cluster-threshold", &plan.threshold.to_string()]));
     }
     let started = Instant::now();
     for server in joining {
@@ -483,7 +484,7 @@ pub(super) fn local(
     let net_after = net_input(&after_rebalance)?;
     for (_, id) in &leaving_ids {
         redis_cli_ok(
-            &s(&["--cluster", "del-node", &cluster.nodes[0].address(), id]),
+            &args(&["--cluster", "del-node", &cluster.nodes[0].address(), id]),
             Duration::from_secs(60),
         )?;
     }
@@ -605,7 +606,7 @@ fn mode_name(opts: &Options) -> String {
 /// before a prediction.
 fn watch_holds(topo: &LiveCluster) -> Result<()> {
     for m in &topo.masters {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         for args in [
             ["CONFIG", "SET", "slowlog-log-slower-than", "10000"].as_slice(),
             &["CONFIG", "SET", "slowlog-max-len", "1024"],
@@ -626,7 +627,7 @@ fn watch_holds(topo: &LiveCluster) -> Result<()> {
 fn read_holds(topo: &LiveCluster) -> Result<Vec<Hold>> {
     let mut out = Vec::new();
     for m in &topo.masters {
-        let mut con = m.link.connect()?;
+        let mut con = m.link.connect()?.into_raw();
         let log: redis::Value = redis::cmd("SLOWLOG").arg("GET").arg(1024).query(&mut con)?;
         let mut hold = Hold {
             address: m.address.clone(),

@@ -8,18 +8,22 @@
 mod chart;
 mod local;
 pub mod model;
+mod real;
+mod report;
 
 use crate::common::Global;
 use anyhow::{bail, Context, Result};
 use local::Local;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
-use ringslot_engine::Flavour;
 use ringslot_harness::Server;
-use ringslot_tool::predict::{report, Options, SizesBy, WeightBy, DEFAULT_TOLERANCE, INTERRUPTED};
+use ringslot_tool::cli::PredictionArgs;
+use ringslot_tool::cluster::INTERRUPTED;
 use std::sync::Mutex;
 
 /// `ringslot-bench cluster`: a local run (the operator's prediction on a live cluster is
-/// `ringslot predict`, the tool's).
+/// `ringslot predict`, the tool's, whose prediction options it takes: `--with-module`,
+/// `--by`, `--flavours`, ...; with `--atomic` the real change is made by atomic slot
+/// migration too).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// redis-cli's --cluster-threshold for a pending rebalance (--pending), in percent.
@@ -48,50 +52,11 @@ pub struct Args {
     /// last) [default: 30001].
     #[arg(long)]
     base_port: Option<u16>,
-    /// Predict with the module (loaded on every local master), as `ringslot predict
-    /// --with-module` does; otherwise read-only.
-    #[arg(long, conflicts_with = "both_modes")]
-    with_module: bool,
+    #[command(flatten)]
+    prediction: PredictionArgs,
     /// Predict both ways, with the module and read-only, and compare.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["with_module", "by"])]
     both_modes: bool,
-    /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
-    #[arg(long, default_value_t = 200_000)]
-    max_keys_per_sec: u64,
-    /// Measure the bytes of this many keys a slot (the rest estimated, with the error
-    /// stated) instead of every key the plan moves.
-    #[arg(long, value_name = "N")]
-    bytes_sample: Option<u64>,
-    /// How the moving keys' DUMP lengths are read: `script` (EVAL_RO returns the lengths,
-    /// the payloads stay on the masters; DUMP where the user may not run scripts) or `dump`
-    /// (the payloads travel to the tool: less of the masters' CPU, more network).
-    #[arg(long, value_enum, default_value_t = SizesBy::Script)]
-    sizes_by: SizesBy,
-    /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
-    /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
-    /// memory (MEMORY USAGE) or keys, which size every key (--bytes-sample N: N a slot), or load
-    /// or network (CLUSTER SLOT-STATS cpu-usec, or network-bytes-in + network-bytes-out, with
-    /// cluster-slot-stats-enabled yes). Read-only way only.
-    #[arg(long, value_enum, conflicts_with_all = ["with_module", "both_modes"])]
-    by: Option<WeightBy>,
-    /// With --by: how far from its share each master may end, in percent.
-    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "by")]
-    tolerance: f64,
-    /// Ring flavours evaluated, comma-separated (modulo comes with them).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "native,ketama,groupcache",
-        value_parser = ringslot_tool::args::flavour
-    )]
-    flavours: Vec<Flavour>,
-    /// With the module: slots per RING.MOVES ... SLOTS call (the work each call holds a
-    /// master for).
-    #[arg(long, default_value_t = 256)]
-    chunk: u16,
-    /// With the module: seconds the ring copies live on the masters if the run dies.
-    #[arg(long, default_value_t = 600)]
-    ttl: u64,
     /// also SCAN every master before and after, up to this many keys, to
     /// count the keys and bytes that really moved key by key.
     #[arg(long, default_value_t = 200_000)]
@@ -99,13 +64,6 @@ pub struct Args {
     /// redis-cli's --cluster-pipeline for the real rebalance.
     #[arg(long, default_value_t = 10)]
     pipeline: u32,
-    /// The slots move by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, as
-    /// `valkey-cli --cluster rebalance --cluster-use-atomic-slot-migration` runs it): the
-    /// report's verdict is for that method, and the change is made that way (one MIGRATESLOTS
-    /// a move of the plan, polled every 100 ms) instead of by redis-cli. Needs Valkey 9 or
-    /// later (--redis-server).
-    #[arg(long)]
-    atomic: bool,
     /// Keep one core busy (a spinning thread) while the prediction and the change run: the
     /// condition of a busy host, which the duration estimate must hold on.
     #[arg(long)]
@@ -123,27 +81,9 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
              the operator's tool: ringslot predict --url redis://host:port --add ip:port"
         );
     }
-    if a.chunk == 0 {
-        bail!("--chunk needs at least 1 slot");
-    }
-    if a.bytes_sample == Some(0) {
-        bail!("--bytes-sample needs at least 1 key a slot");
-    }
-    if a.flavours.is_empty() {
-        bail!("--flavours needs at least one flavour");
-    }
-    let opts = Options {
-        flavours: a.flavours.clone(),
-        chunk: a.chunk,
-        ttl_secs: a.ttl,
-        with_module: a.with_module || a.both_modes,
-        max_keys_per_sec: a.max_keys_per_sec,
-        bytes_sample: a.bytes_sample,
-        atomic: a.atomic,
-        sizes_by: a.sizes_by,
-        by: a.by,
-        tolerance: a.tolerance / 100.0,
-    };
+    let mut opts = a.prediction.options();
+    opts.with_module |= a.both_modes;
+    opts.check()?;
     // Ctrl-C: the servers of the local run are killed at once. A second Ctrl-C exits.
     ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -205,7 +145,7 @@ pub fn run(g: &Global, a: &Args) -> Result<()> {
     let condition = if a.busy { "busy" } else { "idle" };
     model::write_run(&g.out, &a.name, &outcome, condition)?;
     chart::chart(&g.out, &a.name, &outcome)?;
-    println!("{}", report.markdown);
+    println!("{}", report.markdown());
     crate::report::announce();
     Ok(())
 }

@@ -7,14 +7,14 @@
 //! does not cancel it: `CLUSTER CANCELSLOTMIGRATIONS` on the source does), and a resumed run
 //! reads the jobs first and waits for the plan's own before it starts another.
 
-use super::plan::PlannedMove;
-use super::{Applied, ApplyOptions, Event, Prepared};
-use crate::predict::live::{
-    job_slots, migration_finished as finished, run, s, slot_migrations as jobs, unknown_subcommand,
-    Job, INTERRUPTED,
-};
+use super::door::Write as ClusterWrite;
+use super::{claims, Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::migrations::{self, job_slots, Job};
+use crate::cluster::pacing::Limiter;
+use crate::cluster::topology::nodes_on;
+use crate::cluster::INTERRUPTED;
+use crate::plan::SlotMove;
 use crate::predict::method::ranges;
-use crate::reply::text;
 use anyhow::{anyhow, bail, Result};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The plan's moves from `first` on, as groups of consecutive moves between the same two
 /// masters: each group is one job.
-fn groups(moves: &[PlannedMove], first: usize) -> Vec<std::ops::Range<usize>> {
+fn groups(moves: &[SlotMove], first: usize) -> Vec<std::ops::Range<usize>> {
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
     for (i, m) in moves.iter().enumerate().skip(first) {
         match out.last_mut() {
@@ -75,7 +75,7 @@ impl Prepared {
                      CLUSTER GETSLOTMIGRATIONS every 100 ms until the job ends",
                 m.from,
                 spec.join(" "),
-                self.id(&m.to),
+                self.masters.id(&m.to),
                 slots.len(),
                 m.to
             ))
@@ -87,15 +87,8 @@ impl Prepared {
     /// reason a key-by-key run must not start. Error: the jobs cannot be read (NOPERM: the
     /// user lacks `+cluster|getslotmigrations`).
     pub fn atomic_running(&mut self) -> Result<Option<String>> {
-        for (address, n) in self.nodes.iter_mut() {
-            let list = match jobs(&mut n.con, address) {
-                Ok(list) => list,
-                // Redis, and Valkey before 9, do not know the subcommand: no atomic migration.
-                // Anything else (NOPERM, a timeout) must not pass for "none".
-                Err(e) if unknown_subcommand(&e) => continue,
-                Err(e) => return Err(e),
-            };
-            if let Some(job) = list.iter().find(|j| !finished(j)) {
+        for (address, n) in self.masters.nodes.iter_mut() {
+            if let Some(job) = migrations::running(&mut n.con)? {
                 return Ok(Some(format!(
                     "{address} runs an atomic slot migration ({} of slots {}): run with \
                      --atomic to wait for it and go on that way, or wait for it to end",
@@ -109,8 +102,8 @@ impl Prepared {
 
     /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
     pub fn atomic_refusal(&mut self) -> Result<Option<String>> {
-        for (address, n) in self.nodes.iter_mut() {
-            let info = text(&run(&mut n.con, address, &s(&["INFO", "server"]))?)?;
+        for (address, n) in self.masters.nodes.iter_mut() {
+            let info = n.con.text(&["INFO", "server"])?;
             if !crate::reply::is_valkey_9(&info) {
                 return Ok(Some(format!(
                     "{address} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 \
@@ -132,40 +125,8 @@ impl Prepared {
         if let Some(why) = self.atomic_refusal()? {
             bail!("{why}");
         }
-        // A key-by-key move left half done is finished that way first.
-        let opts = ApplyOptions {
-            batch_keys: super::DEFAULT_BATCH_KEYS,
-            batch_bytes: super::DEFAULT_BATCH_BYTES,
-            max_bytes_per_sec: 0,
-            replace: false,
-        };
-        let mut limiter = crate::predict::live::Limiter::new(0);
-        let done = self.position.done;
-        if self.position.close_last {
-            if let Some(m) = done.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, &opts, &mut limiter, &mut applied, on)?;
-            }
-            self.position.close_last = false;
-        }
-        if self.position.next_open {
-            if let Some(m) = moves.get(done) {
-                let (keys, bytes) = self.checked(m, &opts, &mut limiter, &mut applied, on)?;
-                applied.slots += 1;
-                applied.keys += keys;
-                applied.bytes += bytes;
-                self.position.done = done + 1;
-                on(Event::Slot {
-                    index: done,
-                    total,
-                    mv: m,
-                    keys,
-                    bytes,
-                });
-            }
-            self.position.next_open = false;
-        }
+        self.finish_half_done(&moves, &mut applied, on)?;
         for g in groups(&moves, self.position.done) {
-            let Some(m) = moves.get(g.start) else { break };
             if INTERRUPTED.load(Ordering::SeqCst) {
                 bail!(
                     "interrupted (Ctrl-C) before the atomic migration of move {} of {total}; \
@@ -174,112 +135,16 @@ impl Prepared {
                 );
             }
             let group = moves.get(g.clone()).unwrap_or_default();
-            let mut slots: Vec<u16> = group.iter().map(|p| p.slot).collect();
-            slots.sort_unstable();
-            let wanted: BTreeSet<u16> = slots.iter().copied().collect();
-            if let Some(why) = self.health(g.start)? {
-                bail!(
-                    "the apply stopped before the atomic migration of {} slots {} -> {}: {why}. \
-                     Slots already moved stay moved; after a failover, make a new plan",
-                    slots.len(),
-                    m.from,
-                    m.to
-                );
-            }
-            let to_id = self.id(&m.to);
-            let at = m.from.clone();
-            // A job of the plan's already running (a run killed or interrupted while it ran)
-            // is waited for, not started again; any other running job stops the run. Then the
-            // target's view, read after the jobs, tells which of the group's slots are still to
-            // move (a job that ended since the run began has given it its slots).
-            let mut passes = 0;
-            let mut failure: Option<String> = None;
-            loop {
-                passes += 1;
-                let source = self.node(&at)?;
-                let running: Option<Job> = jobs(&mut source.con, &at)?
-                    .into_iter()
-                    .find(|j| !finished(j));
-                if let Some(job) = running {
-                    let ours = job
-                        .get("operation")
-                        .is_some_and(|o| o.eq_ignore_ascii_case("export"))
-                        && job.get("target_node").is_none_or(|t| *t == to_id)
-                        && !job_slots(&job).is_empty()
-                        && job_slots(&job).is_subset(&wanted);
-                    if !ours {
-                        bail!(
-                            "{at} runs an atomic slot migration that is not this plan's next \
-                             ({} of slots {}, {}): wait for it to end (CLUSTER \
-                             GETSLOTMIGRATIONS)",
-                            job.get("name").map(String::as_str).unwrap_or("?"),
-                            job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
-                            job.get("state").map(String::as_str).unwrap_or("?"),
-                        );
-                    }
-                    let name = job.get("name").cloned().unwrap_or_default();
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "ringslot: the atomic slot migration {name} of this plan still runs on \
-                         {at}: waiting for it"
-                    );
-                    failure = self.wait_job(&at, &name, wait)?;
-                    continue;
-                }
-                let target = self.node(&m.to)?;
-                let view = super::own_view(&mut target.con, &m.to)?;
-                let left: Vec<u16> = slots
-                    .iter()
-                    .copied()
-                    .filter(|&slot| !super::claims(&view, slot))
-                    .collect();
-                if left.is_empty() {
-                    break;
-                }
-                if let Some(why) = failure.take() {
-                    bail!(
-                        "{why}; slots {} stay on {at} (the others of the group moved). Run the \
-                         same command again to try again",
-                        ranges(&left)
-                            .iter()
-                            .map(|(a, b)| if a == b {
-                                a.to_string()
-                            } else {
-                                format!("{a}-{b}")
-                            })
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    );
-                }
-                if passes > 3 {
-                    bail!(
-                        "{} still does not serve slots {:?} after their atomic migration \
-                         succeeded: check CLUSTER GETSLOTMIGRATIONS on {at}",
-                        m.to,
-                        ranges(&left)
-                    );
-                }
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    bail!(
-                        "interrupted (Ctrl-C) before the atomic migration of {} slots {at} -> \
-                         {}; no job was started for them: run the same command again to go on",
-                        left.len(),
-                        m.to
-                    );
-                }
-                let name = self.start_job(&at, &m.to, &to_id, &left)?;
-                failure = self.wait_job(&at, &name, wait)?;
-            }
+            self.migrate_group(g.start, group, wait)?;
             for (i, mv) in group.iter().enumerate() {
-                applied.slots += 1;
-                applied.keys += mv.keys;
-                applied.bytes += mv.bytes as u64;
+                let bytes = mv.bytes as u64;
+                applied.add(mv.keys, bytes);
                 on(Event::Slot {
                     index: g.start + i,
                     total,
                     mv,
                     keys: mv.keys,
-                    bytes: mv.bytes as u64,
+                    bytes,
                 });
             }
             self.position.done = g.end;
@@ -288,25 +153,171 @@ impl Prepared {
         Ok(applied)
     }
 
+    /// A key-by-key move left half done (a run of `apply` without `--atomic` killed in it) is
+    /// finished that way first: closed, or its keys moved and closed.
+    fn finish_half_done(
+        &mut self,
+        moves: &[SlotMove],
+        applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let opts = ApplyOptions::default();
+        let mut limiter = Limiter::new(0);
+        let done = self.position.done;
+        if self.position.close_last {
+            if let Some(m) = done.checked_sub(1).and_then(|i| moves.get(i)) {
+                self.checked(m, &opts, &mut limiter, applied)?;
+            }
+            self.position.close_last = false;
+        }
+        if self.position.next_open {
+            if let Some(m) = moves.get(done) {
+                let (keys, bytes) = self.checked(m, &opts, &mut limiter, applied)?;
+                applied.add(keys, bytes);
+                self.position.done = done + 1;
+                on(Event::Slot {
+                    index: done,
+                    total: moves.len(),
+                    mv: m,
+                    keys,
+                    bytes,
+                });
+            }
+            self.position.next_open = false;
+        }
+        Ok(())
+    }
+
+    /// Moves the slots of `group` (the plan's moves from `start` on, one source and one
+    /// target) by atomic slot migration. A job of the plan's already running (a run killed or
+    /// interrupted while it ran) is waited for, not started again; any other running job stops
+    /// the run. Then the target's view, read after the jobs, tells which of the group's slots
+    /// are still to move (a job that ended since the run began has given it its slots).
+    fn migrate_group(&mut self, start: usize, group: &[SlotMove], wait: Duration) -> Result<()> {
+        let Some(m) = group.first() else {
+            return Ok(());
+        };
+        let mut slots: Vec<u16> = group.iter().map(|p| p.slot).collect();
+        slots.sort_unstable();
+        let wanted: BTreeSet<u16> = slots.iter().copied().collect();
+        if let Some(why) = self.health(start)? {
+            bail!(
+                "the apply stopped before the atomic migration of {} slots {} -> {}: {why}. \
+                 Slots already moved stay moved; after a failover, make a new plan",
+                slots.len(),
+                m.from,
+                m.to
+            );
+        }
+        let to_id = self.masters.id(&m.to);
+        let at = m.from.clone();
+        let mut passes = 0;
+        let mut failure: Option<String> = None;
+        loop {
+            passes += 1;
+            let running = migrations::running(&mut self.masters.node(&at)?.con)?;
+            if let Some(job) = running {
+                let name = self.plans_own_job(&at, &job, &to_id, &wanted)?;
+                failure = self.wait_job(&at, &name, wait)?;
+                continue;
+            }
+            let view = nodes_on(&mut self.masters.node(&m.to)?.con)?;
+            let left: Vec<u16> = slots
+                .iter()
+                .copied()
+                .filter(|&slot| !claims(&view, slot))
+                .collect();
+            if left.is_empty() {
+                return Ok(());
+            }
+            if let Some(why) = failure.take() {
+                bail!(
+                    "{why}; slots {} stay on {at} (the others of the group moved). Run the \
+                     same command again to try again",
+                    ranges(&left)
+                        .iter()
+                        .map(|(a, b)| if a == b {
+                            a.to_string()
+                        } else {
+                            format!("{a}-{b}")
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+            }
+            if passes > 3 {
+                bail!(
+                    "{} still does not serve slots {:?} after their atomic migration \
+                     succeeded: check CLUSTER GETSLOTMIGRATIONS on {at}",
+                    m.to,
+                    ranges(&left)
+                );
+            }
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!(
+                    "interrupted (Ctrl-C) before the atomic migration of {} slots {at} -> {}; \
+                     no job was started for them: run the same command again to go on",
+                    left.len(),
+                    m.to
+                );
+            }
+            let name = self.start_job(&at, &m.to, &to_id, &left)?;
+            failure = self.wait_job(&at, &name, wait)?;
+        }
+    }
+
+    /// The name of `job`, running on the source at `at`, when it is the plan's own: an export
+    /// to the target (`to_id`) of some of the group's slots (`wanted`). Error: another job,
+    /// which must end first.
+    fn plans_own_job(
+        &self,
+        at: &str,
+        job: &Job,
+        to_id: &str,
+        wanted: &BTreeSet<u16>,
+    ) -> Result<String> {
+        let ours = job
+            .get("operation")
+            .is_some_and(|o| o.eq_ignore_ascii_case("export"))
+            && job.get("target_node").is_none_or(|t| *t == to_id)
+            && !job_slots(job).is_empty()
+            && job_slots(job).is_subset(wanted);
+        if !ours {
+            bail!(
+                "{at} runs an atomic slot migration that is not this plan's next ({} of slots \
+                 {}, {}): wait for it to end (CLUSTER GETSLOTMIGRATIONS)",
+                job.get("name").map(String::as_str).unwrap_or("?"),
+                job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
+                job.get("state").map(String::as_str).unwrap_or("?"),
+            );
+        }
+        let name = job.get("name").cloned().unwrap_or_default();
+        let _ = writeln!(
+            std::io::stderr(),
+            "ringslot: the atomic slot migration {name} of this plan still runs on {at}: \
+             waiting for it"
+        );
+        Ok(name)
+    }
+
     /// Starts `CLUSTER MIGRATESLOTS` of `slots` (ascending) from the source at `at` to the
     /// master at `to` (`to_id`); returns the job's name.
     fn start_job(&mut self, at: &str, to: &str, to_id: &str, slots: &[u16]) -> Result<String> {
-        let source = self.node(at)?;
-        let before: BTreeSet<String> = jobs(&mut source.con, at)?
+        let before: BTreeSet<String> = migrations::list(&mut self.masters.node(at)?.con)?
             .into_iter()
             .filter_map(|j| j.get("name").cloned())
             .collect();
-        let mut args = s(&["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]);
-        for (a, b) in ranges(slots) {
-            args.push(a.to_string());
-            args.push(b.to_string());
-        }
-        args.extend(s(&["NODE", to_id]));
-        run(&mut source.con, at, &args)
-            .map_err(|e| anyhow!("{e:#} (the slots stay where they were)"))?;
-        self.wrote();
-        let source = self.node(at)?;
-        let name = jobs(&mut source.con, at)?
+        let ranges = ranges(slots);
+        self.masters
+            .write(
+                at,
+                &ClusterWrite::MigrateSlots {
+                    ranges: &ranges,
+                    to: to_id,
+                },
+            )
+            .map_err(|e| anyhow!("{e} (the slots stay where they were)"))?;
+        let name = migrations::list(&mut self.masters.node(at)?.con)?
             .into_iter()
             .filter_map(|j| j.get("name").cloned())
             .find(|n| !before.contains(n))
@@ -334,8 +345,7 @@ impl Prepared {
             )
         };
         loop {
-            let source = self.node(at)?;
-            let job = jobs(&mut source.con, at)?
+            let job = migrations::list(&mut self.masters.node(at)?.con)?
                 .into_iter()
                 .find(|j| j.get("name").map(String::as_str) == Some(name));
             // How it ended is judged by the caller from the target's view: a job that failed
@@ -376,8 +386,8 @@ impl Prepared {
 mod tests {
     use super::*;
 
-    fn mv(slot: u16, from: &str, to: &str) -> PlannedMove {
-        PlannedMove {
+    fn mv(slot: u16, from: &str, to: &str) -> SlotMove {
+        SlotMove {
             slot,
             from: from.into(),
             to: to.into(),

@@ -1,33 +1,43 @@
-//! `ringslot apply PLAN`: carries out a plan by weight (`ringslot predict --by ... --json`)
-//! on the live cluster, slot by slot, the way `redis-cli --cluster rebalance` moves a slot
-//! (`moveSlot` in redis-cli.c): `CLUSTER SETSLOT s IMPORTING <source>` on the target,
-//! `MIGRATING <target>` on the source, `GETKEYSINSLOT` and `MIGRATE ... KEYS` in batches
-//! capped in keys and bytes (a `MIGRATE` blocks both nodes while it runs), then `SETSLOT s
-//! NODE <target>` on the target, the source and every other master.
+//! `ringslot apply PLAN`: the only part of ringslot that writes to a cluster. It carries out a
+//! plan by weight (`ringslot predict --by ... --json`, read as [`crate::plan::SlotPlan`]) on
+//! the live cluster, slot by slot, the way `redis-cli --cluster rebalance` moves a slot
+//! (`clusterManagerMoveSlot` in redis-cli.c and valkey-cli.c): the verbs of [`verbs`] open the
+//! slot (`CLUSTER SETSLOT s IMPORTING <source>` on the target, `MIGRATING <target>` on the
+//! source), move its keys (`GETKEYSINSLOT` and `MIGRATE ... KEYS` in batches capped in keys
+//! and bytes: a `MIGRATE` blocks both nodes while it runs) and close it (`SETSLOT s NODE
+//! <target>` on the target, the source and every other master); or, with `--atomic`, Valkey
+//! 9's atomic slot migration ([`atomic`]). Every write goes through one door
+//! ([`door::Masters::write`]).
 //!
 //! Safe by construction: it starts only from a state a prefix of the plan reaches
-//! ([`plan::position`]); it checks the cluster between slots (`cluster_state:ok`, no node
+//! ([`position::position`]); it checks the cluster between slots (`cluster_state:ok`, no node
 //! flagged `fail?`/`fail`, each master of the plan still a master with the same id) and
-//! stops on a failover; an interrupted run (Ctrl-C, a killed process, a failed node) is
-//! finished by running the same command again, which re-opens the slot where it was and goes
-//! on; a key already on the target (`BUSYKEY`) is replaced only when both copies' `DUMP`
+//! stops on a failover ([`Stop`]); an interrupted run (Ctrl-C, a killed process, a failed node)
+//! is finished by running the same command again, which re-opens the slot where it was and
+//! goes on; a key already on the target (`BUSYKEY`) is replaced only when both copies' `DUMP`
 //! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot
 //! moves: no key is created, changed or deleted except by `MIGRATE`.
 
 pub mod atomic;
-pub mod plan;
+pub mod door;
+pub mod position;
+mod verbs;
 
-use crate::client::error_text;
-use crate::link::Access;
-use crate::predict::live::{nodes_of, run, s, tls_ports, Limiter, INTERRUPTED};
-use crate::predict::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
-use anyhow::{anyhow, bail, Result};
-use plan::{position, PlannedMove, Position, SlotPlan};
-use redis::{Connection, Value};
-use ringslot_engine::cluster::{slot_owners, ClusterNode};
-use std::collections::BTreeMap;
+use crate::cluster::connection::NodeConnection;
+use crate::cluster::link::Access;
+use crate::cluster::pacing::Limiter;
+use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
+use crate::cluster::topology::{nodes_of, nodes_on, Reach};
+use crate::cluster::INTERRUPTED;
+use crate::plan::{SlotMove, SlotPlan};
+use anyhow::{bail, Result};
+use door::{Masters, Node};
+use position::{position, Position, Unreached};
+use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How the keys of a slot travel.
 #[derive(Debug, Clone, Copy)]
@@ -49,29 +59,27 @@ pub const DEFAULT_BATCH_KEYS: u32 = 100;
 /// 1 Gbit/s link, far below any `cluster-node-timeout`.
 pub const DEFAULT_BATCH_BYTES: u64 = 1 << 20;
 
-/// A master of the cluster as the run reaches it.
-struct Node {
-    link: crate::link::Link,
-    id: String,
-    con: Connection,
-    /// Its own `CLUSTER NODES`, as last read.
-    view: Vec<ClusterNode>,
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            batch_keys: DEFAULT_BATCH_KEYS,
+            batch_bytes: DEFAULT_BATCH_BYTES,
+            max_bytes_per_sec: 0,
+            replace: false,
+        }
+    }
 }
 
 /// What the run does as it goes, for a progress display.
 #[derive(Debug)]
 pub enum Event<'a> {
-    /// A `MIGRATE` of `keys` keys, `bytes` bytes (`MEMORY USAGE`) of the slot of `mv`.
-    Batch {
-        mv: &'a PlannedMove,
-        keys: u64,
-        bytes: u64,
-    },
     /// The move `index` (from 0) of `total` is done: its slot is the target's on every master.
+    /// `keys` and `bytes` are what this run moved of it (`MEMORY USAGE` key by key; the plan's
+    /// `DUMP` bytes for an atomic job).
     Slot {
         index: usize,
         total: usize,
-        mv: &'a PlannedMove,
+        mv: &'a SlotMove,
         keys: u64,
         bytes: u64,
     },
@@ -93,63 +101,95 @@ pub struct Applied {
     pub seconds: f64,
 }
 
+impl Applied {
+    /// Counts a move done (`keys`, `bytes`).
+    fn add(&mut self, keys: u64, bytes: u64) {
+        self.slots += 1;
+        self.keys += keys;
+        self.bytes += bytes;
+    }
+}
+
 /// The cluster read and checked against the plan, ready to run.
 pub struct Prepared {
     pub plan: SlotPlan,
     /// Where the cluster stands in the plan.
     pub position: Position,
-    nodes: BTreeMap<String, Node>,
+    masters: Masters,
     /// A connection to the seed, whose view of the other nodes' flags the checks read.
-    seed: Connection,
+    seed: NodeConnection,
     access: Access,
-    /// Writes sent so far (each `SETSLOT` and `MIGRATE`), and the test hook's bound on them.
-    writes: u64,
-    stop_after: Option<u64>,
     /// When every master was last checked (see [`Prepared::health`]).
     last_full_check: Option<Instant>,
 }
 
 /// How often a run checks every master's own view and `cluster_state` (the next move's two
 /// masters and the seed's view are checked before every slot).
-pub const FULL_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+pub const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// For tests only: `RINGSLOT_APPLY_EXIT_AFTER_WRITES=N` makes a run exit at once (status
-/// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
-/// write (`CLUSTER SETSLOT` or `MIGRATE`), so that a test can interrupt an apply at every
-/// point of a slot's move for certain rather than by timing.
-pub const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
-/// The exit status of a run stopped by [`EXIT_AFTER_WRITES_VAR`].
-pub const EXIT_AFTER_WRITES: i32 = 86;
+/// Why the cluster's state stops a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// A node is flagged failing, in handshake or without an address (the seed's view).
+    Flagged {
+        node: String,
+        id: String,
+        flag: &'static str,
+    },
+    /// A master does not list itself in its own `CLUSTER NODES`.
+    Unlisted { node: String },
+    /// A master of the plan is not the master it was: a replica now, or another node.
+    Failover {
+        node: String,
+        replica: bool,
+        id: String,
+    },
+    /// A master says `cluster_state` is not `ok`.
+    ClusterState { node: String, state: String },
+}
 
-/// Why a node's state stops a run (a failing node, a failover, a cluster not ok); `None`
-/// when it may go on. `seed_view`: the seed's `CLUSTER NODES`; `own`: a master's own view,
-/// with the id it had when the run began.
-fn unhealthy(seed_view: &[ClusterNode], own: &[(&str, &str, &[ClusterNode])]) -> Option<String> {
-    for n in seed_view {
-        for bad in ["fail", "fail?", "handshake", "noaddr"] {
-            if n.has(bad) {
-                return Some(format!(
-                    "node {} ({}) is flagged `{bad}`",
-                    n.address,
-                    n.id.get(..8).unwrap_or(&n.id)
-                ));
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Flagged { node, id, flag } => {
+                write!(f, "node {node} ({id}) is flagged `{flag}`")
             }
+            Stop::Unlisted { node } => write!(f, "{node} does not list itself in CLUSTER NODES"),
+            Stop::Failover { node, replica, id } => write!(
+                f,
+                "{node} is not the master it was (a failover: now {}, id {id})",
+                if *replica { "a replica" } else { "a master" }
+            ),
+            Stop::ClusterState { node, state } => write!(f, "{node} says cluster_state:{state}"),
+        }
+    }
+}
+
+/// Why a node's state stops a run (a failing node, a failover); `None` when it may go on.
+/// `seed_view`: the seed's `CLUSTER NODES`; `own`: a master's own view, with the id it had
+/// when the run began.
+fn unhealthy(seed_view: &[ClusterNode], own: &[(&str, &str, &[ClusterNode])]) -> Option<Stop> {
+    for n in seed_view {
+        if let Some(flag) = n.failing_flag() {
+            return Some(Stop::Flagged {
+                node: n.address.clone(),
+                id: n.short_id().to_string(),
+                flag,
+            });
         }
     }
     for &(address, id, view) in own {
-        let Some(me) = view.iter().find(|n| n.has("myself")) else {
-            return Some(format!("{address} does not list itself in CLUSTER NODES"));
+        let Some(me) = myself(view) else {
+            return Some(Stop::Unlisted {
+                node: address.to_string(),
+            });
         };
         if me.id != id || !me.has("master") {
-            return Some(format!(
-                "{address} is not the master it was (a failover: now {}, id {})",
-                if me.has("master") {
-                    "a master"
-                } else {
-                    "a replica"
-                },
-                me.id.get(..8).unwrap_or(&me.id)
-            ));
+            return Some(Stop::Failover {
+                node: address.to_string(),
+                replica: !me.has("master"),
+                id: me.short_id().to_string(),
+            });
         }
     }
     None
@@ -163,28 +203,23 @@ fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
     if plan.moves.iter().any(|m| m.to == address) {
         return false;
     }
-    let moved: std::collections::BTreeSet<u16> = plan
+    let moved: BTreeSet<u16> = plan
         .moves
         .iter()
         .take(upto)
         .filter(|m| m.from == address)
         .map(|m| m.slot)
         .collect();
-    plan.start
+    plan.start_owners()
         .iter()
         .enumerate()
         .filter(|(_, o)| o.as_deref() == Some(address))
         .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
 }
 
+/// Whether the node whose own view is `view` serves `slot`.
 fn claims(view: &[ClusterNode], slot: u16) -> bool {
-    view.iter()
-        .find(|n| n.has("myself"))
-        .is_some_and(|n| n.serves(slot))
-}
-
-fn is_busy_key(error: &str) -> bool {
-    error.contains("BUSYKEY")
+    myself(view).is_some_and(|n| n.serves(slot))
 }
 
 /// Reads the cluster from the seed and checks it against `plan`: every master the plan
@@ -192,28 +227,17 @@ fn is_busy_key(error: &str) -> bool {
 /// healthy, and its state is one a prefix of the plan reaches. Reads only.
 pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     let seed_view = nodes_of(&access.seed())?;
-    let ports = if access.tls() {
-        tls_ports(&access.seed())
-    } else {
-        Default::default()
-    };
+    let reach = Reach::of(access);
     let mut nodes = BTreeMap::new();
     for n in seed_view.iter().filter(|n| n.has("master")) {
-        let mut link = match (ports.get(&n.id), n.address.rsplit_once(':')) {
-            (Some(port), Some((host, _))) => access.at(&format!("{host}:{port}"))?,
-            _ => access.at(&n.address)?,
-        };
-        link.address = n.address.clone();
+        let link = reach.link(n)?;
         let mut con = link.connect()?;
-        let view = own_view(&mut con, &n.address)?;
+        let view = nodes_on(&mut con)?;
         // A node the seed still lists as a master that has become a replica (the news has
         // not reached the seed yet) is left out unless the plan moves slots to it: a source
         // drained by the plan, or failed over, which the position tells apart (a move from it
         // not done has no owner among the plan's masters).
-        let master_itself = view
-            .iter()
-            .find(|m| m.has("myself"))
-            .is_some_and(|m| m.has("master"));
+        let master_itself = myself(&view).is_some_and(|m| m.has("master"));
         if !master_itself {
             if drains(&plan, &n.address, plan.moves.len()) {
                 continue;
@@ -237,6 +261,36 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
             },
         );
     }
+    check_masters(&plan, &seed_view, &nodes)?;
+    let own: Vec<(&str, &str, &[ClusterNode])> = nodes
+        .iter()
+        .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
+        .collect();
+    if let Some(why) = unhealthy(&seed_view, &own) {
+        bail!("{why}: apply when the cluster is healthy (redis-cli --cluster check)");
+    }
+    let views: BTreeMap<String, Vec<ClusterNode>> = nodes
+        .iter()
+        .map(|(a, n)| (a.clone(), n.view.clone()))
+        .collect();
+    let position = position(&plan, &slot_owners(&seed_view), &views)?;
+    Ok(Prepared {
+        plan,
+        position,
+        masters: Masters::new(nodes),
+        seed: access.seed().connect()?,
+        access: access.clone(),
+        last_full_check: None,
+    })
+}
+
+/// Checks that every master `plan` names is one of the cluster's, `nodes` (the masters the
+/// run reaches), and the node the plan was made on.
+fn check_masters(
+    plan: &SlotPlan,
+    seed_view: &[ClusterNode],
+    nodes: &BTreeMap<String, Node>,
+) -> Result<()> {
     for address in plan.masters() {
         if nodes.contains_key(&address) {
             continue;
@@ -260,13 +314,11 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
                  plan"
             );
         }
-        {
-            bail!(
-                "{address}, named by the plan, is not a master of the cluster: a joining master \
-                 is added first (redis-cli --cluster add-node {address} <seed>); a plan made \
-                 on another cluster does not apply here"
-            );
-        }
+        bail!(
+            "{address}, named by the plan, is not a master of the cluster: a joining master \
+             is added first (redis-cli --cluster add-node {address} <seed>); a plan made on \
+             another cluster does not apply here"
+        );
     }
     // The plan's masters must be the nodes it was made on, not others at the same addresses.
     for (address, id) in &plan.ids {
@@ -275,60 +327,28 @@ pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
                 bail!(
                     "{address} is node {} now, where the plan was made on node {}: a cluster \
                      rebuilt on the same addresses, or a node replaced; make a new plan",
-                    now.id.get(..8).unwrap_or(&now.id),
+                    now.short_id(),
                     id.get(..8).unwrap_or(id)
                 );
             }
         }
     }
-    let own: Vec<(&str, &str, &[ClusterNode])> = nodes
-        .iter()
-        .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
-        .collect();
-    if let Some(why) = unhealthy(&seed_view, &own) {
-        bail!("{why}: apply when the cluster is healthy (redis-cli --cluster check)");
-    }
-    let views: BTreeMap<String, Vec<ClusterNode>> = nodes
-        .iter()
-        .map(|(a, n)| (a.clone(), n.view.clone()))
-        .collect();
-    let position = position(&plan, &slot_owners(&seed_view), &views).map_err(|e| anyhow!("{e}"))?;
-    Ok(Prepared {
-        plan,
-        position,
-        nodes,
-        seed: access.seed().connect()?,
-        access: access.clone(),
-        writes: 0,
-        last_full_check: None,
-        stop_after: std::env::var(EXIT_AFTER_WRITES_VAR)
-            .ok()
-            .and_then(|v| v.parse().ok()),
-    })
+    Ok(())
 }
 
 /// [`prepare`], read a second time a second later when the cluster's state is not one the
-/// plan reaches: the masters' views are read one after another, and a slot that changed owner
-/// between two reads (an atomic job ending, gossip under way) looks like no state of the plan
-/// once. A state that is truly foreign is refused both times.
+/// plan reaches because a slot is served elsewhere ([`Unreached::Changed`]): the masters'
+/// views are read one after another, and a slot that changed owner between two reads (an
+/// atomic job ending, gossip under way) looks like no state of the plan once. A state that is
+/// truly foreign is refused both times.
 pub fn prepare_settled(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     match prepare(access, plan.clone()) {
-        Err(e) if format!("{e:#}").contains(FOREIGN) => {
-            std::thread::sleep(std::time::Duration::from_secs(1));
+        Err(e) if matches!(e.downcast_ref::<Unreached>(), Some(Unreached::Changed(_))) => {
+            std::thread::sleep(Duration::from_secs(1));
             prepare(access, plan)
         }
         other => other,
     }
-}
-
-/// The words of [`plan::position`]'s refusals of a state no prefix of the plan reaches.
-const FOREIGN: &str = "the cluster changed since the plan was made";
-
-/// A node's own `CLUSTER NODES`, parsed.
-fn own_view(con: &mut Connection, at: &str) -> Result<Vec<ClusterNode>> {
-    let text = crate::reply::text(&run(con, at, &s(&["CLUSTER", "NODES"]))?)
-        .map_err(|e| anyhow!("{at}: CLUSTER NODES: {e}"))?;
-    ringslot_engine::cluster::parse_cluster_nodes(&text).map_err(|e| anyhow!("{at}: {e}"))
 }
 
 impl Prepared {
@@ -336,7 +356,8 @@ impl Prepared {
     /// [`ATOMIC_NEEDS`] with `atomic`) before anything is written. Error: every refusal at
     /// once, with the `ACL SETUSER` rule that grants them.
     pub fn check_permissions(&self, atomic: bool) -> Result<()> {
-        let links: Vec<&crate::link::Link> = self.nodes.values().map(|n| &n.link).collect();
+        let links: Vec<&crate::cluster::link::Link> =
+            self.masters.nodes.values().map(|n| &n.link).collect();
         // --atomic finishes a key-by-key move left half done that way: it needs both.
         let mut needs: Vec<Need> = APPLY_NEEDS.to_vec();
         if atomic {
@@ -346,15 +367,161 @@ impl Prepared {
     }
 
     /// The moves this run carries out: from the position on.
-    pub fn remaining(&self) -> &[PlannedMove] {
+    pub fn remaining(&self) -> &[SlotMove] {
         self.plan.moves.get(self.position.done..).unwrap_or(&[])
     }
 
-    fn id(&self, address: &str) -> String {
-        self.nodes
-            .get(address)
-            .map(|n| n.id.clone())
-            .unwrap_or_default()
+    /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
+    /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
+    /// that has become a replica leaves the run: no failover.
+    ///
+    /// The seed's view and the next move's two masters are read every time; every other
+    /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
+    /// two round trips each, which on a cluster of 100 masters would cost more than the move).
+    fn health(&mut self, next: usize) -> Result<Option<Stop>> {
+        let seed_view = nodes_on(&mut self.seed)?;
+        let full = self
+            .last_full_check
+            .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
+        if full {
+            self.last_full_check = Some(Instant::now());
+        }
+        let involved: Vec<String> = self
+            .plan
+            .moves
+            .get(next)
+            .map(|m| vec![m.from.clone(), m.to.clone()])
+            .unwrap_or_default();
+        let mut checked = BTreeSet::new();
+        let mut drained = Vec::new();
+        for (address, n) in self.masters.nodes.iter_mut() {
+            if !full && !involved.contains(address) {
+                continue;
+            }
+            checked.insert(address.clone());
+            n.view = nodes_on(&mut n.con)?;
+            let me = myself(&n.view);
+            if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
+                && drains(&self.plan, address, next)
+            {
+                drained.push(address.clone());
+                continue;
+            }
+            let info = n.con.text(&["CLUSTER", "INFO"])?;
+            let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
+            if state != "ok" {
+                return Ok(Some(Stop::ClusterState {
+                    node: address.clone(),
+                    state,
+                }));
+            }
+        }
+        for address in drained {
+            self.masters.nodes.remove(&address);
+        }
+        let own: Vec<(&str, &str, &[ClusterNode])> = self
+            .masters
+            .nodes
+            .iter()
+            .filter(|(a, _)| checked.contains(*a))
+            .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
+            .collect();
+        Ok(unhealthy(&seed_view, &own))
+    }
+
+    /// Carries out the plan from its position, reporting each slot to `on`. Errors name the
+    /// slot, the nodes and the server's reply, and say what was left open; Ctrl-C
+    /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
+    /// goes on.
+    pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
+        if let Some(why) = self.atomic_running()? {
+            bail!("{why}");
+        }
+        let began = Instant::now();
+        let mut applied = Applied::default();
+        let mut limiter = Limiter::new(opts.max_bytes_per_sec);
+        let total = self.plan.moves.len();
+        let moves = self.plan.moves.clone();
+        let first = self.position.done;
+        if self.position.close_last {
+            if let Some(m) = first.checked_sub(1).and_then(|i| moves.get(i)) {
+                self.checked(m, opts, &mut limiter, &mut applied)?;
+            }
+        }
+        for (index, m) in moves.iter().enumerate().skip(first) {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!(
+                    "interrupted before slot {} (move {} of {total}); the slots moved stay \
+                     moved: run the same command again to go on",
+                    m.slot,
+                    index + 1
+                );
+            }
+            let (keys, bytes) = self.checked(m, opts, &mut limiter, &mut applied)?;
+            applied.add(keys, bytes);
+            self.position.done = index + 1;
+            on(Event::Slot {
+                index,
+                total,
+                mv: m,
+                keys,
+                bytes,
+            });
+        }
+        self.position.close_last = false;
+        applied.seconds = began.elapsed().as_secs_f64();
+        Ok(applied)
+    }
+
+    /// One move between two health checks; an error says why and what was left.
+    fn checked(
+        &mut self,
+        m: &SlotMove,
+        opts: &ApplyOptions,
+        limiter: &mut Limiter,
+        applied: &mut Applied,
+    ) -> Result<(u64, u64)> {
+        let next = self
+            .plan
+            .moves
+            .iter()
+            .position(|p| p.slot == m.slot)
+            .unwrap_or(0);
+        if let Some(why) = self.health(next)? {
+            bail!(
+                "the apply stopped at slot {} ({} -> {}), which it did not touch this time: {why}. \
+                 Slots already moved stay moved. Run the same command again once `redis-cli \
+                 --cluster check` is clean; after a failover the plan's masters changed: make \
+                 a new plan",
+                m.slot,
+                m.from,
+                m.to
+            );
+        }
+        match self.move_slot(m, opts, limiter, applied) {
+            Ok(moved) => Ok(moved),
+            Err(e) => {
+                // A failed command may be the first sign of a failover: say so if it is.
+                if let Ok(Some(why)) = self.health(next) {
+                    bail!(
+                        "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \
+                         left open; once `redis-cli --cluster check` is clean, make a new plan",
+                        m.slot,
+                        m.from,
+                        m.to
+                    );
+                }
+                bail!(
+                    "slot {} ({} -> {}): {e:#}. The slot may be left open (importing on {}, \
+                     migrating on {}): run the same command again to go on from there",
+                    m.slot,
+                    m.from,
+                    m.to,
+                    m.to,
+                    m.from
+                )
+            }
+        }
     }
 
     /// The `MIGRATE` arguments after the keys' host, port, db and timeout: `AUTH2 user
@@ -367,8 +534,8 @@ impl Prepared {
         };
         let password = if redact { "<password>" } else { password };
         match self.access.user() {
-            "default" => s(&["AUTH", password]),
-            user => s(&["AUTH2", user, password]),
+            "default" => vec!["AUTH".into(), password.into()],
+            user => vec!["AUTH2".into(), user.into(), password.into()],
         }
     }
 
@@ -382,11 +549,16 @@ impl Prepared {
     /// comment line per move: what `--dry-run` prints.
     pub fn commands(&self, opts: &ApplyOptions) -> Vec<String> {
         let mut lines = Vec::new();
-        let close = |lines: &mut Vec<String>, m: &PlannedMove| {
-            let to = self.id(&m.to);
+        let close = |lines: &mut Vec<String>, m: &SlotMove| {
+            let to = self.masters.id(&m.to);
             lines.push(format!("{}: CLUSTER SETSLOT {} NODE {to}", m.to, m.slot));
             lines.push(format!("{}: CLUSTER SETSLOT {} NODE {to}", m.from, m.slot));
-            for other in self.nodes.keys().filter(|a| **a != m.to && **a != m.from) {
+            for other in self
+                .masters
+                .nodes
+                .keys()
+                .filter(|a| **a != m.to && **a != m.from)
+            {
                 lines.push(format!("{other}: CLUSTER SETSLOT {} NODE {to}", m.slot));
             }
         };
@@ -416,13 +588,13 @@ impl Prepared {
                 "{}: CLUSTER SETSLOT {} IMPORTING {}",
                 m.to,
                 m.slot,
-                self.id(&m.from)
+                self.masters.id(&m.from)
             ));
             lines.push(format!(
                 "{}: CLUSTER SETSLOT {} MIGRATING {}",
                 m.from,
                 m.slot,
-                self.id(&m.to)
+                self.masters.id(&m.to)
             ));
             let (host, port) = m.to.rsplit_once(':').unwrap_or((&m.to, ""));
             let mut migrate = vec![
@@ -448,406 +620,6 @@ impl Prepared {
         }
         lines
     }
-
-    /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
-    /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
-    /// that has become a replica leaves the run: no failover.
-    ///
-    /// The seed's view and the next move's two masters are read every time; every other
-    /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
-    /// two round trips each, which on a cluster of 100 masters would cost more than the move).
-    fn health(&mut self, next: usize) -> Result<Option<String>> {
-        let seed_view = own_view(&mut self.seed, &self.access.seed().address)?;
-        let full = self
-            .last_full_check
-            .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
-        if full {
-            self.last_full_check = Some(Instant::now());
-        }
-        let involved: Vec<String> = self
-            .plan
-            .moves
-            .get(next)
-            .map(|m| vec![m.from.clone(), m.to.clone()])
-            .unwrap_or_default();
-        let mut checked = std::collections::BTreeSet::new();
-        let mut drained = Vec::new();
-        for (address, n) in self.nodes.iter_mut() {
-            if !full && !involved.contains(address) {
-                continue;
-            }
-            checked.insert(address.clone());
-            n.view = own_view(&mut n.con, address)?;
-            let me = n.view.iter().find(|m| m.has("myself"));
-            if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
-                && drains(&self.plan, address, next)
-            {
-                drained.push(address.clone());
-                continue;
-            }
-            let info = crate::reply::text(&run(&mut n.con, address, &s(&["CLUSTER", "INFO"]))?)
-                .map_err(|e| anyhow!("{address}: CLUSTER INFO: {e}"))?;
-            let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
-            if state != "ok" {
-                return Ok(Some(format!("{address} says cluster_state:{state}")));
-            }
-        }
-        for address in drained {
-            self.nodes.remove(&address);
-        }
-        let own: Vec<(&str, &str, &[ClusterNode])> = self
-            .nodes
-            .iter()
-            .filter(|(a, _)| checked.contains(*a))
-            .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
-            .collect();
-        Ok(unhealthy(&seed_view, &own))
-    }
-
-    /// Carries out the plan from its position, reporting each batch and slot to `on`. Errors
-    /// name the slot, the nodes and the server's reply, and say what was left open; Ctrl-C
-    /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
-    /// goes on.
-    pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
-        if let Some(why) = self.atomic_running()? {
-            bail!("{why}");
-        }
-        let began = Instant::now();
-        let mut applied = Applied::default();
-        let mut limiter = Limiter::new(opts.max_bytes_per_sec);
-        let total = self.plan.moves.len();
-        let moves = self.plan.moves.clone();
-        let first = self.position.done;
-        if self.position.close_last {
-            if let Some(m) = first.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, opts, &mut limiter, &mut applied, on)?;
-            }
-        }
-        for (index, m) in moves.iter().enumerate().skip(first) {
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                bail!(
-                    "interrupted before slot {} (move {} of {total}); the slots moved stay \
-                     moved: run the same command again to go on",
-                    m.slot,
-                    index + 1
-                );
-            }
-            let (keys, bytes) = self.checked(m, opts, &mut limiter, &mut applied, on)?;
-            applied.slots += 1;
-            applied.keys += keys;
-            applied.bytes += bytes;
-            self.position.done = index + 1;
-            on(Event::Slot {
-                index,
-                total,
-                mv: m,
-                keys,
-                bytes,
-            });
-        }
-        self.position.close_last = false;
-        applied.seconds = began.elapsed().as_secs_f64();
-        Ok(applied)
-    }
-
-    /// One move between two health checks; an error says why and what was left.
-    fn checked(
-        &mut self,
-        m: &PlannedMove,
-        opts: &ApplyOptions,
-        limiter: &mut Limiter,
-        applied: &mut Applied,
-        on: &mut dyn FnMut(Event),
-    ) -> Result<(u64, u64)> {
-        let stop = |why: &str| {
-            anyhow!(
-                "the apply stopped at slot {} ({} -> {}), which it did not touch this time: {why}. \
-                 Slots already moved stay moved. Run the same command again once `redis-cli \
-                 --cluster check` is clean; after a failover the plan's masters changed: make \
-                 a new plan",
-                m.slot,
-                m.from,
-                m.to
-            )
-        };
-        let next = self
-            .plan
-            .moves
-            .iter()
-            .position(|p| p.slot == m.slot)
-            .unwrap_or(0);
-        if let Some(why) = self.health(next)? {
-            return Err(stop(&why));
-        }
-        match self.move_slot(m, opts, limiter, applied, on) {
-            Ok(moved) => Ok(moved),
-            Err(e) => {
-                // A failed command may be the first sign of a failover: say so if it is.
-                if let Ok(Some(why)) = self.health(next) {
-                    bail!(
-                        "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \
-                         left open; once `redis-cli --cluster check` is clean, make a new plan",
-                        m.slot,
-                        m.from,
-                        m.to
-                    );
-                }
-                bail!(
-                    "slot {} ({} -> {}): {e:#}. The slot may be left open (importing on {}, \
-                     migrating on {}): run the same command again to go on from there",
-                    m.slot,
-                    m.from,
-                    m.to,
-                    m.to,
-                    m.from
-                )
-            }
-        }
-    }
-
-    fn node(&mut self, address: &str) -> Result<&mut Node> {
-        self.nodes
-            .get_mut(address)
-            .ok_or_else(|| anyhow!("{address} is not a master of the cluster"))
-    }
-
-    /// Runs `args` on the master at `address`.
-    fn on_node(&mut self, address: &str, args: &[String]) -> Result<Value> {
-        let n = self.node(address)?;
-        let reply = run(&mut n.con, address, args);
-        if args.get(1).is_some_and(|a| a == "SETSLOT") {
-            self.wrote();
-        }
-        reply
-    }
-
-    /// Counts a write sent; the test hook ([`EXIT_AFTER_WRITES_VAR`]) may end the process.
-    fn wrote(&mut self) {
-        self.writes += 1;
-        if self.stop_after == Some(self.writes) {
-            std::process::exit(EXIT_AFTER_WRITES);
-        }
-    }
-
-    /// Moves the keys of `m`'s slot and gives it to the target everywhere; (keys, bytes).
-    fn move_slot(
-        &mut self,
-        m: &PlannedMove,
-        opts: &ApplyOptions,
-        limiter: &mut Limiter,
-        applied: &mut Applied,
-        on: &mut dyn FnMut(Event),
-    ) -> Result<(u64, u64)> {
-        let slot = m.slot.to_string();
-        let (from_id, to_id) = (self.id(&m.from), self.id(&m.to));
-        let target_claims = claims(&self.node(&m.to)?.view, m.slot);
-        let source_claims = claims(&self.node(&m.from)?.view, m.slot);
-        let (mut keys, mut bytes) = (0u64, 0u64);
-        let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
-        if !target_claims {
-            self.on_node(
-                &m.to,
-                &s(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
-            )?;
-            if source_claims {
-                self.on_node(
-                    &m.from,
-                    &s(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
-                )?;
-            }
-            loop {
-                let batch = self.batch(m, opts)?;
-                if batch.is_empty() {
-                    break;
-                }
-                // MIGRATE answers NOKEY for a key that expired but is still listed (no write to
-                // the source deletes it meanwhile): the same batch twice is no progress.
-                let first: Option<Vec<u8>> = batch.first().map(|(k, _)| k.clone());
-                if first.is_some() && first == last_first && batch.len() == last_len {
-                    bail!(
-                        "{}: the same {} keys came back from GETKEYSINSLOT after a MIGRATE \
-                         (keys that expired but are still listed?): stopped rather than loop",
-                        m.from,
-                        batch.len()
-                    );
-                }
-                last_first = first;
-                last_len = batch.len();
-                let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
-                let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
-                match self.migrate(m, &names, false) {
-                    Ok(()) => {}
-                    Err(e) if is_busy_key(&e) => self.resolve_busy(m, &names, opts, applied)?,
-                    Err(e) => bail!("{}: MIGRATE to {}: {e}", m.from, m.to),
-                }
-                keys += names.len() as u64;
-                bytes += batch_bytes;
-                on(Event::Batch {
-                    mv: m,
-                    keys: names.len() as u64,
-                    bytes: batch_bytes,
-                });
-                limiter.take(batch_bytes);
-            }
-        } else {
-            let left = self.on_node(&m.from, &s(&["CLUSTER", "COUNTKEYSINSLOT", &slot]))?;
-            let left = crate::reply::int(&left)?;
-            if left > 0 {
-                bail!(
-                    "{} already serves the slot but {} still holds {left} of its keys: move \
-                     them to it by hand (MIGRATE) and run again",
-                    m.to,
-                    m.from
-                );
-            }
-        }
-        // The target first, then the source, then every other master (redis-cli's order).
-        let node = s(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
-        let replica =
-            |e: &anyhow::Error| format!("{e:#}").contains("Please use SETSLOT only with masters");
-        self.on_node(&m.to, &node)?;
-        // A source that gave its last slot may already be a replica of the target (told by
-        // gossip first): it holds none of the slot's keys, and takes the news by gossip.
-        if let Err(e) = self.on_node(&m.from, &node) {
-            if !replica(&e) {
-                return Err(e);
-            }
-        }
-        let others: Vec<String> = self
-            .nodes
-            .keys()
-            .filter(|a| **a != m.to && **a != m.from)
-            .cloned()
-            .collect();
-        for other in others {
-            if let Err(e) = self.on_node(&other, &node) {
-                // A master that has become a replica meanwhile takes the news by gossip.
-                if !replica(&e) {
-                    return Err(e);
-                }
-            }
-        }
-        Ok((keys, bytes))
-    }
-
-    /// The next keys of `m`'s slot on its source, with their `MEMORY USAGE`: at most
-    /// `batch_keys`, and at most `batch_bytes` unless the first key alone is bigger.
-    fn batch(&mut self, m: &PlannedMove, opts: &ApplyOptions) -> Result<Vec<(Vec<u8>, u64)>> {
-        let slot = m.slot.to_string();
-        let count = opts.batch_keys.max(1).to_string();
-        let n = self.node(&m.from)?;
-        let names: Vec<Vec<u8>> = crate::client::cmd(&["CLUSTER", "GETKEYSINSLOT", &slot, &count])
-            .query(&mut n.con)
-            .map_err(|e| {
-                anyhow!(
-                    "{}: CLUSTER GETKEYSINSLOT {slot}: {}",
-                    m.from,
-                    error_text(&e)
-                )
-            })?;
-        if names.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for k in &names {
-            pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
-        }
-        let sizes: Vec<Option<u64>> = pipe
-            .query(&mut n.con)
-            .map_err(|e| anyhow!("{}: MEMORY USAGE: {}", m.from, error_text(&e)))?;
-        let mut batch = Vec::new();
-        let mut total = 0u64;
-        for (k, size) in names.into_iter().zip(sizes) {
-            let size = size.unwrap_or(0);
-            if !batch.is_empty() && total + size > opts.batch_bytes {
-                break;
-            }
-            total += size;
-            batch.push((k, size));
-        }
-        Ok(batch)
-    }
-
-    /// `MIGRATE` of `keys` from `m`'s source to its target; an error is the reply's text.
-    fn migrate(&mut self, m: &PlannedMove, keys: &[Vec<u8>], replace: bool) -> Result<(), String> {
-        let (host, port) =
-            m.to.rsplit_once(':')
-                .ok_or_else(|| format!("not an ip:port address: {}", m.to))?;
-        let mut args: Vec<Vec<u8>> = [
-            "MIGRATE",
-            host,
-            port,
-            "",
-            "0",
-            &self.migrate_timeout_ms().to_string(),
-        ]
-        .iter()
-        .map(|a| a.as_bytes().to_vec())
-        .collect();
-        if replace {
-            args.push(b"REPLACE".to_vec());
-        }
-        args.extend(self.auth(false).into_iter().map(String::into_bytes));
-        args.push(b"KEYS".to_vec());
-        args.extend(keys.iter().cloned());
-        let n = self.nodes.get_mut(&m.from).ok_or("no source")?;
-        let reply = crate::client::call(&mut n.con, &args).map(|_| ());
-        self.wrote();
-        reply
-    }
-
-    /// After a `BUSYKEY`: each key of `keys` still on the source is compared with the target's
-    /// copy (`DUMP` on both, `ASKING` on the target, which does not serve the slot yet) and
-    /// moved with `REPLACE` when the payloads are equal (or with `--replace`); a key whose
-    /// copies differ stops the run.
-    fn resolve_busy(
-        &mut self,
-        m: &PlannedMove,
-        keys: &[Vec<u8>],
-        opts: &ApplyOptions,
-        applied: &mut Applied,
-    ) -> Result<()> {
-        for k in keys {
-            let name = String::from_utf8_lossy(k).into_owned();
-            let src = self.node(&m.from)?;
-            let ours: Option<Vec<u8>> = redis::cmd("DUMP")
-                .arg(k.as_slice())
-                .query(&mut src.con)
-                .map_err(|e| anyhow!("{}: DUMP {name}: {}", m.from, error_text(&e)))?;
-            let Some(ours) = ours else { continue };
-            let dst = self.node(&m.to)?;
-            let (_, theirs): ((), Option<Vec<u8>>) = redis::pipe()
-                .cmd("ASKING")
-                .cmd("DUMP")
-                .arg(k.as_slice())
-                .query(&mut dst.con)
-                .map_err(|e| anyhow!("{}: DUMP {name}: {}", m.to, error_text(&e)))?;
-            let replace = match theirs {
-                None => false,
-                Some(theirs) if theirs == ours => {
-                    applied.equal_copies.push(name.clone());
-                    true
-                }
-                Some(_) if opts.replace => {
-                    applied.replaced.push(name.clone());
-                    true
-                }
-                Some(_) => bail!(
-                    "key {name:?} is on both {} and {} with different values (their DUMP \
-                     payloads differ: the values, or only their encodings); nothing was \
-                     overwritten. Look at both copies; run again \
-                     with --replace to keep {}'s copy and overwrite {}'s",
-                    m.from,
-                    m.to,
-                    m.from,
-                    m.to
-                ),
-            };
-            self.migrate(m, std::slice::from_ref(k), replace)
-                .map_err(|e| anyhow!("{}: MIGRATE {name} to {}: {e}", m.from, m.to))?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -870,13 +642,17 @@ mod tests {
         let demoted =
             parse_cluster_nodes("aaaa 10.0.0.1:7000@17000 myself,slave cccc 0 0 3 connected\n")
                 .unwrap();
-        let why = unhealthy(&seed, &[("10.0.0.1:7000", "aaaa", &demoted)]).unwrap();
+        let why = unhealthy(&seed, &[("10.0.0.1:7000", "aaaa", &demoted)])
+            .unwrap()
+            .to_string();
         assert!(
             why.contains("failover") && why.contains("a replica"),
             "{why}"
         );
         // Another node at the address.
-        let why = unhealthy(&seed, &[("10.0.0.1:7000", "dddd", &own_a)]).unwrap();
+        let why = unhealthy(&seed, &[("10.0.0.1:7000", "dddd", &own_a)])
+            .unwrap()
+            .to_string();
         assert!(why.contains("failover"), "{why}");
         // A node flagged failing.
         let failing = parse_cluster_nodes(
@@ -884,20 +660,10 @@ mod tests {
              bbbb 10.0.0.2:7000@17000 master,fail? - 0 0 2 connected 101-200\n",
         )
         .unwrap();
-        let why = unhealthy(&failing, &[]).unwrap();
+        let why = unhealthy(&failing, &[]).unwrap().to_string();
         assert!(
             why.contains("10.0.0.2:7000") && why.contains("fail?"),
             "{why}"
         );
-    }
-
-    #[test]
-    fn busy_keys_are_told_by_migrates_reply() {
-        assert!(is_busy_key(
-            "ERR Target instance replied with error: BUSYKEY Target key name already exists."
-        ));
-        assert!(!is_busy_key(
-            "IOERR error or timeout reading to target instance"
-        ));
     }
 }

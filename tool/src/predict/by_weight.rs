@@ -7,17 +7,18 @@
 use super::change::MasterChange;
 use super::estimate::{Sizes, SlotSize};
 use super::options::WeightBy;
+use crate::plan::{owned_ranges, SlotMove, SlotPlan, PLAN_VERSION};
 use ringslot_engine::by_weight::{plan_by_weight, WeightProblem};
 use ringslot_engine::SLOT_COUNT;
 use serde::Serialize;
 
-/// The two plans side by side.
+/// The two plans side by side: the plan by weight as the plan file carries it (its fields
+/// first in the JSON), and what each plan moves and leaves.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightComparison {
-    /// What the plan by weight evens.
-    pub by: WeightBy,
-    /// How far from its target each master may end (a fraction).
-    pub tolerance: f64,
+    /// The plan by weight: what `ringslot apply` carries out.
+    #[serde(flatten)]
+    pub plan: SlotPlan,
     /// The masters, in the prediction's order, with their capacities.
     pub masters: Vec<String>,
     pub capacities: Vec<u32>,
@@ -25,56 +26,11 @@ pub struct WeightComparison {
     pub targets: Vec<f64>,
     /// redis-cli's plan (even slot counts), then the plan by weight.
     pub plans: Vec<PlanFigures>,
-    /// The slot map the plan starts from: every slot's owner, as ascending ranges (what
-    /// `ringslot apply` checks the cluster against before it moves anything).
-    pub start: Vec<OwnedRange>,
-    /// The node id of each master of the cluster when the plan was made, by address (a
-    /// joining master not added yet has none): `ringslot apply` refuses a plan whose masters
-    /// are other nodes now (a cluster rebuilt on the same addresses).
-    pub ids: std::collections::BTreeMap<String, String>,
-    /// The plan by weight's moves, slot by slot, in order: what `ringslot apply` carries out.
-    pub moves: Vec<SlotMoveRow>,
     /// Slots heavier than every master's upper bound (a hash tag bigger than a share): the
     /// master holding one alone is the best achievable.
     pub oversized: Vec<u16>,
     /// Whether the plan by weight is within the tolerance.
     pub within: bool,
-}
-
-/// One slot of the plan by weight, with what it carries (keys; `DUMP` bytes, estimated where
-/// sampled).
-#[derive(Debug, Clone, Serialize)]
-pub struct SlotMoveRow {
-    pub slot: u16,
-    pub from: String,
-    pub to: String,
-    pub keys: u64,
-    pub bytes: f64,
-}
-
-/// Slots `first..=last`, all owned by `owner` (`ip:port`; `None`: unassigned).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OwnedRange {
-    pub first: u16,
-    pub last: u16,
-    pub owner: Option<String>,
-}
-
-/// `owners` (one per slot) as ascending ranges of one owner each.
-pub fn owned_ranges(owners: &[Option<String>]) -> Vec<OwnedRange> {
-    let mut ranges: Vec<OwnedRange> = Vec::new();
-    for (slot, owner) in owners.iter().enumerate() {
-        let Ok(slot) = u16::try_from(slot) else { break };
-        match ranges.last_mut() {
-            Some(r) if r.owner == *owner && r.last.checked_add(1) == Some(slot) => r.last = slot,
-            _ => ranges.push(OwnedRange {
-                first: slot,
-                last: slot,
-                owner: owner.clone(),
-            }),
-        }
-    }
-    ranges
 }
 
 /// What one plan moves and leaves.
@@ -265,27 +221,30 @@ pub fn compare(
     ];
     let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
     Some(WeightComparison {
-        by,
-        tolerance,
+        plan: SlotPlan {
+            version: PLAN_VERSION,
+            by,
+            tolerance,
+            start: owned_ranges(owner_before),
+            ids: Default::default(),
+            moves: grouped(&plan.moves)
+                .into_iter()
+                .map(|m| {
+                    let (keys, bytes, _) = figures.get(m.slot).copied().unwrap_or_default();
+                    SlotMove {
+                        slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
+                        from: name(m.from),
+                        to: name(m.to),
+                        keys: keys as u64,
+                        bytes,
+                    }
+                })
+                .collect(),
+        },
         masters: masters.to_vec(),
         capacities,
         targets: plan.targets.clone(),
         plans,
-        start: owned_ranges(owner_before),
-        ids: Default::default(),
-        moves: grouped(&plan.moves)
-            .into_iter()
-            .map(|m| {
-                let (keys, bytes, _) = figures.get(m.slot).copied().unwrap_or_default();
-                SlotMoveRow {
-                    slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
-                    from: name(m.from),
-                    to: name(m.to),
-                    keys: keys as u64,
-                    bytes,
-                }
-            })
-            .collect(),
         oversized: plan
             .oversized
             .iter()

@@ -245,71 +245,10 @@ pub fn network_seconds(bytes: f64, megabits: f64) -> f64 {
     bytes * 8.0 / (megabits * 1e6)
 }
 
-/// One real run for a fit: what was counted and measured, and the seconds it took.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Run {
-    pub counts: Counts,
-    pub timing: ClusterTiming,
-    pub seconds: f64,
-}
-
 /// `MIGRATE`'s server time per key over `DUMP`'s: the source serializes the key (a `DUMP`),
 /// the target restores it, the source deletes it (not fitted: the batches' count follows the
 /// keys too closely for a fit to tell the two apart).
 pub const KEY_FACTOR: f64 = 3.0;
-
-/// Least squares of `seconds - round trips x extra - keys x KEY_FACTOR x dump ~ per_pair x
-/// pairs + per_pair_rtt x pairs x rtt + per_batch x batches` over `runs`
-/// ([`extra_round_trip`]; the 3 x 3 normal equations, by Gaussian elimination), with `spread`
-/// for the range. `None` with fewer than 3 runs or runs that cannot tell the terms apart.
-pub fn fit(runs: &[Run], spread: f64) -> Option<PerKeyModel> {
-    if runs.len() < 3 {
-        return None;
-    }
-    const N: usize = 3;
-    let mut a = [[0.0f64; N + 1]; N];
-    for r in runs {
-        let extra = extra_round_trip(&r.timing);
-        let dump = r.timing.dump_per_key.unwrap_or(DEFAULT_DUMP);
-        let rtt = r.timing.rtt.unwrap_or(FITTED_RTT);
-        let trips = (r.counts.slots * (r.counts.masters + 3) + 3 * r.counts.batches) as f64;
-        let pairs = r.counts.pairs as f64;
-        let x = [pairs, pairs * rtt, r.counts.batches as f64];
-        let y = r.seconds - trips * extra - r.counts.keys as f64 * dump * KEY_FACTOR;
-        for i in 0..N {
-            for j in 0..N {
-                a[i][j] += x[i] * x[j];
-            }
-            a[i][N] += x[i] * y;
-        }
-    }
-    // Gaussian elimination with partial pivoting.
-    for col in 0..N {
-        let pivot = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
-        a.swap(col, pivot);
-        let p = a[col][col];
-        if p.abs() < 1e-30 {
-            return None;
-        }
-        let pivot_row = a[col];
-        for (i, row) in a.iter_mut().enumerate() {
-            if i != col {
-                let f = row[col] / p;
-                for (x, y) in row.iter_mut().zip(pivot_row.iter()).skip(col) {
-                    *x -= f * y;
-                }
-            }
-        }
-    }
-    let solve = |i: usize| a[i][N] / a[i][i];
-    Some(PerKeyModel {
-        per_pair: solve(0),
-        per_pair_rtt: solve(1),
-        per_batch: solve(2),
-        key_factor: KEY_FACTOR,
-        spread,
-    })
-}
 
 #[cfg(test)]
 mod tests {
@@ -333,50 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fit_recovers_the_constants_of_exact_runs() {
-        let truth = PerKeyModel {
-            per_pair: 0.00005,
-            per_pair_rtt: 0.5,
-            per_batch: 0.0003,
-            key_factor: KEY_FACTOR,
-            spread: 1.0,
-        };
-        let runs: Vec<Run> = [
-            (4096u64, 4u64, 10u64, 0.0001),
-            (8192, 6, 30, 0.0002),
-            (5461, 6, 5, 0.0004),
-            (2000, 3, 60, 0.00015),
-            (3000, 5, 20, 0.00005),
-        ]
-        .iter()
-        .map(|&(slots, masters, keys_a_slot, rtt)| {
-            let counts = Counts::of(
-                std::iter::repeat_n(keys_a_slot, slots as usize),
-                masters,
-                10,
-            );
-            let timing = ClusterTiming {
-                rtt: Some(rtt),
-                rtt_spaced: Some(rtt),
-                dump_per_key: Some(0.000_003 * masters as f64),
-                server: None,
-            };
-            Run {
-                counts,
-                timing,
-                seconds: truth.estimate(&counts, &timing).mid,
-            }
-        })
-        .collect();
-        let got = fit(&runs, 1.0).unwrap();
-        assert!((got.per_pair - truth.per_pair).abs() < 1e-9, "{got:?}");
-        assert!(
-            (got.per_pair_rtt - truth.per_pair_rtt).abs() < 1e-6,
-            "{got:?}"
-        );
-        assert!((got.per_batch - truth.per_batch).abs() < 1e-9, "{got:?}");
-
-        assert!(fit(&runs[..2], 1.0).is_none());
+    fn the_range_holds_the_middle_within_twice_its_low() {
         // The range: low and high around the middle, high at most twice low when the spread
         // and the round trip's 90th percentile stay within their bounds.
         let counts = Counts::of([10; 100], 4, 10);

@@ -20,7 +20,7 @@
 //!   in its output buffer. The duration is [`ATOMIC`]'s: a fixed cost a job (the fork, the
 //!   connection, the handoff) and the job's bytes at a throughput.
 
-use super::plan::MoveCost;
+use super::steps::StepCost;
 
 /// The way slots move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -112,7 +112,7 @@ pub fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
 /// is the per-key duration estimate (the fitted model of slots and keys). A master the plan
 /// names but `used` does not starts at 0.
 pub fn cost(
-    plan: &[MoveCost],
+    plan: &[StepCost],
     used: &[(String, f64)],
     method: Method,
     per_key_seconds: f64,
@@ -193,13 +193,13 @@ mod tests {
         slots: std::ops::Range<u16>,
         bytes: f64,
         memory: f64,
-    ) -> MoveCost {
+    ) -> StepCost {
         let exact = |value| Estimate {
             value,
             error: 0.0,
             exact: true,
         };
-        MoveCost {
+        StepCost {
             from: Some(from.into()),
             to: Some(to.into()),
             slots: slots.collect(),

@@ -5,8 +5,7 @@
 //!
 //! Two ways to predict, from one seed address (the node `redis-cli --cluster rebalance` would
 //! be run against):
-//! - **read-only** ([`read_only`]; when a master lacks the module, or with `--no-module`):
-//!   nothing is loaded and nothing is written. The plan is the engine's, from the seed's
+//! - **read-only** ([`read_only`], the default): nothing is loaded and nothing is written. The plan is the engine's, from the seed's
 //!   `CLUSTER NODES`; the keys are read with `SCAN` on each master (at most
 //!   `--max-keys-per-sec` a second per master) and hashed here for the rings and modulo.
 //! - **with the module** ([`with_module`]): `RING.MIRROR` and `RING.PLAN` on the seed, and
@@ -19,53 +18,48 @@
 //! the target), every key, or `--bytes-sample N` keys a slot with a stated error. The
 //! rebalance's duration is estimated from the round trips and config writes it makes, priced
 //! with what the prediction measures on the cluster ([`duration`]), and per migration method
-//! with each master's memory ([`method`]). [`report`] writes it for people.
+//! with each master's memory ([`method`]). [`report`] writes it for people, a section at a
+//! time. The cluster is reached and read through [`crate::cluster`]; a plan by weight
+//! (`--by`) is written as [`crate::plan::SlotPlan`], which `ringslot apply` carries out.
 
 pub mod by_weight;
 pub mod change;
 pub mod duration;
 pub mod estimate;
-pub mod live;
 pub mod method;
 pub mod options;
-pub mod permissions;
-pub mod plan;
 pub mod prediction;
 pub mod read_only;
-pub mod real;
 pub mod report;
 pub mod runbook;
 pub mod sizing;
+pub mod steps;
+pub mod sums;
 pub mod with_module;
 
 pub use change::MasterChange;
-pub use live::INTERRUPTED;
 pub use options::{Options, SizesBy, WeightBy, DEFAULT_TOLERANCE};
-pub use report::Outcome;
+pub use prediction::Prediction;
 
-use crate::link::{Access, Link};
+use crate::cluster::link::{Access, Link};
+use crate::cluster::pacing::{ping_round_trips, Holds, Probe, Prober};
+use crate::cluster::permissions;
+use crate::cluster::reads::{dump_stats, node_facts, without_module};
+use crate::cluster::topology::{read_topology, LiveCluster};
 use anyhow::{anyhow, bail, Result};
-use live::{node_facts, read_topology, Holds, Prober};
-use prediction::{add_methods, assemble, Prediction};
+use prediction::{add_methods, assemble};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Predicts `change` on the cluster the seed of `access` belongs to: read-only, or with the
 /// module when `opts.with_module` (which every master must have loaded). Errors, before any
-/// key is read: a change that cannot be meant ([`MasterChange::check`], removing every
-/// master, a replica or an unknown node named as a master, a joining master already in the
-/// cluster), an unhealthy cluster, a node that does not answer within the timeout.
+/// key is read: options or a change that cannot be meant ([`Options::check`],
+/// [`MasterChange::check`], removing every master, a replica or an unknown node named as a
+/// master, a joining master already in the cluster), an unhealthy cluster, a node that does
+/// not answer within the timeout.
 pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result<Prediction> {
+    opts.check()?;
     change.check()?;
-    if opts.by.is_some() && opts.with_module {
-        anyhow::bail!("--by plans read-only: drop --with-module");
-    }
-    if !opts.tolerance.is_finite() || !(0.0..=1.0).contains(&opts.tolerance) {
-        anyhow::bail!(
-            "--tolerance is a percentage, from 0 to 100 (got {})",
-            opts.tolerance * 100.0
-        );
-    }
     let started = Instant::now();
     let needs: Vec<permissions::Need> = if opts.with_module {
         permissions::READ_ONLY
@@ -104,7 +98,7 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         }
     }
     if opts.with_module {
-        let missing = topo.without_module()?;
+        let missing = without_module(&topo)?;
         if !missing.is_empty() {
             bail!(
                 "--with-module: the module is not loaded on {} (predict read-only without it)",
@@ -114,9 +108,9 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
     }
     // The cluster's round trips and DUMP's server time, for the duration (duration.rs): the
     // round trips before the keys are read, which load the masters.
-    let rtts = live::ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
-    let spaced = live::ping_round_trips(&topo.masters, 20, std::time::Duration::from_millis(2));
-    let dumps_before = live::dump_stats(&topo.masters);
+    let rtts = ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
+    let spaced = ping_round_trips(&topo.masters, 20, std::time::Duration::from_millis(2));
+    let dumps_before = dump_stats(&topo.masters);
     let holds = Holds::default();
     let prober = Prober::start(&topo.masters);
     let gathered = if opts.with_module {
@@ -129,16 +123,16 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         read_only::predict_readonly(access, &topo, change, opts, &holds)
     };
     let waits = prober.finish();
-    let dumps_after = live::dump_stats(&topo.masters);
+    let dumps_after = dump_stats(&topo.masters);
     // Again after the reads: a round trip taken while a master was briefly busy (seen: 0.7 ms
     // right after a million keys were loaded, 0.01-0.08 ms otherwise) would weigh on every
     // round trip of the estimate; the lower of the two is kept.
-    let rtts_after = live::ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
+    let rtts_after = ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
     let rtts = lower_of(rtts, rtts_after);
     let mut timing = timing_of(&rtts, &spaced, &dumps_before, &dumps_after);
     timing.server = seed
         .connect()
-        .and_then(|mut con| Ok(redis::cmd("INFO").arg("server").query::<String>(&mut con)?))
+        .and_then(|mut con| con.text(&["INFO", "server"]))
         .ok()
         .map(|info| duration::ServerKind::of_info(&info));
     let mut prediction = assemble(
@@ -153,10 +147,7 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
 }
 
 /// Per master, the probe of the lower median of `a` and `b` (a master in one only kept).
-fn lower_of(
-    a: BTreeMap<String, live::Probe>,
-    mut b: BTreeMap<String, live::Probe>,
-) -> BTreeMap<String, live::Probe> {
+fn lower_of(a: BTreeMap<String, Probe>, mut b: BTreeMap<String, Probe>) -> BTreeMap<String, Probe> {
     let mut out = BTreeMap::new();
     for (address, p) in a {
         let q = b.remove(&address);
@@ -173,12 +164,12 @@ fn lower_of(
 /// The cluster's timing from the masters' `PING` round trips (back to back, and 2 ms apart)
 /// and the `DUMP` statistics before and after the prediction's reads.
 fn timing_of(
-    rtts: &BTreeMap<String, live::Probe>,
-    spaced: &BTreeMap<String, live::Probe>,
+    rtts: &BTreeMap<String, Probe>,
+    spaced: &BTreeMap<String, Probe>,
     before: &BTreeMap<String, (u64, u64)>,
     after: &BTreeMap<String, (u64, u64)>,
 ) -> duration::ClusterTiming {
-    let median_of = |probes: &BTreeMap<String, live::Probe>| {
+    let median_of = |probes: &BTreeMap<String, Probe>| {
         let mut medians: Vec<f64> = probes.values().map(|p| p.median).collect();
         medians.sort_by(f64::total_cmp);
         medians.get(medians.len() / 2).copied()
@@ -203,7 +194,7 @@ fn timing_of(
 /// Refuses a change the cluster cannot make: a joining master that is already one (or a
 /// replica), a leaving one that is not a master of it (a replica, or unknown), every master
 /// leaving.
-fn check_against(change: &MasterChange, topo: &live::LiveCluster) -> Result<()> {
+fn check_against(change: &MasterChange, topo: &LiveCluster) -> Result<()> {
     let names: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
     let replica_of = |n: &str| -> Option<String> {
         let node = topo
@@ -267,15 +258,4 @@ fn check_against(change: &MasterChange, topo: &live::LiveCluster) -> Result<()> 
         MasterChange::Rebalance { .. } => {}
     }
     Ok(())
-}
-
-/// Predicts `change` on the cluster reached by `access`.
-pub fn predict_at(access: &Access, change: MasterChange, opts: &Options) -> Result<Outcome> {
-    let prediction = predict(access, &change, opts)?;
-    Ok(Outcome {
-        prediction,
-        read_only: None,
-        real: None,
-        change,
-    })
 }

@@ -1,4 +1,6 @@
-//! How a prediction runs.
+//! How a prediction runs, checked in one place ([`Options::check`]).
+
+use anyhow::{bail, Result};
 
 /// How a prediction runs.
 #[derive(Debug, Clone)]
@@ -33,8 +35,37 @@ pub struct Options {
 /// `--tolerance`'s default, in percent.
 pub const DEFAULT_TOLERANCE: f64 = 5.0;
 
+impl Options {
+    /// Refuses options that cannot be meant together, before anything is read: no flavour, a
+    /// chunk of 0 slots, a sample of 0 keys a slot, `--by` with `--with-module`, a tolerance
+    /// that is not a fraction from 0 to 1 (a percentage from 0 to 100 on the command line).
+    pub fn check(&self) -> Result<()> {
+        if self.chunk == 0 {
+            bail!("--chunk needs at least 1 slot");
+        }
+        if self.bytes_sample == Some(0) {
+            bail!("--bytes-sample needs at least 1 key a slot");
+        }
+        if self.flavours.is_empty() {
+            bail!("--flavours needs at least one flavour");
+        }
+        if self.by.is_some() && self.with_module {
+            bail!("--by plans read-only: drop --with-module");
+        }
+        if !self.tolerance.is_finite() || !(0.0..=1.0).contains(&self.tolerance) {
+            bail!(
+                "--tolerance is a percentage, from 0 to 100 (got {})",
+                self.tolerance * 100.0
+            );
+        }
+        Ok(())
+    }
+}
+
 /// What a plan by weight evens (`--by`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum WeightBy {
     /// The keys' `DUMP` lengths: what `MIGRATE` sends, about what an RDB file holds.

@@ -6,48 +6,19 @@ use super::by_weight::{compare, WeightComparison};
 use super::change::MasterChange;
 use super::duration::{ClusterTiming, Counts, PerKeyModel, Range, PIPELINE};
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
-use super::live::{node_facts, Holds, LiveCluster, Probe};
 use super::method::{self, Method, MethodCost};
 use super::options::Options;
-use super::plan::{MoveCost, PlanStep};
-use crate::link::Access;
+use super::steps::{RebalanceStep, StepCost};
+use super::sums::{rings_as_map, RingSums};
+use crate::cluster::error::{node_error, Code};
+use crate::cluster::link::Access;
+use crate::cluster::pacing::{Holds, MasterHold, Probe};
+use crate::cluster::reads::node_facts;
+use crate::cluster::topology::LiveCluster;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
-
-/// Keys counted and moved under the ring of one flavour, the slot table and modulo, summed
-/// over the masters (the fields of `RING.MOVES`'s reply, or of the engine's what-if).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Sums {
-    /// Live keys evaluated.
-    pub members: u64,
-    /// Keys whose ring owner changes, and those of them moving between nodes there before
-    /// and after.
-    pub ring_moved: u64,
-    pub ring_between: u64,
-    /// Keys whose slot owner changes (under the slot table; not a count of slots).
-    #[serde(rename = "slot_table_moved")]
-    pub slots_moved: u64,
-    /// Keys whose `hash mod N` owner changes, and those between old nodes.
-    pub modulo_moved: u64,
-    pub modulo_between: u64,
-    /// The share of keys a perfect scheme moves (0 to 1).
-    pub ideal: f64,
-}
-
-impl Sums {
-    /// Adds `o`'s counts (the ideal is the same for every part: taken from `o`).
-    pub fn add(&mut self, o: &Sums) {
-        self.members += o.members;
-        self.ring_moved += o.ring_moved;
-        self.ring_between += o.ring_between;
-        self.slots_moved += o.slots_moved;
-        self.modulo_moved += o.modulo_moved;
-        self.modulo_between += o.modulo_between;
-        self.ideal = o.ideal;
-    }
-}
 
 /// How the prediction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -84,16 +55,16 @@ pub struct Prediction {
     pub entry: String,
     /// The masters before and after: the cluster's, then the ones that join.
     pub masters: Vec<MasterRow>,
-    /// The moves, in the order the rebalance makes them.
-    pub plan: Vec<MoveCost>,
+    /// The steps of redis-cli's rebalance, in its order, with what each carries.
+    pub plan: Vec<StepCost>,
     /// The owner of each of the 16384 slots now and after the plan.
     #[serde(skip)]
     pub owner_before: Vec<Option<String>>,
     #[serde(skip)]
     pub owner_after: Vec<Option<String>>,
     /// Per flavour, the sums over every master (in JSON, an object keyed by flavour).
-    #[serde(serialize_with = "as_map")]
-    pub rings: Vec<(String, Sums)>,
+    #[serde(serialize_with = "rings_as_map")]
+    pub rings: Vec<RingSums>,
     /// Live keys.
     pub keys: u64,
     /// Keys the slot plan moves, and those between masters that serve slots before and after
@@ -123,8 +94,7 @@ pub struct Prediction {
     /// Per master: the longest of the run's commands took (seconds, a round trip; a
     /// `RING.MOVES` in the background waits without holding the server) and the keys it read
     /// there.
-    #[serde(serialize_with = "holds_as_objects")]
-    pub holds: Vec<(String, f64, u64)>,
+    pub holds: Vec<MasterHold>,
     /// Per master that answered `PING`: the round trips of another client's `PING` every 10 ms
     /// meanwhile (a master that refused it is absent: not measured).
     pub waits: BTreeMap<String, Probe>,
@@ -137,6 +107,9 @@ pub struct Prediction {
     pub methods: Vec<MethodCost>,
     /// Why the memory of the methods is not known (a master refused `INFO`), if so.
     pub memory_note: Option<String>,
+    /// What to do about it (grant `+info`, make the user on a joining master), if known.
+    #[serde(skip)]
+    pub memory_hint: Option<&'static str>,
     /// What the run wrote and removed on the cluster, in order: nothing read-only; the ring
     /// copies of the way with the module.
     pub writes: Vec<String>,
@@ -157,14 +130,14 @@ pub struct Gathered {
     pub mode: Mode,
     /// The node the plan is `redis-cli --cluster rebalance`'s run against.
     pub entry: String,
-    /// The moves.
-    pub plan: Vec<PlanStep>,
+    /// The steps of redis-cli's rebalance.
+    pub plan: Vec<RebalanceStep<String>>,
     /// Sizes of the slots the plan moves.
     pub sizes: Sizes,
     /// Live keys per master before the change.
     pub master_keys: HashMap<String, u64>,
     /// Per flavour, the sums over every master.
-    pub rings: Vec<(String, Sums)>,
+    pub rings: Vec<RingSums>,
     /// The share of keys a perfect scheme moves.
     pub ideal: f64,
     /// Each step and its seconds.
@@ -190,138 +163,37 @@ pub fn assemble(
     started: Instant,
     timing: ClusterTiming,
 ) -> Prediction {
-    let owner_before: Vec<Option<String>> = topo
-        .owner
-        .iter()
-        .map(|o| o.map(|i| topo.masters[i].address.clone()))
-        .collect();
+    let owner_before = topo.owners();
     let mut owner_after = owner_before.clone();
     for mv in &g.plan {
         for &slot in &mv.slots {
             if let Some(o) = owner_after.get_mut(usize::from(slot)) {
-                *o = mv.to.clone();
+                o.clone_from(&mv.to);
             }
         }
     }
-    let serves =
-        |owners: &[Option<String>], a: &str| owners.iter().any(|o| o.as_deref() == Some(a));
-    // Old masters: serving before and after, not named by the change.
-    let old = |a: &Option<String>| {
-        a.as_deref().is_some_and(|a| {
-            serves(&owner_before, a)
-                && serves(&owner_after, a)
-                && !change.named().iter().any(|n| n == a)
-        })
-    };
-    let empty = SlotSize::default();
-    let size_of = |slot: &u16| g.sizes.get(slot).unwrap_or(&empty);
-    let plan: Vec<MoveCost> = g
-        .plan
-        .iter()
-        .map(|m| {
-            let sizes: Vec<_> = m.slots.iter().map(size_of).collect();
-            MoveCost {
-                from: m.from.clone(),
-                to: m.to.clone(),
-                slots: m.slots.clone(),
-                keys: sizes.iter().map(|s| s.keys).sum(),
-                bytes: dump_bytes(&sizes),
-                memory: memory_bytes(&sizes),
-            }
-        })
-        .collect();
-    let (mut keys_moved, mut keys_between_old) = (0, 0);
-    for m in &plan {
-        keys_moved += m.keys;
-        if old(&m.from) && old(&m.to) {
-            keys_between_old += m.keys;
-        }
-    }
-    let moved_slots: Vec<_> = g
+    let plan = step_costs(&g.plan, &g.sizes);
+    let (keys_moved, keys_between_old) = keys_moved(&plan, change, &owner_before, &owner_after);
+    let moved_slots: Vec<&SlotSize> = g
         .plan
         .iter()
         .flat_map(|m| m.slots.iter())
-        .map(size_of)
+        .map(|s| size_of(&g.sizes, s))
         .collect();
-    let bytes = dump_bytes(&moved_slots);
-    let memory = memory_bytes(&moved_slots);
     let (measured, measured_bytes) = g
         .sizes
         .values()
         .fold((0u64, 0f64), |(n, b), s| (n + s.sampled, b + s.dump));
-    let mean_bytes = if measured == 0 {
-        0.0
-    } else {
-        measured_bytes / measured as f64
-    };
-    // The masters: those of the cluster, then the ones that join.
-    let mut addresses: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
-    for m in &plan {
-        for a in [&m.from, &m.to].into_iter().flatten() {
-            if !addresses.contains(a) {
-                addresses.push(a.clone());
-            }
-        }
-    }
-    if let MasterChange::Add { nodes, .. } = change {
-        for n in nodes {
-            if !addresses.contains(n) {
-                addresses.push(n.clone());
-            }
-        }
-    }
-    let masters: Vec<MasterRow> = addresses
-        .iter()
-        .map(|a| {
-            let count = |owners: &[Option<String>]| {
-                owners
-                    .iter()
-                    .filter(|o| o.as_deref() == Some(a.as_str()))
-                    .count()
-            };
-            let keys_before = g.master_keys.get(a).copied().unwrap_or(0);
-            let out: Vec<&MoveCost> = plan
-                .iter()
-                .filter(|m| m.from.as_deref() == Some(a))
-                .collect();
-            let inn: Vec<&MoveCost> = plan.iter().filter(|m| m.to.as_deref() == Some(a)).collect();
-            let keys_out: u64 = out.iter().map(|m| m.keys).sum();
-            let keys_in: u64 = inn.iter().map(|m| m.keys).sum();
-            let sizes_of = |moves: &[&MoveCost]| -> Vec<&SlotSize> {
-                moves
-                    .iter()
-                    .flat_map(|m| m.slots.iter())
-                    .map(size_of)
-                    .collect()
-            };
-            MasterRow {
-                address: a.clone(),
-                slots_before: count(&owner_before),
-                keys_before,
-                slots_after: count(&owner_after),
-                keys_after: (keys_before + keys_in).saturating_sub(keys_out),
-                bytes_out: dump_bytes(&sizes_of(&out)),
-                bytes_in: dump_bytes(&sizes_of(&inn)),
-            }
-        })
-        .collect();
+    let addresses = master_addresses(topo, &plan, change);
+    let masters = master_rows(&addresses, &plan, &g, &owner_before, &owner_after);
     let counts = Counts::of(
-        g.plan
-            .iter()
-            .flat_map(|m| m.slots.iter())
-            .map(|s| size_of(s).keys),
+        moved_slots.iter().map(|s| s.keys),
         addresses.len() as u64,
         PIPELINE,
     );
     let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
-    let ids: BTreeMap<String, String> = topo
-        .nodes
-        .iter()
-        .filter(|n| n.has("master"))
-        .map(|n| (n.address.clone(), n.id.clone()))
-        .collect();
     let by_weight = opts.by.and_then(|by| {
-        compare(
+        let mut c = compare(
             by,
             opts.tolerance,
             &addresses,
@@ -329,11 +201,14 @@ pub fn assemble(
             &g.sizes,
             g.slot_load.as_deref(),
             change,
-        )
-        .map(|mut c| {
-            c.ids = ids.clone();
-            c
-        })
+        )?;
+        c.plan.ids = topo
+            .nodes
+            .iter()
+            .filter(|n| n.has("master"))
+            .map(|n| (n.address.clone(), n.id.clone()))
+            .collect();
+        Some(c)
     });
     Prediction {
         by_weight,
@@ -351,9 +226,13 @@ pub fn assemble(
         keys: g.master_keys.values().sum(),
         keys_moved,
         keys_between_old,
-        bytes,
-        memory,
-        mean_bytes,
+        bytes: dump_bytes(&moved_slots),
+        memory: memory_bytes(&moved_slots),
+        mean_bytes: if measured == 0 {
+            0.0
+        } else {
+            measured_bytes / measured as f64
+        },
         ideal: g.ideal,
         seconds: started.elapsed().as_secs_f64(),
         steps: g.steps,
@@ -363,11 +242,134 @@ pub fn assemble(
         method: Method::PerKey,
         methods: Vec::new(),
         memory_note: None,
+        memory_hint: None,
         writes: g.writes,
         notes: g.notes,
         commands: Vec::new(),
         command_notes: Vec::new(),
     }
+}
+
+/// The sizes measured in `slot` (none: an empty slot's).
+fn size_of<'a>(sizes: &'a Sizes, slot: &u16) -> &'a SlotSize {
+    static EMPTY: SlotSize = SlotSize {
+        keys: 0,
+        sampled: 0,
+        dump: 0.0,
+        dump_sq: 0.0,
+        memory: 0.0,
+        memory_sq: 0.0,
+    };
+    sizes.get(slot).unwrap_or(&EMPTY)
+}
+
+/// Each step of `plan` with the keys, bytes and memory of its slots.
+fn step_costs(plan: &[RebalanceStep<String>], sizes: &Sizes) -> Vec<StepCost> {
+    plan.iter()
+        .map(|m| {
+            let slots: Vec<&SlotSize> = m.slots.iter().map(|s| size_of(sizes, s)).collect();
+            StepCost {
+                from: m.from.clone(),
+                to: m.to.clone(),
+                slots: m.slots.clone(),
+                keys: slots.iter().map(|s| s.keys).sum(),
+                bytes: dump_bytes(&slots),
+                memory: memory_bytes(&slots),
+            }
+        })
+        .collect()
+}
+
+/// The keys `plan` moves, and those of them between old masters: serving before and after,
+/// not named by the change.
+fn keys_moved(
+    plan: &[StepCost],
+    change: &MasterChange,
+    owner_before: &[Option<String>],
+    owner_after: &[Option<String>],
+) -> (u64, u64) {
+    let serves =
+        |owners: &[Option<String>], a: &str| owners.iter().any(|o| o.as_deref() == Some(a));
+    let old = |a: &Option<String>| {
+        a.as_deref().is_some_and(|a| {
+            serves(owner_before, a)
+                && serves(owner_after, a)
+                && !change.named().iter().any(|n| n == a)
+        })
+    };
+    let (mut moved, mut between_old) = (0, 0);
+    for m in plan {
+        moved += m.keys;
+        if old(&m.from) && old(&m.to) {
+            between_old += m.keys;
+        }
+    }
+    (moved, between_old)
+}
+
+/// The masters before and after: those of the cluster, then the ones that join.
+fn master_addresses(topo: &LiveCluster, plan: &[StepCost], change: &MasterChange) -> Vec<String> {
+    let mut addresses: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    let joining = match change {
+        MasterChange::Add { nodes, .. } => nodes.as_slice(),
+        _ => &[],
+    };
+    let named = plan
+        .iter()
+        .flat_map(|m| [&m.from, &m.to])
+        .flatten()
+        .chain(joining);
+    for a in named {
+        if !addresses.contains(a) {
+            addresses.push(a.clone());
+        }
+    }
+    addresses
+}
+
+/// Each master's row: slots and keys before and after, bytes out and in.
+fn master_rows(
+    addresses: &[String],
+    plan: &[StepCost],
+    g: &Gathered,
+    owner_before: &[Option<String>],
+    owner_after: &[Option<String>],
+) -> Vec<MasterRow> {
+    addresses
+        .iter()
+        .map(|a| {
+            let count = |owners: &[Option<String>]| {
+                owners
+                    .iter()
+                    .filter(|o| o.as_deref() == Some(a.as_str()))
+                    .count()
+            };
+            let keys_before = g.master_keys.get(a).copied().unwrap_or(0);
+            let out: Vec<&StepCost> = plan
+                .iter()
+                .filter(|m| m.from.as_deref() == Some(a))
+                .collect();
+            let inn: Vec<&StepCost> = plan.iter().filter(|m| m.to.as_deref() == Some(a)).collect();
+            let keys_out: u64 = out.iter().map(|m| m.keys).sum();
+            let keys_in: u64 = inn.iter().map(|m| m.keys).sum();
+            let sizes_of = |moves: &[&StepCost]| -> Vec<&SlotSize> {
+                moves
+                    .iter()
+                    .flat_map(|m| m.slots.iter())
+                    .map(|s| size_of(&g.sizes, s))
+                    .collect()
+            };
+            MasterRow {
+                address: a.clone(),
+                slots_before: count(owner_before),
+                keys_before,
+                slots_after: count(owner_after),
+                keys_after: (keys_before + keys_in).saturating_sub(keys_out),
+                bytes_out: dump_bytes(&sizes_of(&out)),
+                bytes_in: dump_bytes(&sizes_of(&inn)),
+            }
+        })
+        .collect()
 }
 
 /// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
@@ -379,7 +381,10 @@ pub fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Resul
     let mut used = Vec::new();
     let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
     for m in &p.masters {
-        match access.at(&m.address).and_then(|link| node_facts(&link)) {
+        let facts = access
+            .at(&m.address)
+            .and_then(|link| node_facts(&link).map_err(anyhow::Error::from));
+        match facts {
             Ok(facts) => {
                 used.push((m.address.clone(), facts.used_memory));
                 if !facts.atomic {
@@ -389,7 +394,19 @@ pub fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Resul
             Err(e) => {
                 used.push((m.address.clone(), 0.0));
                 unknown.push(m.address.clone());
-                p.memory_note.get_or_insert_with(|| format!("{e:#}"));
+                if p.memory_note.is_none() {
+                    p.memory_note = Some(format!("{e:#}"));
+                    // The cause as the error gives it: a refused INFO, or a node the user
+                    // cannot log in to (a joining master where the ACL user was not made).
+                    p.memory_hint = match node_error(&e).map(|e| &e.code) {
+                        Some(Code::NoPermCommand) => Some("`INFO` needs `+info`."),
+                        Some(Code::Auth) => Some(
+                            "The user could not log in there: make it on every node, the \
+                             joining ones too.",
+                        ),
+                        _ => None,
+                    };
+                }
             }
         }
     }
@@ -420,22 +437,4 @@ fn as_map<S: serde::Serializer, T: Serialize>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
-}
-
-/// The run's holds as `{"address", "longest_seconds", "keys_read"}` objects.
-fn holds_as_objects<S: serde::Serializer>(
-    holds: &[(String, f64, u64)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Hold<'a> {
-        address: &'a str,
-        longest_seconds: f64,
-        keys_read: u64,
-    }
-    s.collect_seq(holds.iter().map(|(address, secs, keys)| Hold {
-        address,
-        longest_seconds: *secs,
-        keys_read: *keys,
-    }))
 }

@@ -13,37 +13,23 @@
 
 use super::change::MasterChange;
 use super::estimate::Sizes;
-use super::live::{check_unchanged, scan_master, Holds, LiveCluster, Master};
 use super::options::{Options, WeightBy};
-use super::plan::PlanStep;
-use super::prediction::{Gathered, Mode, Sums};
+use super::prediction::{Gathered, Mode};
 use super::sizing::{sizes_note, Sizer, Unreadable};
-use crate::client::error_text;
-use crate::link::Access;
+use super::steps::RebalanceStep;
+use super::sums::{RingSums, Sums};
+use crate::cluster::link::Access;
+use crate::cluster::pacing::Holds;
+use crate::cluster::reads::scan_master;
+use crate::cluster::topology::{check_unchanged, LiveCluster, Master};
 use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{mirror, MirrorOptions};
-use ringslot_engine::{key_slot, Limits, Scheme, SchemeParams, Topology, WhatIf, SLOT_COUNT};
+use ringslot_engine::{key_slot, Change, Limits, Scheme, SchemeParams, Topology, SLOT_COUNT};
 use std::collections::HashMap;
 use std::time::Instant;
 
 /// Names hashed together (each flavour's what-if builds its change once per batch).
 const BATCH: usize = 65536;
-
-impl Sums {
-    /// The sums of one engine what-if over ring, slots and modulo.
-    pub fn of_what_if(w: &WhatIf) -> Sums {
-        let part = |s: Scheme| w.scheme(s).map(|r| r.moves).unwrap_or_default();
-        Sums {
-            members: w.members,
-            ring_moved: part(Scheme::Ring).moved,
-            ring_between: part(Scheme::Ring).between_old,
-            slots_moved: part(Scheme::Slots).moved,
-            modulo_moved: part(Scheme::Modulo).moved,
-            modulo_between: part(Scheme::Modulo).between_old,
-            ideal: w.ideal,
-        }
-    }
-}
 
 /// What one master's pass found.
 struct MasterPass {
@@ -77,110 +63,33 @@ pub fn predict_readonly(
         )?),
         _ => None,
     };
-    let mirrors: Vec<(String, Topology)> = opts
-        .flavours
-        .iter()
-        .map(|&flavour| {
-            let options = MirrorOptions {
-                flavour,
-                vnodes: None,
-                hashtag: false,
-                given: true,
-            };
-            let made = mirror(None, &topo.nodes, &options, Limits::NONE)
-                .map_err(|e| anyhow!("the mirror of the cluster: {e}"))?;
-            Ok((flavour.name().to_string(), made.topology))
-        })
-        .collect::<Result<_>>()?;
+    let mirrors = mirrors_of(topo, opts)?;
     let engine_change = change.change();
     let first = &mirrors
         .first()
         .ok_or_else(|| anyhow!("no flavour to evaluate"))?
         .1;
-    let text = |n: Option<Vec<u8>>| n.map(|n| String::from_utf8_lossy(&n).into_owned());
-    let plan: Vec<PlanStep> = first
+    let plan: Vec<RebalanceStep<String>> = first
         .plan(&engine_change, Limits::NONE)
         .map_err(|e| anyhow!("the plan: {e}"))?
         .into_iter()
-        .map(|m| PlanStep {
-            from: text(m.from),
-            to: text(m.to),
-            slots: m.slots,
-        })
+        .map(|m| m.named(|n| Some(String::from_utf8_lossy(&n).into_owned())))
         .collect();
-    let entry = topo
-        .nodes
-        .iter()
-        .find(|n| n.has("myself"))
-        .map_or_else(String::new, |n| n.address.clone());
-    // The slots whose keys are sized: those the plan moves, or every slot for a plan by
-    // weight.
-    let sizes_all = matches!(
-        opts.by,
-        Some(WeightBy::Bytes | WeightBy::Memory | WeightBy::Keys)
-    );
-    let mut moved = vec![sizes_all; SLOT_COUNT];
-    for m in &plan {
-        for &slot in &m.slots {
-            if let Some(x) = moved.get_mut(usize::from(slot)) {
-                *x = true;
-            }
-        }
-    }
+    let moved = sized_slots(&plan, opts);
     let mut steps = vec![(
         "the plan (the engine, from CLUSTER NODES)".to_string(),
         mark.elapsed().as_secs_f64(),
     )];
     let mark = Instant::now();
-    let serving: Vec<&Master> = topo
-        .masters
-        .iter()
-        .filter(|m| !m.slots.is_empty())
-        .collect();
-    let results: Vec<Result<MasterPass>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = serving
-            .iter()
-            .map(|&m| {
-                let (mirrors, engine_change, moved) = (&mirrors, &engine_change, &moved);
-                scope.spawn(move || pass(m, mirrors, engine_change, moved, opts, holds))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a reading thread panicked")))
-            })
-            .collect()
-    });
-    let mut rings: Vec<(String, Sums)> = mirrors
-        .iter()
-        .map(|(f, _)| (f.clone(), Sums::default()))
-        .collect();
-    let mut master_keys = HashMap::new();
-    let mut sizes = Sizes::new();
-    let (mut unreadable, mut touched, mut ways) = (Unreadable::default(), Vec::new(), Vec::new());
-    for (m, r) in serving.iter().zip(results) {
-        let p = r?;
-        master_keys.insert(m.address.clone(), p.keys);
-        for ((_, total), s) in rings.iter_mut().zip(&p.sums) {
-            total.add(s);
-        }
-        sizes.extend(p.sizes);
-        unreadable.add(p.unreadable);
-        ways.push(p.by_script);
-        if let Some(why) = p.touched {
-            touched.push(format!("{} ({why})", m.address));
-        }
-    }
-    unreadable.check(access.user())?;
-    let mut notes: Vec<String> = sizes_note(&ways, opts.sizes_by).into_iter().collect();
-    if !touched.is_empty() {
+    let read = read_masters(topo, &mirrors, &engine_change, &moved, opts, holds)?;
+    read.unreadable.check(access.user())?;
+    let mut notes: Vec<String> = sizes_note(&read.ways, opts.sizes_by).into_iter().collect();
+    if !read.touched.is_empty() {
         notes.push(format!(
             "CLIENT NO-TOUCH could not be set on {}: the reads of the moving keys (DUMP, \
              MEMORY USAGE) updated their access time as a GET would, which LRU and LFU \
              eviction see (Redis 7.0 has no CLIENT NO-TOUCH; elsewhere grant +client|no-touch)",
-            touched.join(", ")
+            read.touched.join(", ")
         ));
     }
     steps.push((
@@ -203,11 +112,11 @@ pub fn predict_readonly(
     Ok(Gathered {
         slot_load,
         mode: Mode::ReadOnly,
-        entry,
+        entry: topo.entry(),
         plan,
-        sizes,
-        master_keys,
-        rings,
+        sizes: read.sizes,
+        master_keys: read.master_keys,
+        rings: read.rings,
         ideal,
         steps,
         writes: Vec::new(),
@@ -215,12 +124,118 @@ pub fn predict_readonly(
     })
 }
 
+/// Each flavour's mirror of the cluster (its name and ring), made here by the engine from the
+/// seed's `CLUSTER NODES`, as `RING.MIRROR` makes it.
+fn mirrors_of(topo: &LiveCluster, opts: &Options) -> Result<Vec<(String, Topology)>> {
+    opts.flavours
+        .iter()
+        .map(|&flavour| {
+            let options = MirrorOptions {
+                flavour,
+                vnodes: None,
+                hashtag: false,
+                given: true,
+            };
+            let made = mirror(None, &topo.nodes, &options, Limits::NONE)
+                .map_err(|e| anyhow!("the mirror of the cluster: {e}"))?;
+            Ok((flavour.name().to_string(), made.topology))
+        })
+        .collect()
+}
+
+/// Per slot, whether its keys are sized: the slots the plan moves, or every slot for a plan
+/// by bytes, memory or keys.
+fn sized_slots(plan: &[RebalanceStep<String>], opts: &Options) -> Vec<bool> {
+    let sizes_all = matches!(
+        opts.by,
+        Some(WeightBy::Bytes | WeightBy::Memory | WeightBy::Keys)
+    );
+    let mut moved = vec![sizes_all; SLOT_COUNT];
+    for m in plan {
+        for &slot in &m.slots {
+            if let Some(x) = moved.get_mut(usize::from(slot)) {
+                *x = true;
+            }
+        }
+    }
+    moved
+}
+
+/// What the masters' passes found, together.
+struct Read {
+    rings: Vec<RingSums>,
+    master_keys: HashMap<String, u64>,
+    sizes: Sizes,
+    unreadable: Unreadable,
+    /// Masters whose reads updated the keys' access time, with why.
+    touched: Vec<String>,
+    /// How each master's sizes came ([`MasterPass::by_script`]).
+    ways: Vec<Option<bool>>,
+}
+
+/// Every master that serves slots read by [`pass`], masters in parallel.
+fn read_masters(
+    topo: &LiveCluster,
+    mirrors: &[(String, Topology)],
+    change: &Change,
+    moved: &[bool],
+    opts: &Options,
+    holds: &Holds,
+) -> Result<Read> {
+    let serving: Vec<&Master> = topo
+        .masters
+        .iter()
+        .filter(|m| !m.slots.is_empty())
+        .collect();
+    let results: Vec<Result<MasterPass>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = serving
+            .iter()
+            .map(|&m| scope.spawn(move || pass(m, mirrors, change, moved, opts, holds)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a reading thread panicked")))
+            })
+            .collect()
+    });
+    let mut read = Read {
+        rings: mirrors
+            .iter()
+            .map(|(f, _)| RingSums {
+                flavour: f.clone(),
+                sums: Sums::default(),
+            })
+            .collect(),
+        master_keys: HashMap::new(),
+        sizes: Sizes::new(),
+        unreadable: Unreadable::default(),
+        touched: Vec::new(),
+        ways: Vec::new(),
+    };
+    for (m, r) in serving.iter().zip(results) {
+        let p = r?;
+        read.master_keys.insert(m.address.clone(), p.keys);
+        for (total, s) in read.rings.iter_mut().zip(&p.sums) {
+            total.sums.add(s);
+        }
+        read.sizes.extend(p.sizes);
+        read.unreadable.add(p.unreadable);
+        read.ways.push(p.by_script);
+        if let Some(why) = p.touched {
+            read.touched.push(format!("{} ({why})", m.address));
+        }
+    }
+    Ok(read)
+}
+
 /// One master's keys: read, counted, measured where the plan moves them, and hashed under
 /// each flavour's mirror a batch at a time.
 fn pass(
     m: &Master,
     mirrors: &[(String, Topology)],
-    change: &ringslot_engine::Change,
+    change: &Change,
     moved: &[bool],
     opts: &Options,
     holds: &Holds,
@@ -229,12 +244,7 @@ fn pass(
     // Reads that do not update the keys' access time, where the server can (Redis 7.2 and
     // later, Valkey): else DUMP and MEMORY USAGE touch them as a GET would, and the report
     // says so.
-    let touched = redis::cmd("CLIENT")
-        .arg("NO-TOUCH")
-        .arg("on")
-        .query::<()>(&mut con)
-        .err()
-        .map(|e| error_text(&e));
+    let touched = con.run(&["CLIENT", "NO-TOUCH", "on"]).err().map(|e| e.text);
     let mut sizer = Sizer::new(m, opts, holds);
     let mut sums = vec![Sums::default(); mirrors.len()];
     let mut batch: Vec<Vec<u8>> = Vec::new();
@@ -287,19 +297,17 @@ fn pass(
 fn slot_loads(topo: &LiveCluster, by: &str, metrics: &[&str]) -> Result<Vec<u64>> {
     let mut load = vec![0u64; SLOT_COUNT];
     for m in topo.masters.iter().filter(|m| !m.slots.is_empty()) {
-        let mut con = m.link.connect()?;
-        let reply: redis::Value = redis::cmd("CLUSTER")
-            .arg("SLOT-STATS")
-            .arg("SLOTSRANGE")
-            .arg(0)
-            .arg(SLOT_COUNT - 1)
-            .query(&mut con)
+        let last = (SLOT_COUNT - 1).to_string();
+        let reply = m
+            .link
+            .connect()?
+            .run(&["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", &last])
             .map_err(|e| {
                 anyhow!(
                     "--by {by}: {}: CLUSTER SLOT-STATS: {} (it needs Valkey 8 or Redis 8.2 and \
                      later, and +cluster|slot-stats)",
                     m.address,
-                    error_text(&e)
+                    e.text
                 )
             })?;
         let rows = crate::reply::array(&reply).map_err(|e| anyhow!("{}: {e}", m.address))?;

@@ -1,19 +1,21 @@
-//! The report of a prediction: the Markdown (the plan with the keys and bytes of each move,
-//! each scheme's moves, the masters before and after, the duration and memory of each
-//! migration method, and for a local run the real change beside the prediction) and the CSVs
-//! (schemes; moves).
+//! The report of a prediction, for people: named sections ([`Report`]) that [`report`] fills
+//! and [`Report::markdown`] puts in order: the plan with the keys and bytes of each move, each
+//! scheme's moves, the masters before and after, a plan by weight beside redis-cli's, what to
+//! run, the duration and memory of each migration method, and the time of each step; and the
+//! tables as CSV. A caller may widen the tables and add sections of its own (the benchmark
+//! program sets what a real change measured beside the prediction).
 
 use super::by_weight::WeightComparison;
 use super::change::MasterChange;
 use super::duration::{network_seconds, PerKeyModel, DEFAULT_DUMP, DEFAULT_RTT, PIPELINE};
-use super::method::Method;
+use super::method::{Method, MethodCost};
 use super::options::Options;
 use super::prediction::{Mode, Prediction};
-use super::real::Real;
 use crate::output::{self, fixed, Table};
 use anyhow::Result;
 use std::path::Path;
 
+/// `moved / keys`, 0 for no keys.
 pub fn fraction(moved: u64, keys: u64) -> f64 {
     if keys == 0 {
         0.0
@@ -61,13 +63,13 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
         "longest round trip of the run's commands (the client's view: a RING.MOVES in the background waits here without holding the master)",
         "longest PING of another client",
     ]);
-    for (a, secs, keys) in &p.holds {
+    for h in &p.holds {
         t.push(vec![
-            a.clone(),
-            keys.to_string(),
-            format!("{:.1} ms", secs * 1000.0),
+            h.address.clone(),
+            h.keys_read.to_string(),
+            format!("{:.1} ms", h.longest_seconds * 1000.0),
             p.waits
-                .get(a)
+                .get(&h.address)
                 .map_or("not measured (PING refused)".to_string(), |w| {
                     format!("{:.1} ms", w.longest * 1000.0)
                 }),
@@ -81,35 +83,97 @@ fn mode_line(p: &Prediction, opts_rate: Option<u64>) -> String {
     )
 }
 
-/// A prediction and what a report sets beside it.
-pub struct Outcome {
-    /// The prediction.
-    pub prediction: Prediction,
-    /// The read-only prediction of the same change, when both ways ran.
-    pub read_only: Option<Prediction>,
-    /// What the real change measured, when it was made (the benchmark's local runs).
-    pub real: Option<Real>,
-    /// The change predicted.
-    pub change: MasterChange,
-}
-
-/// A prediction's report: the Markdown people read, and its two tables as CSV.
+/// A prediction's report, section by section, in the order [`Report::markdown`] prints them.
 pub struct Report {
-    /// The whole report.
-    pub markdown: String,
-    /// Each scheme's moved keys (`<name>.csv`).
-    pub schemes: Table,
+    /// The title, how the prediction ran (with what it did to each master) and what the plan
+    /// moves: everything above the moves' table.
+    pub head: String,
     /// The plan, move by move (`<name>-moves.csv`).
     pub moves: Table,
+    /// Each scheme's moved keys (`<name>.csv`), slots first, then the rings, then modulo.
+    pub schemes: Table,
+    /// The slot scheme counted key by key, against the keys counted in the moved slots.
+    pub scheme_check: String,
     /// Each master before and after (`<name>-masters.csv`).
     pub masters: Table,
+    /// "A plan by ..., beside redis-cli's" (`--by`).
+    pub by_weight: Option<String>,
+    /// "Not measured, and what the run did".
+    pub notes: Option<String>,
+    /// "What to run": the commands that carry the plan out.
+    pub what_to_run: Option<String>,
+    /// Sections a caller sets beside the prediction (each starting with a blank line and its
+    /// heading).
+    pub beside: Vec<String>,
+    /// The rings' moved bytes, as estimated.
+    pub rings_note: String,
+    /// "Duration": the per-key estimate and what it is made of.
+    pub duration: String,
+    /// "How the slots move": each method's duration and memory.
+    pub methods: MethodsSection,
+    /// Sections a caller adds before the time (each starting with a blank line and its
+    /// heading).
+    pub after: Vec<String>,
+    /// The time of each step.
+    pub times: Table,
+}
+
+/// "How the slots move: duration and memory".
+pub struct MethodsSection {
+    /// What the servers offer, and any master whose memory could not be read.
+    pub intro: String,
+    /// One part per method.
+    pub parts: Vec<MethodPart>,
+    /// What the figures leave out (two methods).
+    pub outro: String,
+}
+
+/// One method's part of [`MethodsSection`].
+pub struct MethodPart {
+    /// The method.
+    pub method: Method,
+    /// Its heading and estimated duration.
+    pub heading: String,
+    /// Each master's memory (its first cell the master's address).
+    pub memory: Table,
+    /// Text a caller adds under the table.
+    pub after: String,
 }
 
 impl Report {
+    /// The whole report in Markdown.
+    pub fn markdown(&self) -> String {
+        let mut md = format!(
+            "{}\n\n{}\n## Moves per scheme\n\n{}\n{}\n## Masters (slot scheme)\n\n{}",
+            self.head,
+            self.moves.markdown(),
+            self.schemes.markdown(),
+            self.scheme_check,
+            self.masters.markdown()
+        );
+        for part in [&self.by_weight, &self.notes, &self.what_to_run]
+            .into_iter()
+            .flatten()
+        {
+            md.push_str(part);
+        }
+        for part in &self.beside {
+            md.push_str(part);
+        }
+        md.push_str(&self.rings_note);
+        md.push_str(&self.duration);
+        md.push_str(&self.methods.markdown());
+        for part in &self.after {
+            md.push_str(part);
+        }
+        md.push_str(&format!("\n## Time\n\n{}", self.times.markdown()));
+        md
+    }
+
     /// Writes `dir/name.md`, `dir/name.csv` (the schemes), `dir/name-moves.csv` and
     /// `dir/name-masters.csv`.
     pub fn write(&self, dir: &Path, name: &str) -> Result<()> {
-        output::write(dir, &format!("{name}.md"), &self.markdown)?;
+        output::write(dir, &format!("{name}.md"), &self.markdown())?;
         output::write(dir, &format!("{name}.csv"), &self.schemes.csv())?;
         output::write(dir, &format!("{name}-moves.csv"), &self.moves.csv())?;
         output::write(dir, &format!("{name}-masters.csv"), &self.masters.csv())?;
@@ -117,11 +181,50 @@ impl Report {
     }
 }
 
-/// The report of `outcome` (a prediction, and for a local run the real change beside it).
-pub fn report(outcome: &Outcome, opts: &Options) -> Report {
-    let p = &outcome.prediction;
-    let real = outcome.real.as_ref();
-    let label = outcome.change.label();
+impl MethodsSection {
+    /// The section in Markdown.
+    pub fn markdown(&self) -> String {
+        let mut md = format!(
+            "\n## How the slots move: duration and memory\n\n{}",
+            self.intro
+        );
+        for part in &self.parts {
+            md.push_str(&part.heading);
+            md.push_str(&part.memory.markdown());
+            md.push_str(&part.after);
+        }
+        md.push_str(&self.outro);
+        md
+    }
+}
+
+/// The report of the prediction `p` of `change`, run with `opts`.
+pub fn report(p: &Prediction, change: &MasterChange, opts: &Options) -> Report {
+    Report {
+        head: head(p, change, opts),
+        moves: moves_table(p),
+        schemes: schemes_table(p),
+        scheme_check: scheme_check(p),
+        masters: masters_table(p),
+        by_weight: p.by_weight.as_ref().map(by_weight_section),
+        notes: notes_section(p),
+        what_to_run: what_to_run(p),
+        beside: Vec::new(),
+        rings_note: format!(
+            "\nThe rings' moved bytes are their moved keys at the mean size of the keys \
+             measured ({:.0} bytes): they move other keys than the slot plan.\n",
+            p.mean_bytes
+        ),
+        duration: format!("\n## Duration\n\n{}\n", duration_text(p)),
+        methods: methods_section(p),
+        after: Vec::new(),
+        times: times_table(p),
+    }
+}
+
+/// The title, how the prediction ran, and what the plan moves.
+fn head(p: &Prediction, change: &MasterChange, opts: &Options) -> String {
+    let label = change.label();
     let slots_planned: usize = p.plan.iter().map(|m| m.slots.len()).sum();
     let sample_note = match p.sample {
         Some(n) => format!(
@@ -130,7 +233,45 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         ),
         None => " Bytes were measured key by key.".to_string(),
     };
-    // The plan, move by move.
+    let serving = p.masters.iter().filter(|m| m.slots_before > 0).count();
+    let joining = match change {
+        MasterChange::Add { nodes, .. } => nodes.len(),
+        _ => 0,
+    };
+    let present = p.masters.len().saturating_sub(joining);
+    let masters = if joining > 0 {
+        format!("{serving} masters and {joining} joining")
+    } else if serving < present {
+        format!("{serving} masters serving slots ({present} in all)")
+    } else {
+        format!("{serving} masters")
+    };
+    // A pending rebalance under redis-cli's threshold moves nothing: say so as redis-cli does.
+    let nothing = match (change, slots_planned) {
+        (MasterChange::Rebalance { threshold }, 0) => format!(
+            " Every master is within the {threshold}% threshold of its share: redis-cli \
+             answers \"No rebalancing needed\" (a lower --threshold predicts a smaller \
+             rebalance)."
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{masters}, {} live keys. The plan \
+         (what redis-cli's rebalance does when run against {}: the commands are under \
+         \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP \
+         payloads ({}), taking {} bytes of memory on their targets.{nothing}{sample_note}",
+        mode_line(p, Some(opts.max_keys_per_sec)),
+        p.keys,
+        p.entry,
+        p.keys_moved,
+        p.bytes.shown(),
+        mib(p.bytes.value),
+        p.memory.shown(),
+    )
+}
+
+/// The plan, move by move.
+fn moves_table(p: &Prediction) -> Table {
     let mut moves = Table::new(&[
         "from",
         "to",
@@ -149,8 +290,12 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             m.memory.shown(),
         ]);
     }
-    // The schemes (the real change's columns only where one was made).
-    let mut headers = vec![
+    moves
+}
+
+/// Each scheme's moved keys: the slot scheme, each ring, modulo.
+fn schemes_table(p: &Prediction) -> Table {
+    let mut t = Table::new(&[
         "scheme",
         "keys",
         "moved",
@@ -158,15 +303,8 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         "fraction",
         "ideal",
         "moved bytes (rings: moved keys x their mean size)",
-    ];
-    if real.is_some() {
-        headers.extend(["real moved", "real fraction", "real moved bytes"]);
-    }
-    let mut t = Table::new(&headers);
-    let real_cell = |r: Option<u64>| r.map_or("-".to_string(), |n| n.to_string());
-    let real_fraction =
-        |r: Option<u64>| r.map_or("-".to_string(), |n| fixed(fraction(n, p.keys), 4));
-    let mut slots_row = vec![
+    ]);
+    t.push(vec![
         "slots (redis-cli --cluster rebalance)".into(),
         p.keys.to_string(),
         p.keys_moved.to_string(),
@@ -174,37 +312,23 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         fixed(fraction(p.keys_moved, p.keys), 4),
         fixed(p.ideal, 4),
         p.bytes.shown(),
-    ];
-    if let Some(r) = real {
-        slots_row.extend([
-            real_cell(Some(r.moved)),
-            real_fraction(Some(r.moved)),
-            real_cell(r.scan_bytes),
-        ]);
-    }
-    t.push(slots_row);
+    ]);
     // The rings move other keys than the slot plan: their bytes at the measured mean.
     let approx = |moved: u64| format!("{:.0}", moved as f64 * p.mean_bytes);
-    let not_real = |row: &mut Vec<String>| {
-        if real.is_some() {
-            row.extend(["-".to_string(), "-".into(), "-".into()]);
-        }
-    };
-    for (flavour, sums) in &p.rings {
-        let mut row = vec![
-            format!("ring ({flavour})"),
+    for r in &p.rings {
+        let sums = &r.sums;
+        t.push(vec![
+            format!("ring ({})", r.flavour),
             sums.members.to_string(),
             sums.ring_moved.to_string(),
             sums.ring_between.to_string(),
             fixed(fraction(sums.ring_moved, sums.members), 4),
             fixed(p.ideal, 4),
             approx(sums.ring_moved),
-        ];
-        not_real(&mut row);
-        t.push(row);
+        ]);
     }
-    if let Some((_, sums)) = p.rings.first() {
-        let mut row = vec![
+    if let Some(sums) = p.rings.first().map(|r| &r.sums) {
+        t.push(vec![
             "modulo (hash mod N)".into(),
             sums.members.to_string(),
             sums.modulo_moved.to_string(),
@@ -212,20 +336,19 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             fixed(fraction(sums.modulo_moved, sums.members), 4),
             fixed(p.ideal, 4),
             approx(sums.modulo_moved),
-        ];
-        not_real(&mut row);
-        t.push(row);
+        ]);
     }
-    // The slot scheme key by key: every pass's what-if counted the keys of the moved slots.
+    t
+}
+
+/// The slot scheme key by key: every pass's what-if counted the keys of the moved slots.
+fn scheme_check(p: &Prediction) -> String {
     let per_pass: Vec<String> = p
         .rings
         .iter()
-        .map(|(_, sums)| sums.slots_moved.to_string())
+        .map(|r| r.sums.slots_moved.to_string())
         .collect();
-    let agree = p
-        .rings
-        .iter()
-        .all(|(_, sums)| sums.slots_moved == p.keys_moved);
+    let agree = p.rings.iter().all(|r| r.sums.slots_moved == p.keys_moved);
     let mut check = format!(
         "The slot scheme evaluated key by key with each flavour's pass: {} keys moved; {} the \
          keys counted in the moved slots.\n",
@@ -236,17 +359,21 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             "**not equal to**"
         }
     );
-    for (flavour, sums) in &p.rings {
-        if sums.members != p.keys {
+    for r in &p.rings {
+        if r.sums.members != p.keys {
             check.push_str(&format!(
-                "\n**The {flavour} pass evaluated {} keys where {} were counted**: keys were \
+                "\n**The {} pass evaluated {} keys where {} were counted**: keys were \
                  written or deleted during the run, or the user may not read some.\n",
-                sums.members, p.keys
+                r.flavour, r.sums.members, p.keys
             ));
         }
     }
-    // The masters.
-    let mut headers = vec![
+    check
+}
+
+/// Each master before and after, under the slot scheme.
+fn masters_table(p: &Prediction) -> Table {
+    let mut per = Table::new(&[
         "master",
         "slots before",
         "keys before",
@@ -254,13 +381,9 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
         "keys after (plan)",
         "bytes out",
         "bytes in",
-    ];
-    if real.is_some() {
-        headers.push("keys after (real)");
-    }
-    let mut per = Table::new(&headers);
+    ]);
     for m in &p.masters {
-        let mut row = vec![
+        per.push(vec![
             m.address.clone(),
             m.slots_before.to_string(),
             m.keys_before.to_string(),
@@ -268,210 +391,59 @@ pub fn report(outcome: &Outcome, opts: &Options) -> Report {
             m.keys_after.to_string(),
             m.bytes_out.shown(),
             m.bytes_in.shown(),
-        ];
-        if let Some(r) = real {
-            row.push(
-                r.keys_after
-                    .get(&m.address)
-                    .copied()
-                    .unwrap_or(0)
-                    .to_string(),
-            );
-        }
-        per.push(row);
+        ]);
     }
-    let entry = &p.entry;
-    let serving = p.masters.iter().filter(|m| m.slots_before > 0).count();
-    let joining = match &outcome.change {
-        super::change::MasterChange::Add { nodes, .. } => nodes.len(),
-        _ => 0,
-    };
-    let present = p.masters.len().saturating_sub(joining);
-    let masters = if joining > 0 {
-        format!("{serving} masters and {joining} joining")
-    } else if serving < present {
-        format!("{serving} masters serving slots ({present} in all)")
-    } else {
-        format!("{serving} masters")
-    };
-    // A pending rebalance under redis-cli's threshold moves nothing: say so as redis-cli does.
-    let nothing = match (&outcome.change, slots_planned) {
-        (super::change::MasterChange::Rebalance { threshold }, 0) => format!(
-            " Every master is within the {threshold}% threshold of its share: redis-cli \
-             answers \"No rebalancing needed\" (a lower --threshold predicts a smaller \
-             rebalance)."
-        ),
-        _ => String::new(),
-    };
-    let mut md = format!(
-        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{masters}, {} live keys. The plan \
-         (what redis-cli's rebalance does when run against {entry}: the commands are under \
-         \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP \
-         payloads ({}), taking {} bytes of memory on their targets.{nothing}{sample_note}\n\n\
-         {}\n## Moves per scheme\n\n{}\n{check}\n## Masters (slot scheme)\n\n{}",
-        mode_line(p, Some(opts.max_keys_per_sec)),
-        p.keys,
-        p.keys_moved,
-        p.bytes.shown(),
-        mib(p.bytes.value),
-        p.memory.shown(),
-        moves.markdown(),
-        t.markdown(),
-        per.markdown()
-    );
-    if let Some(c) = &p.by_weight {
-        md.push_str(&by_weight_section(c));
+    per
+}
+
+/// "Not measured, and what the run did", when there is anything to say.
+fn notes_section(p: &Prediction) -> Option<String> {
+    if p.notes.is_empty() {
+        return None;
     }
-    if !p.notes.is_empty() {
-        md.push_str("\n## Not measured, and what the run did\n\n");
-        for n in &p.notes {
-            md.push_str(&format!("- {n}\n"));
-        }
+    let mut md = String::from("\n## Not measured, and what the run did\n\n");
+    for n in &p.notes {
+        md.push_str(&format!("- {n}\n"));
     }
-    if !p.commands.is_empty() {
-        md.push_str("\n## What to run\n\n```\n");
-        for c in &p.commands {
-            md.push_str(c);
-            md.push('\n');
-        }
-        md.push_str("```\n\n");
-        for n in &p.command_notes {
-            md.push_str(&format!("- {n}\n"));
-        }
+    Some(md)
+}
+
+/// "What to run": the commands that carry out redis-cli's plan, and their notes.
+fn what_to_run(p: &Prediction) -> Option<String> {
+    if p.commands.is_empty() {
+        return None;
     }
-    if let Some(ro) = &outcome.read_only {
-        md.push_str(&both_ways(p, ro));
+    let mut md = String::from("\n## What to run\n\n```\n");
+    for c in &p.commands {
+        md.push_str(c);
+        md.push('\n');
     }
-    md.push_str(&format!(
-        "\nThe rings' moved bytes are their moved keys at the mean size of the keys measured \
-         ({:.0} bytes): they move other keys than the slot plan.\n",
-        p.mean_bytes
-    ));
-    // The duration.
-    md.push_str(&format!("\n## Duration\n\n{}\n", duration_text(p)));
-    md.push_str(&methods_section(p, real));
+    md.push_str("```\n\n");
+    for n in &p.command_notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    Some(md)
+}
+
+/// The time of each step, and of the whole prediction.
+fn times_table(p: &Prediction) -> Table {
     let mut times = Table::new(&["step", "seconds"]);
     for (step, secs) in &p.steps {
         times.push(vec![format!("- {step}"), fixed(*secs, 2)]);
     }
     times.push(vec!["prediction".into(), fixed(p.seconds, 2)]);
-    if let Some(r) = real {
-        times.push(vec![
-            "real change (add-node, rebalance, del-node, convergence)".into(),
-            fixed(r.seconds, 2),
-        ]);
-        times.push(vec![
-            match r.method {
-                Method::PerKey => "- of which the redis-cli rebalance".into(),
-                Method::Atomic => "- of which the atomic jobs".to_string(),
-            },
-            fixed(r.rebalance_seconds, 2),
-        ]);
-        let same_owners = r.owner_after == p.owner_after;
-        // What each master gives, in slots: the same whichever order redis-cli loads the
-        // masters in (a donor gives its lowest slots, its surplus).
-        let given = |after: &[Option<String>]| -> Vec<(String, usize)> {
-            p.masters
-                .iter()
-                .map(|m| {
-                    let n = p
-                        .owner_before
-                        .iter()
-                        .zip(after)
-                        .filter(|(b, a)| {
-                            b.as_deref() == Some(m.address.as_str()) && b.as_deref() != a.as_deref()
-                        })
-                        .count();
-                    (m.address.clone(), n)
-                })
-                .collect()
-        };
-        let same_given = given(&r.owner_after) == given(&p.owner_after);
-        let owners_line = if same_owners {
-            "equal to the plan's".to_string()
-        } else if same_given {
-            "differ from the plan's in which joining master takes which slots, but each master \
-             gives exactly the slots the plan says (redis-cli pairs donors with receivers in \
-             the order it loads the masters in, which for masters not yet added is unknown: \
-             `add-node` first and predict `--rebalance` for the exact moves)"
-                .to_string()
-        } else {
-            "**differ from** the plan's".to_string()
-        };
-        let estimate = p
-            .methods
-            .iter()
-            .find(|c| c.method == r.method)
-            .map_or(p.duration, |c| c.seconds);
-        let error = (estimate - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
-        let (carried, printed) = match r.method {
-            Method::PerKey => (
-                "the RESTORE-ASKING commands with their protocol, and redis-cli's own",
-                "redis-cli printed",
-            ),
-            Method::Atomic => (
-                "the snapshot's commands and the job's own traffic",
-                "the atomic jobs",
-            ),
-        };
-        md.push_str(&format!(
-            "\n## Predicted against real\n\n\
-             - keys the slot scheme moves: predicted {}, real {} (per-slot counts before, slot \
-             owners after){}\n\
-             - bytes moved (DUMP): predicted {}, real {}; the receiving masters read {} bytes \
-             from the network meanwhile ({carried})\n\
-             - keys moved between old masters: predicted {}, real {}\n\
-             - slot owners after the real rebalance: {}\n\
-             - duration of the moves ({}): estimated {:.1} s, real {:.1} s (error {:+.0}%)\n\
-             - {printed}: {}\n",
-            p.keys_moved,
-            r.moved,
-            r.scan_moved.map_or(String::new(), |n| format!(
-                "; a SCAN of every master before and after: {n}"
-            )),
-            p.bytes.shown(),
-            r.scan_bytes
-                .map_or("- (keyspace above --scan-limit)".to_string(), |b| b
-                    .to_string()),
-            r.net_in,
-            p.keys_between_old,
-            r.between,
-            owners_line,
-            r.method.label(),
-            estimate,
-            r.rebalance_seconds,
-            error * 100.0,
-            if r.moves_printed.is_empty() {
-                "nothing moved".to_string()
-            } else {
-                r.moves_printed.join("; ")
-            }
-        ));
-    }
-    if let Some(r) = real.filter(|r| !r.holds.is_empty()) {
-        md.push_str(&holds_section(r));
-    }
-    md.push_str(&format!("\n## Time\n\n{}", times.markdown()));
-    Report {
-        markdown: md,
-        schemes: t,
-        moves,
-        masters: per,
-    }
+    times
 }
 
 /// The section on how the slots will move: per method the estimated duration and each
-/// master's `used_memory` now, at its peak and at the end; for a local run, what the real
-/// moves measured beside them.
-fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
-    let mut md = String::from("\n## How the slots move: duration and memory\n\n");
-    if p.methods.len() < 2 {
-        md.push_str(
-            "Every server here migrates per key (`MIGRATE`, as `redis-cli --cluster \
-             rebalance` does); atomic slot migration needs Valkey 9 on every master.\n",
-        );
+/// master's `used_memory` now, at its peak and at the end.
+fn methods_section(p: &Prediction) -> MethodsSection {
+    let mut intro = if p.methods.len() < 2 {
+        "Every server here migrates per key (`MIGRATE`, as `redis-cli --cluster \
+         rebalance` does); atomic slot migration needs Valkey 9 on every master.\n"
+            .to_string()
     } else {
-        md.push_str(&format!(
+        format!(
             "Every master has Valkey 9's atomic slot migration. This report is for the \
              **{}** method{}.\n",
             p.method.label(),
@@ -481,95 +453,17 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
             } else {
                 ""
             }
-        ));
-    }
+        )
+    };
     if let Some(note) = &p.memory_note {
-        // The cause as the error gives it: a refused INFO, or a node the user cannot log in to
-        // (a joining master where the ACL user was not made).
-        let hint = if note.contains("NOPERM") {
-            " `INFO` needs `+info`."
-        } else if note.contains("uthentication") || note.contains("WRONGPASS") {
-            " The user could not log in there: make it on every node, the joining ones too."
-        } else {
-            ""
-        };
-        md.push_str(&format!(
+        let hint = p.memory_hint.map_or(String::new(), |h| format!(" {h}"));
+        intro.push_str(&format!(
             "\n**used_memory could not be read on every master** ({note}): those masters \
              start at 0 below.{hint}\n"
         ));
     }
-    for cost in &p.methods {
-        md.push_str(&format!(
-            "\n### {}{}\n\nEstimated duration of the moves: {:.1} s ({} {}).\n\n",
-            cost.method.label(),
-            if cost.method == p.method {
-                " (the method this report is for)"
-            } else {
-                ""
-            },
-            cost.seconds,
-            cost.jobs,
-            match cost.method {
-                Method::PerKey => "moves, by the fitted model of slots and keys",
-                Method::Atomic => "jobs, by the fitted model of jobs and bytes",
-            },
-        ));
-        let shown_real = real.filter(|r| r.method == cost.method);
-        let mut header = vec!["master", "used_memory now", "peak", "at the end"];
-        if cost.method == Method::Atomic {
-            header.push("peak if the target falls behind");
-        }
-        if shown_real.is_some() {
-            header.extend([
-                "real before",
-                "real peak (sampled every 100 ms)",
-                "used_memory_peak after",
-                "real at the end",
-            ]);
-        }
-        let mut t = Table::new(&header);
-        for row in &cost.memory {
-            let mut cells = vec![
-                row.address.clone(),
-                mib(row.now),
-                mib(row.peak),
-                mib(row.end),
-            ];
-            if cost.method == Method::Atomic {
-                cells.push(mib(row.worst));
-            }
-            if let Some(r) = shown_real {
-                match r.memory.iter().find(|m| m.address == row.address) {
-                    Some(m) => cells.extend([
-                        mib(m.before),
-                        mib(m.sampled_peak),
-                        mib(m.server_peak),
-                        mib(m.after),
-                    ]),
-                    None => cells.extend(["-".to_string(), "-".into(), "-".into(), "-".into()]),
-                }
-            }
-            t.push(cells);
-        }
-        md.push_str(&t.markdown());
-        if let Some(r) = shown_real {
-            let error = (cost.seconds - r.rebalance_seconds) / r.rebalance_seconds.max(1e-9);
-            md.push_str(&format!(
-                "\nReal moves: {:.1} s (estimate error {:+.0}%){}.\n",
-                r.rebalance_seconds,
-                error * 100.0,
-                if r.method == Method::Atomic {
-                    format!(
-                        "; the forks copied {} on write (`cow_size` summed over the jobs)",
-                        mib(r.cow_bytes as f64)
-                    )
-                } else {
-                    String::new()
-                }
-            ));
-        }
-    }
-    md.push_str(match p.methods.len() {
+    let parts = p.methods.iter().map(|cost| method_part(p, cost)).collect();
+    let outro = match p.methods.len() {
         0 | 1 => "",
         _ => {
             "\nAtomic: a source keeps its whole copy until the trim that ends the job, plus the \
@@ -582,59 +476,54 @@ fn methods_section(p: &Prediction, real: Option<&Real>) -> String {
              Valkey wheel allocates with libc malloc and the Redis builds with jemalloc, so \
              used_memory figures do not carry from one to the other.\n"
         }
-    });
-    md
+    };
+    MethodsSection {
+        intro,
+        parts,
+        outro: outro.to_string(),
+    }
 }
 
-/// The section that sets the read-only prediction beside the one with the module.
-fn both_ways(p: &Prediction, ro: &Prediction) -> String {
-    let mut t = Table::new(&["", "with the module", "read-only", "same"]);
-    let mut row = |what: String, a: String, b: String| {
-        let same = if a == b { "yes" } else { "**no**" };
-        t.push(vec![what, a, b, same.to_string()]);
-    };
-    row("live keys".into(), p.keys.to_string(), ro.keys.to_string());
-    row(
-        "keys the slot plan moves".into(),
-        p.keys_moved.to_string(),
-        ro.keys_moved.to_string(),
+/// One method's heading, estimated duration and memory table.
+fn method_part(p: &Prediction, cost: &MethodCost) -> MethodPart {
+    let heading = format!(
+        "\n### {}{}\n\nEstimated duration of the moves: {:.1} s ({} {}).\n\n",
+        cost.method.label(),
+        if cost.method == p.method {
+            " (the method this report is for)"
+        } else {
+            ""
+        },
+        cost.seconds,
+        cost.jobs,
+        match cost.method {
+            Method::PerKey => "moves, by the fitted model of slots and keys",
+            Method::Atomic => "jobs, by the fitted model of jobs and bytes",
+        },
     );
-    row("their bytes".into(), p.bytes.shown(), ro.bytes.shown());
-    let moves = |x: &Prediction| -> String {
-        x.plan
-            .iter()
-            .map(|m| format!("{}/{}", m.slots.len(), m.keys))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    row("slots/keys per move".into(), moves(p), moves(ro));
-    for ((f, a), (_, b)) in p.rings.iter().zip(&ro.rings) {
-        row(
-            format!("ring ({f}): moved, between old"),
-            format!("{} {}", a.ring_moved, a.ring_between),
-            format!("{} {}", b.ring_moved, b.ring_between),
-        );
+    let mut header = vec!["master", "used_memory now", "peak", "at the end"];
+    if cost.method == Method::Atomic {
+        header.push("peak if the target falls behind");
     }
-    if let (Some((_, a)), Some((_, b))) = (p.rings.first(), ro.rings.first()) {
-        row(
-            "modulo: moved, between old".into(),
-            format!("{} {}", a.modulo_moved, a.modulo_between),
-            format!("{} {}", b.modulo_moved, b.modulo_between),
-        );
+    let mut t = Table::new(&header);
+    for row in &cost.memory {
+        let mut cells = vec![
+            row.address.clone(),
+            mib(row.now),
+            mib(row.peak),
+            mib(row.end),
+        ];
+        if cost.method == Method::Atomic {
+            cells.push(mib(row.worst));
+        }
+        t.push(cells);
     }
-    let longest = |x: &Prediction| x.waits.values().map(|w| w.longest).fold(0.0f64, f64::max);
-    format!(
-        "\n## With the module and read-only\n\nThe same change predicted both ways on the same \
-         cluster:\n\n{}\nThe longest another client's PING (one every 10 ms) waited on a \
-         master: {:.1} ms with the module, {:.1} ms read-only (on this host that also measures \
-         the scheduler: see the masters' own records below); the predictions took {:.2} s and \
-         {:.2} s.\n",
-        t.markdown(),
-        longest(p) * 1000.0,
-        longest(ro) * 1000.0,
-        p.seconds,
-        ro.seconds
-    )
+    MethodPart {
+        method: cost.method,
+        heading,
+        memory: t,
+        after: String::new(),
+    }
 }
 
 /// The duration section: the estimate, its range, and what it is made of.
@@ -705,56 +594,10 @@ fn duration_text(p: &Prediction) -> String {
     )
 }
 
-/// What each prediction held the masters for, from their own records (a local run's).
-fn holds_section(r: &Real) -> String {
-    let mut t = Table::new(&[
-        "prediction",
-        "master",
-        "its commands of 10 ms or more (SLOWLOG)",
-        "the longest",
-        "longest background slice of the module (latency monitor)",
-    ]);
-    for (way, holds) in &r.holds {
-        for h in holds {
-            t.push(vec![
-                way.clone(),
-                h.address.clone(),
-                h.slow_commands.to_string(),
-                if h.slow_commands == 0 {
-                    "-".into()
-                } else {
-                    format!("{:.1} ms ({})", h.longest_command_ms, h.longest_command)
-                },
-                if h.longest_slice_ms > 0.0 {
-                    format!("{:.0} ms", h.longest_slice_ms)
-                } else {
-                    "under 10 ms".into()
-                },
-            ]);
-        }
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let load = r.load_average.map_or(String::new(), |l| {
-        format!(
-            " The host's load average at the end of the run: {:.2}, {:.2}, {:.2} ({cpus} \
-             CPUs).",
-            l[0], l[1], l[2]
-        )
-    });
-    format!(
-        "\n## What the prediction held the masters for\n\nFrom each master's own records, \
-         reset before each prediction: its SLOWLOG (threshold 10 ms) entries of the tool's \
-         connections (named `ringslot`), and its latency monitor's longest `ringslot-slice` \
-         event (a background walk of the module holding the main thread; threshold 10 \
-         ms).{load}\n\n{}",
-        t.markdown()
-    )
-}
-
 /// The plan by weight beside redis-cli's (`--by`).
 fn by_weight_section(c: &WeightComparison) -> String {
-    let by = c.by.name();
-    let pct = c.tolerance * 100.0;
+    let by = c.plan.by.name();
+    let pct = c.plan.tolerance * 100.0;
     let mut plans = Table::new(&[
         "plan",
         "slots moved",
@@ -805,7 +648,7 @@ fn by_weight_section(c: &WeightComparison) -> String {
         }
     }
     let mut pairs: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
-    for m in &c.moves {
+    for m in &c.plan.moves {
         *pairs.entry((m.from.as_str(), m.to.as_str())).or_default() += 1;
     }
     let moves: Vec<String> = pairs
@@ -868,7 +711,7 @@ fn by_weight_section(c: &WeightComparison) -> String {
         ),
         _ => String::new(),
     };
-    let carry = if c.moves.is_empty() {
+    let carry = if c.plan.moves.is_empty() {
         String::new()
     } else {
         " redis-cli cannot move chosen slots (its reshard picks them): to carry this plan \

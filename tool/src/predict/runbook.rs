@@ -3,8 +3,8 @@
 //! slots (a drained master turns into a replica).
 
 use super::change::MasterChange;
-use super::live::LiveCluster;
-use crate::link::Access;
+use crate::cluster::link::Access;
+use crate::cluster::topology::LiveCluster;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 
 /// The commands that carry out `change` on the cluster of `topo`, run against `seed` (the node
@@ -44,12 +44,7 @@ pub fn runbook(
                 for n in nodes {
                     let id = access
                         .at(n)
-                        .and_then(|link| {
-                            let mut con = link.connect()?;
-                            Ok(redis::cmd("CLUSTER")
-                                .arg("MYID")
-                                .query::<String>(&mut con)?)
-                        })
+                        .and_then(|link| Ok(link.connect()?.text(&["CLUSTER", "MYID"])?))
                         .unwrap_or_else(|_| format!("<id of {n}: CLUSTER MYID on it>"));
                     weights.push_str(&format!(" {id}={w}"));
                 }

@@ -8,12 +8,16 @@
 //! would not be migrated either.
 
 use super::estimate::Sizes;
-use super::live::{scan_master, Holds, Limiter, LiveCluster, Master, INTERRUPTED};
 use super::options::{Options, SizesBy};
-use super::plan::PlanStep;
-use crate::client::error_text;
+use super::steps::RebalanceStep;
+use crate::cluster::connection::NodeConnection;
+use crate::cluster::error::{Code, NodeError};
+use crate::cluster::pacing::{Holds, Limiter};
+use crate::cluster::reads::scan_master;
+use crate::cluster::topology::{LiveCluster, Master};
+use crate::cluster::INTERRUPTED;
 use anyhow::{anyhow, bail, Result};
-use redis::{Connection, Value};
+use redis::Value;
 use ringslot_engine::key_slot;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -114,11 +118,6 @@ impl Unreadable {
     }
 }
 
-/// Whether a client error is an ACL refusal.
-fn is_noperm(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOPERM")
-}
-
 impl<'a> Sizer<'a> {
     /// A sizer of `master`'s keys as `opts` say (`--bytes-sample`, `--max-keys-per-sec`,
     /// `--sizes-by`).
@@ -140,7 +139,12 @@ impl<'a> Sizer<'a> {
     /// came from `SCAN` and need no check. The names to size join their slot's buffer, sized
     /// when it holds [`SCRIPT_KEYS`] names or the buffers [`PENDING_MAX`]; the others are
     /// counted, or checked with `EXISTS` now.
-    pub fn measure(&mut self, con: &mut Connection, names: &[Vec<u8>], live: bool) -> Result<()> {
+    pub fn measure(
+        &mut self,
+        con: &mut NodeConnection,
+        names: &[Vec<u8>],
+        live: bool,
+    ) -> Result<()> {
         let mut checked: Vec<&Vec<u8>> = Vec::new();
         let mut full: Vec<u16> = Vec::new();
         for name in names {
@@ -171,10 +175,7 @@ impl<'a> Sizer<'a> {
             for name in &checked {
                 pipe.cmd("EXISTS").arg(name.as_slice());
             }
-            let alive: Vec<Value> = self
-                .holds
-                .time(at, || pipe.query(con))
-                .map_err(|e| anyhow!("{at}: EXISTS: {}", error_text(&e)))?;
+            let alive: Vec<Value> = self.holds.time(at, || con.pipeline(&pipe, "EXISTS"))?;
             for (name, live) in checked.iter().zip(alive) {
                 if matches!(live, Value::Int(1)) {
                     self.sizes.entry(key_slot(name)).or_default().keys += 1;
@@ -191,13 +192,13 @@ impl<'a> Sizer<'a> {
     }
 
     /// Sizes every name still waiting. Call once, after the last [`Sizer::measure`].
-    pub fn finish(&mut self, con: &mut Connection) -> Result<()> {
+    pub fn finish(&mut self, con: &mut NodeConnection) -> Result<()> {
         self.flush(con, None)
     }
 
     /// Sizes the names waiting in `slots` (`None`: every slot), a pipeline of up to
     /// [`PIPELINE_CALLS`] calls at a time.
-    fn flush(&mut self, con: &mut Connection, slots: Option<&[u16]>) -> Result<()> {
+    fn flush(&mut self, con: &mut NodeConnection, slots: Option<&[u16]>) -> Result<()> {
         let mut names: Vec<Vec<u8>> = Vec::new();
         match slots {
             Some(slots) => {
@@ -234,7 +235,7 @@ impl<'a> Sizer<'a> {
     /// call's names after its byte budget ran out).
     fn size(
         &mut self,
-        con: &mut Connection,
+        con: &mut NodeConnection,
         names: &[Vec<u8>],
     ) -> Result<(usize, usize, Vec<Vec<u8>>)> {
         let at = self.master.address.clone();
@@ -254,14 +255,15 @@ impl<'a> Sizer<'a> {
                 }
                 found
             }
-            // A user who may not run scripts: the DUMP way from now on.
-            Err(e) if by_script && refuses_scripts(&e) => {
+            // A user who may not run scripts (or a server without them): the DUMP way from
+            // now on.
+            Err(e) if by_script && matches!(e.code, Code::NoPermCommand | Code::UnknownCommand) => {
                 self.by_script = Some(false);
                 return Ok((0, 0, Vec::new()));
             }
             // Keys the user may not read: counted key by key (a rare path: the run fails at
             // the end with their count, before any plan is printed).
-            Err(e) if is_noperm(&e) => {
+            Err(e) if e.is(&Code::NoPermKey) => {
                 // Only the names this pipeline covered, at most.
                 let covered = if by_script {
                     PIPELINE_CALLS * SCRIPT_KEYS
@@ -270,15 +272,15 @@ impl<'a> Sizer<'a> {
                 };
                 let part = names.get(..names.len().min(covered)).unwrap_or(names);
                 for name in part {
-                    match redis::cmd("DUMP").arg(name.as_slice()).query::<Value>(con) {
-                        Err(e) if is_noperm(&e) => self.unreadable.note(name),
-                        Err(e) => bail!("{at}: DUMP: {}", error_text(&e)),
+                    match con.run(&[b"DUMP".as_slice(), name]) {
+                        Err(e) if e.is(&Code::NoPermKey) => self.unreadable.note(name),
+                        Err(e) => bail!(e),
                         Ok(_) => {}
                     }
                 }
                 return Ok((part.len(), part.len(), Vec::new()));
             }
-            Err(e) => bail!("{at}: the moving keys' sizes: {}", error_text(&e)),
+            Err(e) => bail!("{at}: the moving keys' sizes: {}", e.text),
         };
         let (mut consumed, mut sized, mut left) = (0, 0, Vec::new());
         for (n, sizes) in calls {
@@ -356,19 +358,11 @@ pub const LENGTHS: &str = "local out = {} \
 pub const SCRIPT_KEYS: usize = 100;
 pub const SCRIPT_BYTES: u64 = 128 * 1024;
 
-/// Whether a client error refuses scripts themselves (the user may not run `EVAL_RO`, or the
-/// server has none), not one of their keys.
-fn refuses_scripts(e: &redis::RedisError) -> bool {
-    let text = error_text(e);
-    (text.starts_with("NOPERM") && text.contains("command"))
-        || text.to_lowercase().contains("unknown command")
-}
-
 /// Sizes (`DUMP` length and memory; `None` for a key gone) of a first part of `names`
 /// (grouped by slot) by [`LENGTHS`] scripts: up to [`PIPELINE_CALLS`] calls of up to
 /// [`SCRIPT_KEYS`] names of one slot, in one pipeline. Per call, the names it covered and the
 /// sizes of its first names (fewer when it stopped at its byte budget; at least one).
-fn size_by_script(con: &mut Connection, names: &[Vec<u8>]) -> redis::RedisResult<Calls> {
+fn size_by_script(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Calls, NodeError> {
     let mut pipe = redis::pipe();
     let mut calls: Vec<usize> = Vec::new();
     let mut i = 0;
@@ -386,20 +380,23 @@ fn size_by_script(con: &mut Connection, names: &[Vec<u8>]) -> redis::RedisResult
         calls.push(n);
         i += n;
     }
-    let replies: Vec<Value> = pipe.query(con)?;
+    let replies: Vec<Value> = con.pipeline(&pipe, "EVAL_RO")?;
     let mut out = Vec::with_capacity(calls.len());
+    let odd = |text: String| NodeError {
+        node: con.address().to_string(),
+        command: "EVAL_RO".into(),
+        code: Code::Other("reply".into()),
+        text,
+    };
     for (n, reply) in calls.into_iter().zip(replies) {
-        let lengths: Vec<i64> = redis::from_redis_value(&reply)?;
+        let lengths: Vec<i64> = redis::from_redis_value(&reply).map_err(|e| odd(e.to_string()))?;
         let sizes: Vec<Option<(f64, f64)>> = lengths
             .chunks_exact(2)
             .take(n)
             .map(|pair| (pair[0] >= 0).then(|| (pair[0] as f64, pair[1].max(0) as f64)))
             .collect();
         if sizes.is_empty() && n > 0 {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::ResponseError,
-                "the sizes' script sized no key",
-            )));
+            return Err(odd("the sizes' script sized no key".into()));
         }
         out.push((n, sizes));
     }
@@ -414,9 +411,9 @@ const DUMP_KEYS: usize = 128;
 
 /// [`size_by_script`] by `DUMP` (its payload measured here) and `MEMORY USAGE`, every name.
 fn size_by_dump(
-    con: &mut Connection,
+    con: &mut NodeConnection,
     names: &[Vec<u8>],
-) -> redis::RedisResult<Vec<Option<(f64, f64)>>> {
+) -> Result<Vec<Option<(f64, f64)>>, NodeError> {
     let mut pipe = redis::pipe();
     for name in names {
         pipe.cmd("DUMP").arg(name.as_slice());
@@ -426,7 +423,7 @@ fn size_by_dump(
             .arg("SAMPLES")
             .arg(0);
     }
-    let replies: Vec<Value> = pipe.query(con)?;
+    let replies: Vec<Value> = con.pipeline(&pipe, "DUMP")?;
     let mut replies = replies.into_iter();
     let mut sizes = Vec::with_capacity(names.len());
     for _ in names {
@@ -452,7 +449,7 @@ fn size_by_dump(
 /// keys the user (`user`, for the message) may not read ([`Unreadable::check`]).
 pub fn size_moved_slots(
     topo: &LiveCluster,
-    plan: &[PlanStep],
+    plan: &[RebalanceStep<String>],
     counts: &[u64],
     opts: &Options,
     holds: &Holds,
@@ -520,15 +517,9 @@ fn size_master(
             big.push(slot);
             continue;
         }
-        let names: Vec<Vec<u8>> = holds
-            .time(&m.address, || {
-                redis::cmd("CLUSTER")
-                    .arg("GETKEYSINSLOT")
-                    .arg(slot)
-                    .arg(count)
-                    .query(&mut con)
-            })
-            .map_err(|e| anyhow!("{}: CLUSTER GETKEYSINSLOT {slot}: {e}", m.address))?;
+        let mut getkeys = redis::cmd("CLUSTER");
+        getkeys.arg("GETKEYSINSLOT").arg(slot).arg(count);
+        let names: Vec<Vec<u8>> = holds.time(&m.address, || con.query(&getkeys))?;
         for part in names.chunks(1000) {
             sizer.measure(&mut con, part, false)?;
         }

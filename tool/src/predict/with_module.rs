@@ -4,51 +4,23 @@
 //! that the key names stay on the servers.
 
 use super::change::MasterChange;
-use super::live::{
-    check_unchanged, run, s, slot_counts, tags, Holds, LiveCluster, Master, INTERRUPTED,
-};
 use super::options::Options;
-use super::plan::PlanStep;
-use super::prediction::{Gathered, Mode, Sums};
+use super::prediction::{Gathered, Mode};
 use super::sizing::size_moved_slots;
-use crate::client::error_text;
-use crate::link::{Access, Link};
-use crate::replies::{read_plan, Moves};
+use super::sums::{RingSums, Sums};
+use crate::cluster::connection::{args, NodeConnection};
+use crate::cluster::error::Code;
+use crate::cluster::link::{Access, Link};
+use crate::cluster::pacing::Holds;
+use crate::cluster::reads::{slot_counts, tags};
+use crate::cluster::topology::{check_unchanged, LiveCluster, Master};
+use crate::cluster::INTERRUPTED;
+use crate::reply::ring::read_plan;
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use redis::{Connection, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// Reads the reply of `RING.PLAN` into the plan's moves.
-fn parse_plan(reply: &Value) -> Result<Vec<PlanStep>> {
-    Ok(read_plan(reply)?
-        .into_iter()
-        .map(|m| PlanStep {
-            from: m.from,
-            to: m.to,
-            slots: m.slots,
-        })
-        .collect())
-}
-
-impl Sums {
-    /// The sums of one `RING.MOVES ... SLOTS` reply (ring, slots and modulo).
-    fn of(reply: &Value) -> Result<Sums> {
-        let m = Moves::read(reply)?;
-        let (ring, slots, modulo) = (m.scheme("ring")?, m.scheme("slots")?, m.scheme("modulo")?);
-        Ok(Sums {
-            members: m.members,
-            ring_moved: ring.moved,
-            ring_between: ring.between_old,
-            slots_moved: slots.moved,
-            modulo_moved: modulo.moved,
-            modulo_between: modulo.between_old,
-            ideal: m.ideal,
-        })
-    }
-}
 
 /// Keys one `RING.MOVES ... SLOTS` call reads at most, unless one slot holds more (which the
 /// module then evaluates in the background, in slices): inline, a call holds its master for
@@ -97,14 +69,12 @@ impl Copies {
 
     fn remove(&mut self) {
         for (link, key) in self.keys.drain(..) {
-            let removed = link
-                .connect()
-                .and_then(|mut con| run(&mut con, &link.address, &s(&["DEL", &key])));
+            let removed = link.connect().and_then(|mut con| con.run(&["DEL", &key]));
             self.log.push(match removed {
                 Ok(_) => format!("DEL {key} on {}", link.address),
                 Err(e) => format!(
-                    "could not delete {key} on {} ({e:#}): its TTL removes it",
-                    link.address
+                    "could not delete {key} on {} ({}): its TTL removes it",
+                    link.address, e.text
                 ),
             });
         }
@@ -147,28 +117,25 @@ fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
         if INTERRUPTED.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
-        let mut args = s(&["RING.MOVES", key]);
-        args.extend(change.args());
-        args.extend(s(&["SLOTS", &a.to_string(), &b.to_string()]));
+        let mut moves = args(&["RING.MOVES", key]);
+        moves.extend(change.args());
+        moves.extend(args(&["SLOTS", &a.to_string(), &b.to_string()]));
         let mut attempt = 0;
         let reply = loop {
             attempt += 1;
-            match holds.time(&m.address, || run(&mut con, &m.address, &args)) {
+            match holds.time(&m.address, || con.run(&moves)) {
                 Ok(reply) => break reply,
                 Err(e) => {
-                    let text = e.to_string();
-                    let retry = text.contains("is migrating")
-                        || text.contains("is importing")
-                        || text.contains("LOADING");
+                    let retry = matches!(e.code, Code::SlotOpen | Code::Loading);
                     if attempt >= 3 || !retry {
-                        let hint = if text.contains("is served by") || text.contains("MOVED") {
+                        let hint = if matches!(e.code, Code::SlotElsewhere | Code::Moved) {
                             ": the slots left this master while the prediction ran; run again \
                              when the cluster is stable"
                         } else {
                             ""
                         };
                         bail!(
-                            "{flavour}: slots {a}-{b} of {} failed{hint}: {text}",
+                            "{flavour}: slots {a}-{b} of {} failed{hint}: {e}",
                             m.address
                         );
                     }
@@ -177,7 +144,7 @@ fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
                 }
             }
         };
-        sums.add(&Sums::of(&reply)?);
+        sums.add(&Sums::of_reply(&reply)?);
         bar.inc(1);
     }
     Ok(sums)
@@ -185,40 +152,26 @@ fn evaluate_master(p: &Pass, m: &Master, key: &str) -> Result<Sums> {
 
 /// `RING.MIRROR key COMPAT flavour` and `EXPIRE key ttl` in one `MULTI`/`EXEC`, so that a run
 /// killed between them cannot leave a copy without a TTL.
-fn mirror_with_ttl(
-    con: &mut Connection,
-    at: &str,
-    key: &str,
-    flavour: &str,
-    ttl: &str,
-) -> Result<()> {
+fn mirror_with_ttl(con: &mut NodeConnection, key: &str, flavour: &str, ttl: &str) -> Result<()> {
+    let at = con.address().to_string();
     // RING.MIRROR refreshes a ring that exists: the key must be new, and stay new until the
     // mirror is made (WATCH: EXEC does nothing if another client wrote it meanwhile).
-    let fail = |e: redis::RedisError| anyhow!("{at}: RING.MIRROR {key}: {}", error_text(&e));
-    redis::cmd("WATCH")
-        .arg(key)
-        .query::<()>(con)
-        .map_err(fail)?;
-    if redis::cmd("EXISTS")
-        .arg(key)
-        .query::<i64>(con)
-        .map_err(fail)?
-        != 0
-    {
-        let _ = redis::cmd("UNWATCH").query::<()>(con);
+    con.run(&["WATCH", key])?;
+    let exists = con.run(&["EXISTS", key])?;
+    if crate::reply::int(&exists)? != 0 {
+        let _ = con.run(&["UNWATCH"]);
         bail!("{at}: the key {key} exists; the benchmark changes no key it did not create");
     }
-    let made: Option<(redis::Value, i64)> = redis::pipe()
-        .atomic()
+    let mut pipe = redis::pipe();
+    pipe.atomic()
         .cmd("RING.MIRROR")
         .arg(key)
         .arg("COMPAT")
         .arg(flavour)
         .cmd("EXPIRE")
         .arg(key)
-        .arg(ttl)
-        .query(con)
-        .map_err(fail)?;
+        .arg(ttl);
+    let made: Option<(redis::Value, i64)> = con.pipeline(&pipe, "MULTI RING.MIRROR EXPIRE")?;
     if made.is_none() {
         bail!("{at}: another client wrote {key} while the benchmark made it");
     }
@@ -242,48 +195,20 @@ pub fn predict_module(
         mark.elapsed().as_secs_f64(),
     )];
     let mark = Instant::now();
-    let tags = tags();
-    let run_id = std::process::id();
-    let copy_key = |m: &Master, flavour: &str| -> String {
-        let first = m.slots.first().copied().unwrap_or(0);
-        format!("{}ringslot:{run_id}:{flavour}", tags[usize::from(first)])
-    };
-    let mut copies = Copies::default();
-    let ttl = opts.ttl_secs.max(1).to_string();
-    let serving: Vec<&Master> = topo
-        .masters
-        .iter()
-        .filter(|m| !m.slots.is_empty())
-        .collect();
-    // Mirrors are made on the seed, so that the plan is what `redis-cli --cluster rebalance
-    // <seed>` does (redis-cli breaks ties of balance by the order it loads masters in from its
-    // entry node, which RING.MIRROR follows); a seed that serves no slot cannot hold one, and
-    // the first master that serves slots stands in.
-    let entry_index = topo
-        .seed
-        .filter(|&i| !topo.masters[i].slots.is_empty())
-        .or_else(|| topo.masters.iter().position(|m| !m.slots.is_empty()));
-    let Some(first) = entry_index.map(|i| &topo.masters[i]) else {
-        bail!("no master serves a slot");
-    };
-    let entry = first.address.clone();
-
-    // The plan, from a mirror on the entry master.
-    let plan_key = copy_key(first, "plan");
-    let mut con = first.link.connect()?;
-    mirror_with_ttl(&mut con, &first.address, &plan_key, "native", &ttl)?;
-    copies.made(&first.link, &plan_key, "RING.MIRROR + EXPIRE");
-    let mut plan_args = s(&["RING.PLAN", &plan_key]);
+    let mut run = ModuleRun::new(topo, opts)?;
+    let plan_key = run.mirror_on_entry("plan", "native")?;
+    let mut plan_args = args(&["RING.PLAN", &plan_key]);
     plan_args.extend(change.args());
-    let plan =
-        parse_plan(&holds.time(&first.address, || run(&mut con, &first.address, &plan_args))?)?;
-    copies.remove();
+    let mut con = run.entry.link.connect()?;
+    let plan = read_plan(&holds.time(&run.entry.address, || con.run(&plan_args))?)?;
+    run.copies.remove();
     steps.push((
         "the plan (RING.MIRROR + RING.PLAN)".to_string(),
         mark.elapsed().as_secs_f64(),
     ));
     // The rings and modulo, one flavour at a time, masters in parallel.
-    let per_flavour: u64 = serving
+    let per_flavour: u64 = run
+        .serving
         .iter()
         .map(|m| chunks(&m.slots, opts.chunk.max(1), &counts).len() as u64)
         .sum();
@@ -296,32 +221,9 @@ pub fn predict_module(
     );
     let mut rings = Vec::new();
     let mut master_keys: HashMap<String, u64> = HashMap::new();
-    for (k, flavour) in opts.flavours.iter().map(|f| f.name()).enumerate() {
+    for flavour in opts.flavours.iter().map(|f| f.name()) {
         let mark = Instant::now();
         bar.set_message(format!("cluster: {flavour}"));
-        // One mirror, on the entry master, copied byte for byte to the others (DUMP and
-        // RESTORE): every master evaluates the same ring, with the same node order (which
-        // modulo and ketama's ties depend on).
-        let key = copy_key(first, flavour);
-        let mut con = first.link.connect()?;
-        mirror_with_ttl(&mut con, &first.address, &key, flavour, &ttl)?;
-        copies.made(&first.link, &key, "RING.MIRROR + EXPIRE");
-        let payload: Vec<u8> = redis::cmd("DUMP")
-            .arg(&key)
-            .query(&mut con)
-            .map_err(|e| anyhow!("{}: DUMP {key}: {}", first.address, error_text(&e)))?;
-        for m in serving.iter().filter(|m| m.address != first.address) {
-            let key = copy_key(m, flavour);
-            let mut con = m.link.connect()?;
-            // RESTORE refuses a key that exists (BUSYKEY): only a copy it made is deleted.
-            redis::cmd("RESTORE")
-                .arg(&key)
-                .arg(opts.ttl_secs.max(1) * 1000)
-                .arg(&payload)
-                .query::<()>(&mut con)
-                .map_err(|e| anyhow!("{}: RESTORE {key}: {}", m.address, error_text(&e)))?;
-            copies.made(&m.link, &key, "RESTORE (with a TTL)");
-        }
         let pass = Pass {
             flavour,
             change,
@@ -330,33 +232,16 @@ pub fn predict_module(
             bar: &bar,
             holds,
         };
-        let results: Vec<Result<Sums>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = serving
-                .iter()
-                .map(|m| {
-                    let key = copy_key(m, flavour);
-                    let pass = &pass;
-                    scope.spawn(move || evaluate_master(pass, m, &key))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow!("a worker thread panicked")))
-                })
-                .collect()
-        });
-        copies.remove();
+        let per_master = run.evaluate(&pass)?;
         let mut total = Sums::default();
-        for (m, r) in serving.iter().zip(results) {
-            let sums = r?;
-            if k == 0 {
-                master_keys.insert(m.address.clone(), sums.members);
-            }
+        for (address, sums) in per_master {
+            master_keys.entry(address).or_insert(sums.members);
             total.add(&sums);
         }
-        rings.push((flavour.to_string(), total));
+        rings.push(RingSums {
+            flavour: flavour.to_string(),
+            sums: total,
+        });
         steps.push((
             format!("{flavour} ring and modulo: every key, on its master"),
             mark.elapsed().as_secs_f64(),
@@ -370,21 +255,133 @@ pub fn predict_module(
         mark.elapsed().as_secs_f64(),
     ));
     check_unchanged(access, topo)?;
-    let ideal = rings.first().map_or(0.0, |(_, s)| s.ideal);
-    copies.remove();
+    let ideal = rings.first().map_or(0.0, |r| r.sums.ideal);
+    run.copies.remove();
     Ok(Gathered {
         mode: Mode::Module,
-        entry,
+        entry: run.entry.address.clone(),
         plan,
         sizes,
         master_keys,
         rings,
         ideal,
         steps,
-        writes: std::mem::take(&mut copies.log),
+        writes: std::mem::take(&mut run.copies.log),
         notes: sizes_note.into_iter().collect(),
         slot_load: None,
     })
+}
+
+/// The masters a run with the module works on, and the ring copies it makes there.
+struct ModuleRun<'a> {
+    /// The master the mirrors are made on (see [`ModuleRun::new`]).
+    entry: &'a Master,
+    /// The masters that serve slots: each evaluates its own keys.
+    serving: Vec<&'a Master>,
+    copies: Copies,
+    /// The copies' TTL, seconds.
+    ttl: u64,
+    /// A hash tag for every slot, and this process's id: the copies' names.
+    tags: Vec<String>,
+    run_id: u32,
+}
+
+impl<'a> ModuleRun<'a> {
+    /// The run on `topo`. Mirrors are made on the seed, so that the plan is what `redis-cli
+    /// --cluster rebalance <seed>` does (redis-cli breaks ties of balance by the order it loads
+    /// masters in from its entry node, which `RING.MIRROR` follows); a seed that serves no slot
+    /// cannot hold one, and the first master that serves slots stands in. Error: no master
+    /// serves a slot.
+    fn new(topo: &'a LiveCluster, opts: &Options) -> Result<ModuleRun<'a>> {
+        let serving: Vec<&Master> = topo
+            .masters
+            .iter()
+            .filter(|m| !m.slots.is_empty())
+            .collect();
+        let entry = topo
+            .seed
+            .and_then(|i| topo.masters.get(i))
+            .filter(|m| !m.slots.is_empty())
+            .or_else(|| serving.first().copied())
+            .ok_or_else(|| anyhow!("no master serves a slot"))?;
+        Ok(ModuleRun {
+            entry,
+            serving,
+            copies: Copies::default(),
+            ttl: opts.ttl_secs.max(1),
+            tags: tags(),
+            run_id: std::process::id(),
+        })
+    }
+
+    /// The name of the copy for `what` on `m`: under a tag of its first slot, so that it
+    /// lives on `m`.
+    fn copy_key(&self, m: &Master, what: &str) -> String {
+        let first = m.slots.first().copied().unwrap_or(0);
+        let tag = self.tags.get(usize::from(first)).map_or("", String::as_str);
+        format!("{tag}ringslot:{}:{what}", self.run_id)
+    }
+
+    /// Makes a mirror of the cluster of `flavour` on the entry master, with a TTL; its key.
+    fn mirror_on_entry(&mut self, what: &str, flavour: &str) -> Result<String> {
+        let key = self.copy_key(self.entry, what);
+        let mut con = self.entry.link.connect()?;
+        mirror_with_ttl(&mut con, &key, flavour, &self.ttl.to_string())?;
+        self.copies
+            .made(&self.entry.link, &key, "RING.MIRROR + EXPIRE");
+        Ok(key)
+    }
+
+    /// One flavour's pass: a mirror on the entry master, copied byte for byte to the others
+    /// (`DUMP` and `RESTORE`: every master evaluates the same ring, with the same node order,
+    /// which modulo and ketama's ties depend on), then every master's keys evaluated on its
+    /// copy ([`evaluate_master`]), masters in parallel; the copies deleted. Per master, its
+    /// sums.
+    fn evaluate(&mut self, pass: &Pass) -> Result<Vec<(String, Sums)>> {
+        let flavour = pass.flavour;
+        let key = self.mirror_on_entry(flavour, flavour)?;
+        let payload = self.entry.link.connect()?.run(&["DUMP", &key])?;
+        let payload = crate::reply::bytes(&payload)?;
+        let ttl_ms = (self.ttl * 1000).to_string();
+        for m in self
+            .serving
+            .iter()
+            .filter(|m| m.address != self.entry.address)
+        {
+            let key = self.copy_key(m, flavour);
+            // RESTORE refuses a key that exists (BUSYKEY): only a copy it made is deleted.
+            m.link.connect()?.run(&[
+                b"RESTORE".as_slice(),
+                key.as_bytes(),
+                ttl_ms.as_bytes(),
+                &payload,
+            ])?;
+            self.copies.made(&m.link, &key, "RESTORE (with a TTL)");
+        }
+        let results: Vec<Result<Sums>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .serving
+                .iter()
+                .map(|&m| {
+                    let key = self.copy_key(m, flavour);
+                    scope.spawn(move || evaluate_master(pass, m, &key))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a worker thread panicked")))
+                })
+                .collect()
+        });
+        self.copies.remove();
+        self.serving
+            .iter()
+            .zip(results)
+            .map(|(m, r)| Ok((m.address.clone(), r?)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

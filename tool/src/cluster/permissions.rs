@@ -1,4 +1,5 @@
-//! The commands a prediction needs, checked on every master before anything else is read.
+//! The commands a prediction or an apply needs, checked on every master before anything else
+//! is read or written.
 //! An unprivileged user may run neither `ACL DRYRUN` nor `ACL GETUSER` (both @admin), so
 //! each command is probed once per master with harmless arguments (a key that does not
 //! exist, a zero cursor): `NOPERM ... command` says the user may not run it, any other answer
@@ -7,8 +8,8 @@
 //! `ACL SETUSER` rule that grants them; a refused optional one (what the run can do without)
 //! becomes a note of what is then not measured.
 
-use crate::client::error_text;
-use crate::link::Link;
+use super::error::Code;
+use super::link::Link;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
@@ -164,7 +165,7 @@ pub const READ_ONLY: &[Need] = &[
     },
     Need {
         acl: "client|setname",
-        probe: &["CLIENT", "SETNAME", crate::link::CLIENT_NAME],
+        probe: &["CLIENT", "SETNAME", super::link::CLIENT_NAME],
         without: Some(
             "names on the tool's connections: a master's SLOWLOG and CLIENT LIST cannot tell \
              its commands apart (and its ACL LOG records each refused CLIENT SETNAME)",
@@ -224,11 +225,6 @@ pub const WITH_MODULE: &[Need] = &[
         without: None,
     },
 ];
-
-/// Whether an error reply refuses the command itself (not one of its keys).
-fn refuses_command(text: &str) -> bool {
-    text.starts_with("NOPERM") && text.contains("command")
-}
 
 /// What the probes found: per optional command refused, the masters and what is lost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -302,12 +298,12 @@ fn probe(link: &Link, needs: &[Need]) -> Result<Vec<Need>> {
     let mut con = link.connect()?;
     let mut refused = Vec::new();
     for need in needs {
-        match crate::client::cmd(need.probe).query::<redis::Value>(&mut con) {
+        match con.run(need.probe) {
             Ok(_) => {}
-            Err(e) if e.is_timeout() || e.is_io_error() => {
-                bail!("{}: {}", link.address, link.describe(&e))
+            Err(e) if matches!(e.code, Code::Timeout | Code::Io) => {
+                bail!("{}: {}", link.address, e.text)
             }
-            Err(e) if refuses_command(&error_text(&e)) => refused.push(*need),
+            Err(e) if e.is(&Code::NoPermCommand) => refused.push(*need),
             // Any other refusal (a key the user may not read, an unknown subcommand on an
             // older server) still says the command itself may run.
             Err(_) => {}
@@ -321,15 +317,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_refused_command_is_told_from_a_refused_key() {
-        // Redis 7.0.15's texts.
-        assert!(refuses_command(
-            "NOPERM this user has no permissions to run the 'dump' command"
-        ));
-        assert!(!refuses_command(
-            "NOPERM this user has no permissions to access one of the keys used as arguments"
-        ));
-        assert!(!refuses_command("ERR unknown subcommand 'NO-TOUCH'"));
+    fn every_need_probes_its_own_command() {
         // Every need names its command as ACL SETUSER takes it, and probes that command.
         for need in READ_ONLY
             .iter()

@@ -65,9 +65,51 @@
 //! circle (`2^32 - 1 - x`, [`Flavour::on_circle`]), where that point is the first at or after
 //! the mirrored hash: every lookup, share and what-if of the ring is then the one successor
 //! rule, and arcs keep their lengths.
+//!
+//! The hashes and helpers of each implementation copied are in a file of their own, named for
+//! it (`ketama.rs`, `nginx.rs`, `haproxy.rs`, `mcrouter.rs`, `envoy.rs`, ...; `murmur2.rs`,
+//! `murmur3.rs`, `fnv.rs` and `crc.rs` for hashes several flavours share; `native.rs` for
+//! ringslot's own) and re-exported here.
 
+mod crc;
+mod envoy;
+mod fnv;
+mod go_redis;
+mod groupcache;
+mod haproxy;
+mod ketama;
+mod mcrouter;
+mod murmur2;
+mod murmur3;
+mod native;
+mod nginx;
+mod predis;
+mod python_memcached;
+mod redis_rb;
+
+pub use self::fnv::fnv1a64;
+pub use envoy::{envoy_point_counts, ENVOY_HASH_SEED, ENVOY_MIN_RING_SIZE};
+pub use go_redis::xorshift_mult64;
+pub use groupcache::groupcache_label;
+pub use haproxy::{haproxy_full_hash, sdbm, HAPROXY_POINTS_PER_WEIGHT};
+pub use ketama::{
+    ketama_host, ketama_label, ketama_point_counts, md5_le_u32, KETAMA_DEFAULT_PORT,
+    KETAMA_POINTS_PER_SERVER,
+};
+pub use mcrouter::{furc_hash, mcrouter_routing_key, MCROUTER_FURC_SEED};
+pub use murmur2::murmur_hash_64a;
+pub use murmur3::{fmix64, murmur3_32};
+pub use native::{native_fnv_label, native_hash, native_label};
+pub use nginx::nginx_host_port;
+pub use predis::predis_point_counts;
+pub use python_memcached::python_memcached_hash;
+pub use redis_rb::redis_rb_id;
+
+use self::crc::CrcSpan;
+use self::fnv::{fnv_state, FnvSpan, FNV_OFFSET};
+use haproxy::HAPROXY_POINT_KEYS;
+use ketama::push_md5_points;
 use md5::{Digest, Md5};
-use std::hash::Hasher;
 use xxhash_rust::xxh64::xxh64;
 
 /// A ring flavour. Points of every flavour are stored as `u64`; ketama and groupcache points
@@ -166,11 +208,6 @@ pub enum TagRule {
     /// shortest run of at least one byte other than a newline up to a `}`.
     LeadingBrace,
 }
-
-/// libmemcached's `MEMCACHED_POINTS_PER_SERVER_KETAMA`: points per server at an equal share.
-pub const KETAMA_POINTS_PER_SERVER: u32 = 160;
-/// libmemcached's `MEMCACHED_DEFAULT_PORT`, dropped from ketama labels.
-pub const KETAMA_DEFAULT_PORT: &[u8] = b"11211";
 
 impl Flavour {
     /// All flavours, in the order they are documented.
@@ -643,548 +680,11 @@ impl Flavour {
     }
 }
 
-/// Envoy `ring_hash`'s default `minimum_ring_size` (`DefaultMinRingSize`).
-pub const ENVOY_MIN_RING_SIZE: u32 = 1024;
-/// Envoy `ring_hash`'s default `maximum_ring_size` (`DefaultMaxRingSize`, 8M).
-const ENVOY_MAX_RING_SIZE: f64 = 8_388_608.0;
-/// Envoy's `STD_HASH_SEED` (`source/common/common/hash.h`), the seed of its `murmurHash2`.
-pub const ENVOY_HASH_SEED: u32 = 0xc70f_6907;
-
-/// Points per host of an Envoy `ring_hash` ring, in host order, as Envoy's `Ring` constructor
-/// shares out the ring (`ring_hash_lb.cc`, default sizes): weights normalized to shares `w`
-/// (weight / sum, doubles), `scale = min(ceil(min_w x 1024) / min_w, 8M)` with `min_w` the
-/// smallest share (at most 1), then running totals over the hosts in order: the target grows
-/// by `scale x w`, and points are added while the count so far is below it. Every step is the
-/// same double arithmetic as Envoy's, in its order.
-pub fn envoy_point_counts(weights: &[u32]) -> Vec<u64> {
-    let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-    if sum == 0 {
-        return vec![0; weights.len()];
-    }
-    let shares: Vec<f64> = weights
-        .iter()
-        .map(|&w| f64::from(w) * 1.0 / sum as f64)
-        .collect();
-    let min_w = shares.iter().copied().fold(1.0f64, f64::min);
-    let scale = ((min_w * f64::from(ENVOY_MIN_RING_SIZE)).ceil() / min_w).min(ENVOY_MAX_RING_SIZE);
-    let (mut current, mut target) = (0.0f64, 0.0f64);
-    shares
-        .iter()
-        .map(|&w| {
-            target += scale * w;
-            let mut count = 0u64;
-            while current < target {
-                count += 1;
-                current += 1.0;
-            }
-            count
-        })
-        .collect()
-}
-
-/// python-memcached's `cmemcache_hash()`: `((crc32(key) >> 16) & 0x7fff) or 1`.
-pub fn python_memcached_hash(key: &[u8]) -> u32 {
-    match (crc32fast::hash(key) >> 16) & 0x7fff {
-        0 => 1,
-        h => h,
-    }
-}
-
-/// mcrouter's furc_hash seed (`SEED` in `mcrouter/lib/fbi/hash.c`).
-pub const MCROUTER_FURC_SEED: u32 = 4_193_360_111;
-
-/// MurmurHash64A (Austin Appleby, `MurmurHash2.cpp`, public domain), as mcrouter's
-/// `murmur_hash_64A()` and Envoy's `MurmurHash::murmurHash2` (libstdc++'s 64-bit
-/// `std::_Hash_bytes`: the same steps, its `shift_mix(h) x m` then `shift_mix` being this
-/// final mix; checked against both in `engine/tests/vectors/`): `m = 0xc6a4a7935bd1e995`, `r = 47`, `h = seed ^ (len x m)`; each
-/// little-endian 8-byte block `k`: `k x= m; k ^= k >> r; k x= m; h ^= k; h x= m`; the 1-7 bytes
-/// left as a little-endian integer: `h ^= t; h x= m`; then `h ^= h >> r; h x= m; h ^= h >> r`.
-pub fn murmur_hash_64a(bytes: &[u8], seed: u32) -> u64 {
-    const M: u64 = 0xc6a4_a793_5bd1_e995;
-    let mut h = u64::from(seed) ^ (bytes.len() as u64).wrapping_mul(M);
-    let mut blocks = bytes.chunks_exact(8);
-    for block in &mut blocks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(block);
-        let mut k = u64::from_le_bytes(word).wrapping_mul(M);
-        k ^= k >> 47;
-        h ^= k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-    }
-    let rest = blocks.remainder();
-    if !rest.is_empty() {
-        h ^= rest
-            .iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 47;
-    h = h.wrapping_mul(M);
-    h ^ (h >> 47)
-}
-
-/// mcrouter's routing key of `key`: after a leading `/region/cluster/` (a `/` first and two
-/// more), up to `|#|` (see [`Flavour::routing_key`]).
-pub fn mcrouter_routing_key(key: &[u8]) -> &[u8] {
-    let mut rest = key;
-    if key.first() == Some(&b'/') {
-        let mut pos = Some(1usize);
-        for _ in 0..2 {
-            pos = pos.and_then(|p| {
-                key.get(p..)
-                    .and_then(|tail| tail.iter().position(|&b| b == b'/'))
-                    .map(|i| p + i + 1)
-            });
-        }
-        if let Some(p) = pos {
-            rest = key.get(p..).unwrap_or(&[]);
-        }
-    }
-    match rest.windows(3).position(|w| w == b"|#|") {
-        Some(end) => rest.get(..end).unwrap_or(rest),
-        None => rest,
-    }
-}
-
-/// mcrouter's `furc_hash()` (`mcrouter/lib/fbi/hash.c`) given the key's MurmurHash64A with
-/// the furc seed (`hash0`): an index in `0..n` from a bit stream (64 bits of `hash0`, then of
-/// each rehash of the previous 64 bits) walked as a binary decision tree of depth
-/// `d = ceil(log2 n)`, bits `FURC_SHIFT` (23) apart, at most 32 tries, else 0.
-pub fn furc_hash(hash0: u64, n: u32) -> u32 {
-    const SHIFT: u32 = 23;
-    const TRIES: u32 = 32;
-    if n <= 1 {
-        return 0;
-    }
-    let mut words = vec![hash0];
-    let mut bit = |idx: u32| -> u32 {
-        let ord = (idx >> 6) as usize;
-        while words.len() <= ord {
-            let prev = words.last().copied().unwrap_or(hash0);
-            words.push(murmur_rehash_64a(prev));
-        }
-        words
-            .get(ord)
-            .map_or(0, |w| ((w >> (idx & 0x3f)) & 1) as u32)
-    };
-    let mut d = 0u32;
-    while u64::from(n) > (1u64 << d) {
-        d += 1;
-    }
-    let mut a = d;
-    for _ in 0..TRIES {
-        while bit(a) == 0 {
-            d -= 1;
-            if d == 0 {
-                return 0;
-            }
-            a = d;
-        }
-        a += SHIFT;
-        let mut num = 1u32;
-        for _ in 0..d.saturating_sub(1) {
-            num = (num << 1) | bit(a);
-            a += SHIFT;
-        }
-        if num < n {
-            return num;
-        }
-    }
-    0
-}
-
-/// mcrouter's `murmur_rehash_64A()`: MurmurHash64A of the 8 bytes of `k` with the furc seed.
-fn murmur_rehash_64a(k: u64) -> u64 {
-    murmur_hash_64a(&k.to_le_bytes(), MCROUTER_FURC_SEED)
-}
-
-/// go-redis's rendezvous score mix (dgryski/go-rendezvous `xorshiftMult64`): xor-shifts by 12,
-/// 25 and 27, then a multiply by 2685821657736338717.
-pub fn xorshift_mult64(mut x: u64) -> u64 {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    x.wrapping_mul(2_685_821_657_736_338_717)
-}
-
-/// MurmurHash3's x86 32-bit hash (Austin Appleby, `MurmurHash3.cpp`), as pymemcache's
-/// `murmur3_32()` computes it over a key's bytes.
-pub fn murmur3_32(bytes: &[u8], seed: u32) -> u32 {
-    const C1: u32 = 0xcc9e_2d51;
-    const C2: u32 = 0x1b87_3593;
-    let mut h = seed;
-    let mut blocks = bytes.chunks_exact(4);
-    for block in &mut blocks {
-        let mut k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
-        k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
-        h ^= k;
-        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
-    }
-    let rest = blocks.remainder();
-    if !rest.is_empty() {
-        let mut k = rest
-            .iter()
-            .rev()
-            .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
-        k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
-        h ^= k;
-    }
-    h ^= bytes.len() as u32;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
-}
-
-/// HAProxy's `BE_WEIGHT_SCALE`: points per unit of weight of a consistent-hash server.
-pub const HAPROXY_POINTS_PER_WEIGHT: u32 = 16;
-/// HAProxy's `SRV_EWGHT_RANGE` (256 x 16): point `i` of server `puid` is keyed
-/// `puid x 4096 + i` (`chash_init_server_tree()` in `src/lb_chash.c`).
-const HAPROXY_POINT_KEYS: u32 = 4096;
-
-/// HAProxy's `full_hash()` (`include/haproxy/intops.h`): Bob Jenkins' six-step 32-bit integer
-/// hash, then a multiply by `0xC0000001`; a bijection of `u32`. HAProxy keys its
-/// consistent-hash points with it, and by default passes the request hash through it too.
-pub fn haproxy_full_hash(mut a: u32) -> u32 {
-    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
-    a = (a ^ 0xc761_c23c) ^ (a >> 19);
-    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
-    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
-    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
-    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
-    a.wrapping_mul(0xC000_0001)
-}
-
-/// The sdbm string hash as HAProxy's `hash_sdbm()` (`src/hash.c`): `h = h x 65599 + byte`
-/// over unsigned bytes, in 32 bits, from 0.
-pub fn sdbm(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0u32, |h, &c| {
-        h.wrapping_mul(65599).wrapping_add(u32::from(c))
-    })
-}
-
-/// Appends the points of MD5 labels `from / 4 .. to / 4`: each label is `prefix` (an MD5
-/// state) continued with its decimal index, and gives four little-endian u32 points, as
-/// libmemcached's ketama and Predis `KetamaRing` read a digest.
-fn push_md5_points(prefix: &Md5, from: u32, to: u32, out: &mut Vec<u64>) {
-    let mut digits = Vec::with_capacity(10);
-    for i in from / 4..to / 4 {
-        digits.clear();
-        push_decimal(&mut digits, i);
-        let mut md5 = prefix.clone();
-        md5.update(&digits);
-        let digest = md5.finalize();
-        for chunk in digest.chunks_exact(4) {
-            let word = [chunk[0], chunk[1], chunk[2], chunk[3]];
-            out.push(u64::from(u32::from_le_bytes(word)));
-        }
-    }
-}
-
-/// nginx's host and port of a `server` text, as `ngx_http_upstream_init_chash()` splits it:
-/// after a `unix:` prefix (any case) the path is the host and there is no port; else the run
-/// of digits after the last `:` is the port when a `:` ends the run; else no port.
-pub fn nginx_host_port(server: &[u8]) -> (&[u8], &[u8]) {
-    if server.len() >= 5 && server[..5].eq_ignore_ascii_case(b"unix:") {
-        return (&server[5..], &[]);
-    }
-    let digits = server
-        .iter()
-        .rev()
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    match server.len().checked_sub(digits + 1) {
-        Some(colon) if server.get(colon) == Some(&b':') => (&server[..colon], &server[colon + 1..]),
-        _ => (server, &[]),
-    }
-}
-
-/// redis-rb's client id for a node name: the name itself when it holds `://` (an id or URL
-/// given whole), `unix://<path>/0` for a name starting with `/`, else `redis://<name>/0`
-/// (`Redis::Client#id` in redis-rb 4.8: `<scheme>://<host:port or path>/<db>`).
-pub fn redis_rb_id(node: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if node.windows(3).any(|w| w == b"://") {
-        return std::borrow::Cow::Borrowed(node);
-    }
-    let scheme: &[u8] = if node.first() == Some(&b'/') {
-        b"unix://"
-    } else {
-        b"redis://"
-    };
-    std::borrow::Cow::Owned([scheme, node, b"/0"].concat())
-}
-
-/// Points per node of Predis's rings, in node order: `HashRing` takes
-/// `round(weight / total x nodes x vnodes)` points, `KetamaRing` `floor(weight / total x nodes
-/// x 40)` digests of four points (`addNodeToRing()` in Predis 1.1). PHP computes the share in
-/// double precision, as here; its `round()` first rounds to 15 significant digits, so a
-/// product within a rounding error of `.5` rounds up: the exact rational is rounded half up
-/// instead (`2 w n v + W` over `2 W`, in integers), which agrees with PHP wherever the double
-/// product is within 15 digits of it.
-pub fn predis_point_counts(flavour: Flavour, vnodes: u32, weights: &[u32]) -> Vec<u64> {
-    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-    let nodes = weights.len() as u64;
-    weights
-        .iter()
-        .map(|&w| {
-            if total == 0 {
-                return 0;
-            }
-            match flavour {
-                Flavour::PredisKetama => {
-                    let share = f64::from(w) / total as f64 * nodes as f64;
-                    let digests = (share * f64::from(KETAMA_POINTS_PER_SERVER / 4)).floor();
-                    (digests as u64).saturating_mul(4)
-                }
-                _ => {
-                    let scaled = u128::from(w) * u128::from(nodes) * u128::from(vnodes);
-                    let rounded = (2 * scaled + u128::from(total)) / (2 * u128::from(total));
-                    u64::try_from(rounded).unwrap_or(u64::MAX)
-                }
-            }
-        })
-        .collect()
-}
-
-/// FNV-1a-64's offset basis and prime (the FNV reference).
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
-
-/// FNV-1a-64's state after `a` then `b`, from `state`.
-fn fnv_state(state: u64, a: &[u8], b: &[u8]) -> u64 {
-    let mut hasher = fnv::FnvHasher::with_key(state);
-    hasher.write(a);
-    hasher.write(b);
-    hasher.finish()
-}
-
-/// What FNV-1a-64 over a fixed byte string (a node name) does to any starting state, worked
-/// out once per name. A step is `h -> (h xor byte) * prime`; `h xor byte` is `h + d` where
-/// `d` depends only on the low 8 bits of `h`, and those bits after a step depend only on
-/// those before it (a product's low bits come from the factors' low bits). So over `L` bytes,
-/// `h -> h * prime^L + C(h mod 256)`, with one offset `C` per starting low byte, each found by
-/// hashing the name once from that byte: at most 256 passes over the name per node, however
-/// many labels (`i#node#i`, ringslot 0.1's native) it has.
-struct FnvSpan<'a> {
-    bytes: &'a [u8],
-    /// `prime^len(bytes)`, wrapping.
-    scale: u64,
-}
-
-impl<'a> FnvSpan<'a> {
-    /// The span of `bytes`.
-    fn new(bytes: &'a [u8]) -> FnvSpan<'a> {
-        let mut scale = 1u64;
-        for _ in bytes {
-            scale = scale.wrapping_mul(FNV_PRIME);
-        }
-        FnvSpan { bytes, scale }
-    }
-
-    /// FNV-1a-64's state after the span's bytes, from `state`; `offsets` caches the offset of
-    /// each starting low byte (start with all `None`, keep it for the span's lifetime).
-    fn apply(&self, state: u64, offsets: &mut [Option<u64>; 256]) -> u64 {
-        let low = (state & 0xff) as usize;
-        let offset = match offsets.get(low).copied().flatten() {
-            Some(c) => c,
-            None => {
-                let c = fnv_state(low as u64, self.bytes, b"")
-                    .wrapping_sub((low as u64).wrapping_mul(self.scale));
-                if let Some(slot) = offsets.get_mut(low) {
-                    *slot = Some(c);
-                }
-                c
-            }
-        };
-        state.wrapping_mul(self.scale).wrapping_add(offset)
-    }
-}
-
-/// What CRC32-IEEE over a fixed byte string (a node name) does to a CRC: the CRC of `x` then
-/// the name is affine in the CRC of `x` over GF(2) (a CRC register is a linear shift register;
-/// the initial and final inversions add constants), so it is worked out once per name from 33
-/// passes over it (the zero CRC and each single bit) and applied as four byte tables.
-struct CrcSpan<'a> {
-    bytes: &'a [u8],
-    /// `None` for a short name, which is simply hashed again (cheaper than the tables).
-    tables: Option<Box<CrcTables>>,
-}
-
-/// The affine map of a [`CrcSpan`]: one table per byte of the starting CRC, and the constant.
-struct CrcTables {
-    bytes: [[u32; 256]; 4],
-    constant: u32,
-}
-
-/// Names at least this long get [`CrcTables`].
-const CRC_TABLES_FROM: usize = 64;
-
-impl<'a> CrcSpan<'a> {
-    fn new(bytes: &'a [u8]) -> CrcSpan<'a> {
-        let tables = (bytes.len() >= CRC_TABLES_FROM).then(|| {
-            let run = |crc: u32| {
-                let mut h = crc32fast::Hasher::new_with_initial(crc);
-                h.update(bytes);
-                h.finalize()
-            };
-            let constant = run(0);
-            let columns: Vec<u32> = (0..32).map(|bit| run(1 << bit) ^ constant).collect();
-            let mut t = Box::new(CrcTables {
-                bytes: [[0; 256]; 4],
-                constant,
-            });
-            for (k, table) in t.bytes.iter_mut().enumerate() {
-                for (value, entry) in table.iter_mut().enumerate() {
-                    *entry = (0..8)
-                        .filter(|bit| value >> bit & 1 == 1)
-                        .filter_map(|bit| columns.get(8 * k + bit))
-                        .fold(0, |acc, c| acc ^ c);
-                }
-            }
-            t
-        });
-        CrcSpan { bytes, tables }
-    }
-
-    /// The CRC32 of `x` followed by the span's bytes, given `crc`, the CRC32 of `x`.
-    fn apply(&self, crc: u32) -> u32 {
-        match &self.tables {
-            Some(t) => {
-                let [b0, b1, b2, b3] = crc.to_le_bytes();
-                t.constant
-                    ^ t.bytes[0][usize::from(b0)]
-                    ^ t.bytes[1][usize::from(b1)]
-                    ^ t.bytes[2][usize::from(b2)]
-                    ^ t.bytes[3][usize::from(b3)]
-            }
-            None => {
-                let mut h = crc32fast::Hasher::new_with_initial(crc);
-                h.update(self.bytes);
-                h.finalize()
-            }
-        }
-    }
-}
-
 impl std::fmt::Display for Flavour {
     /// The flavour's name, as `RING.INFO` shows it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// The native flavour's hash: [`fmix64`] of [`fnv1a64`].
-pub fn native_hash(bytes: &[u8]) -> u64 {
-    fmix64(fnv1a64(bytes))
-}
-
-/// MurmurHash3's 64-bit finalizer (`fmix64` in Austin Appleby's `MurmurHash3.cpp`): xor-shift
-/// by 33, multiply by 0xff51afd7ed558ccd, xor-shift by 33, multiply by 0xc4ceb9fe1a85ec53,
-/// xor-shift by 33. A bijection of `u64` in which every input bit affects every output bit.
-pub fn fmix64(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^= x >> 33;
-    x
-}
-
-/// FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3), as the FNV reference.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(bytes);
-    hasher.finish()
-}
-
-/// The little-endian u32 at byte `4 * alignment` of MD5(`bytes`), as libmemcached's
-/// `ketama_server_hash()`; `alignment` 0 is its member hash. `alignment` must be 0..=3.
-pub fn md5_le_u32(bytes: &[u8], alignment: usize) -> u32 {
-    let digest = Md5::digest(bytes);
-    let mut word = [0u8; 4];
-    if let Some(src) = digest.get(alignment * 4..alignment * 4 + 4) {
-        word.copy_from_slice(src);
-    }
-    u32::from_le_bytes(word)
-}
-
-/// Writes the native label of virtual node `i` (0-based) of `node` into `label`: `node`, `#`,
-/// decimal `i + 1`, as the seed article labels virtual nodes (`127.0.0.1#1`, `127.0.0.1#2`).
-pub fn native_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
-    label.clear();
-    label.extend_from_slice(node);
-    label.push(b'#');
-    push_decimal(label, i.saturating_add(1));
-}
-
-/// Writes the native-fnv label of virtual node `i` of `node` into `label`: decimal `i`, `#`,
-/// `node`, `#`, decimal `i` (see the module docs for why the index is at both ends).
-pub fn native_fnv_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
-    label.clear();
-    push_decimal(label, i);
-    label.push(b'#');
-    label.extend_from_slice(node);
-    label.push(b'#');
-    push_decimal(label, i);
-}
-
-/// Writes groupcache's label of replica `i` of `node` into `label`: decimal `i` then the node,
-/// as `strconv.Itoa(i) + key` in groupcache `consistenthash.Map.Add`.
-pub fn groupcache_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
-    label.clear();
-    push_decimal(label, i);
-    label.extend_from_slice(node);
-}
-
-/// Writes libmemcached's ketama label of digest `i` of `node` into `label`: `host-i` when the
-/// node's port is 11211 or absent (libmemcached's default port), else `host:port-i`. The port is
-/// the run of digits after the last `:`; a name without one is a host on the default port.
-pub fn ketama_label(node: &[u8], i: u32, label: &mut Vec<u8>) {
-    label.clear();
-    label.extend_from_slice(ketama_host(node));
-    label.push(b'-');
-    push_decimal(label, i);
-}
-
-/// The part of a node name that prefixes its ketama labels (see [`ketama_label`]).
-pub fn ketama_host(node: &[u8]) -> &[u8] {
-    match node.iter().rposition(|&b| b == b':') {
-        Some(colon) => {
-            let (host, port) = (&node[..colon], &node[colon + 1..]);
-            if port == KETAMA_DEFAULT_PORT {
-                host
-            } else {
-                node
-            }
-        }
-        None => node,
-    }
-}
-
-/// Points per server on a weighted ketama ring, in server order, as libmemcached
-/// `update_continuum()` computes them: `pct = weight / total_weight` in single precision, then
-/// `floor(pct * 160 / 4 * servers + 1e-10) * 4` with every product in single precision. This is
-/// why equal weights give some servers 156 points at certain server counts, and why a very light
-/// server can get 0 points.
-pub fn ketama_point_counts(weights: &[u32]) -> Vec<u32> {
-    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-    let servers = weights.len() as f32;
-    weights
-        .iter()
-        .map(|&w| {
-            if total == 0 {
-                return 0;
-            }
-            let pct = w as f32 / total as f32;
-            let per_hash = pct * KETAMA_POINTS_PER_SERVER as f32 / 4.0f32 * servers;
-            let labels = (f64::from(per_hash) + 0.000_000_000_1).floor();
-            // A share is at most 1, so labels <= 40 * servers: the cast cannot saturate
-            // for any ring that fits in memory.
-            (labels as u32).saturating_mul(4)
-        })
-        .collect()
 }
 
 fn push_decimal(out: &mut Vec<u8>, value: u32) {
@@ -1351,43 +851,6 @@ mod tests {
     }
 
     #[test]
-    fn haproxy_hashes_match_haproxy() {
-        // Values of HAProxy 2.6's `full_hash()` and `hash_sdbm()` (include/haproxy/intops.h,
-        // src/hash.c) worked out by hand from their definitions and confirmed against the
-        // 2.6.12 binary through the points they place (tests/compat_real.rs).
-        assert_eq!(haproxy_full_hash(0), 0xab4e_d927);
-        assert_eq!(haproxy_full_hash(1), 0x3486_81b6);
-        assert_eq!(haproxy_full_hash(4096), 0x49c2_008b);
-        assert_eq!(sdbm(b""), 0);
-        assert_eq!(sdbm(b"abc"), 0x3025_f862);
-    }
-
-    #[test]
-    fn nginx_splits_host_and_port_as_nginx() {
-        // ngx_http_upstream_init_chash(): digits after the last `:` are the port; `unix:`
-        // leaves the path as host.
-        assert_eq!(
-            nginx_host_port(b"10.0.0.1:80"),
-            (&b"10.0.0.1"[..], &b"80"[..])
-        );
-        assert_eq!(
-            nginx_host_port(b"example.com"),
-            (&b"example.com"[..], &b""[..])
-        );
-        assert_eq!(
-            nginx_host_port(b"unix:/tmp/a.sock"),
-            (&b"/tmp/a.sock"[..], &b""[..])
-        );
-        assert_eq!(nginx_host_port(b"UNIX:/a:80"), (&b"/a:80"[..], &b""[..]));
-        assert_eq!(
-            nginx_host_port(b"[::1]:8080"),
-            (&b"[::1]"[..], &b"8080"[..])
-        );
-        assert_eq!(nginx_host_port(b"host:8a"), (&b"host:8a"[..], &b""[..]));
-        assert_eq!(nginx_host_port(b":"), (&b""[..], &b""[..]));
-    }
-
-    #[test]
     fn redis_rb_ids_and_predis_counts() {
         assert_eq!(
             &redis_rb_id(b"10.0.0.1:6379")[..],
@@ -1407,17 +870,5 @@ mod tests {
             predis_point_counts(Flavour::PredisKetama, 160, &w),
             vec![132, 132, 332, 40]
         );
-    }
-
-    #[test]
-    fn ketama_counts_single_precision() {
-        // Expected counts computed independently in Python with every step rounded to IEEE
-        // single precision (struct.pack('f')): equal servers get 160 points, except at server
-        // counts such as 25, 47, 50 and 100, where the float product falls just under 40.
-        assert_eq!(ketama_point_counts(&[1, 1]), vec![160, 160]);
-        assert_eq!(ketama_point_counts(&[1; 10]), vec![160; 10]);
-        assert_eq!(ketama_point_counts(&[1; 25]), vec![156; 25]);
-        assert_eq!(ketama_point_counts(&[1; 50]), vec![156; 50]);
-        assert_eq!(ketama_point_counts(&[1; 100]), vec![156; 100]);
     }
 }

@@ -1,7 +1,21 @@
-//! What a real change of masters measured, for the report to set beside the prediction.
+//! What a local run found: the prediction of a change and what the real change then
+//! measured, set beside each other in its report ([`super::report`]).
 
-use super::method::Method;
+use ringslot_tool::predict::method::Method;
+use ringslot_tool::predict::{MasterChange, Prediction};
 use std::collections::HashMap;
+
+/// A local run: the prediction, and what a report sets beside it.
+pub struct Outcome {
+    /// The prediction.
+    pub prediction: Prediction,
+    /// The read-only prediction of the same change, when both ways ran (`--both-modes`).
+    pub read_only: Option<Prediction>,
+    /// What the real change measured.
+    pub real: Option<Real>,
+    /// The change predicted.
+    pub change: MasterChange,
+}
 
 /// What a real change measured, set beside its prediction in the report (the benchmark
 /// program's local runs make the change and fill it).

@@ -1,6 +1,9 @@
 //! One decoder of the replies ringslot sends, under RESP2 or RESP3: integers, doubles (RESP3
 //! doubles, or RESP2 bulk strings holding one), strings, arrays, and maps (RESP3 maps, or
 //! RESP2 flat field/value arrays). Every function returns an error naming what it got.
+//! [`ring`] reads the module's own replies (`RING.MOVES`, `RING.PLAN`, `RING.INFO`) with it.
+
+pub mod ring;
 
 use redis::Value;
 use std::fmt;

@@ -4,11 +4,13 @@
 //! (`Topology::what_if_weighed`, the code `RING.MOVES ... WEIGH BYTES` runs), on nodes named
 //! as the client names them (`host:port` for ketama clients and twemproxy).
 
-use crate::args::{flavour, other_schemes, schemes_of};
-use crate::memcached::text_command;
+pub mod memcached;
+
+use crate::cli::values::{flavour, other_schemes, schemes_of};
 use crate::output::{fixed, Table};
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
+use memcached::text_command;
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams, Topology};
 use serde::Serialize;
 use std::path::PathBuf;

@@ -5,10 +5,7 @@
 //! answer in time is an error that names it, never a hang.
 
 use anyhow::{anyhow, bail, Context, Result};
-use redis::{
-    ClientTlsConfig, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
-    TlsCertificates,
-};
+use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -204,25 +201,14 @@ pub const CLIENT_NAME: &str = "ringslot";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Link {
-    /// A plain connection (no cluster redirection) to the node, opened within the timeout,
-    /// every reply then awaited at most the timeout. Errors name the node: unreachable,
-    /// refused, no answer in time, a TLS failure, an authentication refused.
-    pub fn connect(&self) -> Result<Connection> {
-        let client = redis::Client::open(self.info.clone())
-            .map_err(|e| anyhow!("{}: bad address: {e}", self.address))?;
-        let mut con = client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(|e| anyhow!("cannot reach {}: {}", self.address, self.describe(&e)))?;
-        con.set_read_timeout(Some(self.timeout))
-            .and_then(|()| con.set_write_timeout(Some(self.timeout)))
-            .map_err(|e| anyhow!("{}: {e}", self.address))?;
-        // Named, so that the node's SLOWLOG and CLIENT LIST tell the tool's commands apart; a
-        // user who may not name its connection runs unnamed.
-        let _ = redis::cmd("CLIENT")
-            .arg("SETNAME")
-            .arg(CLIENT_NAME)
-            .query::<()>(&mut con);
-        Ok(con)
+    /// The node's connection parameters, for [`Link::connect`].
+    pub(crate) fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
+    /// The bound on every wait of its connections.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// A client error as an operator reads it: a timeout says how long was waited.

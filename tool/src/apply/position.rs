@@ -1,159 +1,13 @@
-//! The plan `ringslot apply` carries out, read from `ringslot predict --by ... --json`: the
-//! slot map it starts from and its moves in order; and where a cluster stands in it. A cluster
-//! is accepted only in a state the plan reaches: the first `k` moves done (their targets own
-//! their slots), the others not begun (their sources own them), every other slot where the
-//! plan found it, and open slots (`MIGRATING`/`IMPORTING`) only on the last move done (killed
-//! before every master was told) and the next one (killed while its keys moved).
+//! Where a cluster stands in a plan (`ringslot apply`'s resume rule). A cluster is accepted
+//! only in a state the plan reaches: the first `k` moves done (their targets own their slots),
+//! the others not begun (their sources own them), every other slot where the plan found it,
+//! and open slots (`MIGRATING`/`IMPORTING`) only on the last move done (killed before every
+//! master was told) and the next one (killed while its keys moved).
 
-use anyhow::{anyhow, bail, Context, Result};
-use ringslot_engine::cluster::ClusterNode;
-use ringslot_engine::SLOT_COUNT;
-use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
-
-/// One move: a slot from a master to another (`ip:port`), with what the plan measured in it
-/// (keys; `DUMP` bytes, estimated where the prediction sampled).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedMove {
-    pub slot: u16,
-    pub from: String,
-    pub to: String,
-    pub keys: u64,
-    pub bytes: f64,
-}
-
-/// A plan by weight as `ringslot apply` takes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SlotPlan {
-    /// What the plan evens (`bytes`, `memory`, `keys`, `load`) and its tolerance (fraction).
-    pub by: String,
-    pub tolerance: f64,
-    /// The owner of every slot when the plan was made (`SLOT_COUNT` entries).
-    pub start: Vec<Option<String>>,
-    /// The moves, in the order they are carried out; each slot at most once.
-    pub moves: Vec<PlannedMove>,
-    /// The node id of each master when the plan was made, by address (empty in a plan made
-    /// before ids were recorded).
-    pub ids: BTreeMap<String, String>,
-}
-
-fn text_of(v: &Value, name: &str) -> Result<String> {
-    v.get(name)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("`{name}` missing or not a string"))
-}
-
-fn slot_of(v: &Value, name: &str) -> Result<u16> {
-    v.get(name)
-        .and_then(Value::as_u64)
-        .and_then(|s| u16::try_from(s).ok())
-        .filter(|&s| usize::from(s) < SLOT_COUNT)
-        .ok_or_else(|| anyhow!("`{name}` missing or not a slot (0 to 16383)"))
-}
-
-impl SlotPlan {
-    /// Reads a plan from the text of `ringslot predict --by ... --json` (or of its
-    /// `prediction.by_weight` object alone). Errors: not JSON, no plan by weight in it (a
-    /// prediction without `--by`), a start map that does not cover every slot once, a move of
-    /// a slot twice, from a master that did not own it, or to itself.
-    pub fn from_json(text: &str) -> Result<SlotPlan> {
-        let v: Value = serde_json::from_str(text).context("the plan is not JSON")?;
-        let c = v
-            .get("prediction")
-            .and_then(|p| p.get("by_weight"))
-            .or_else(|| v.get("moves").map(|_| &v))
-            .ok_or_else(|| {
-                anyhow!(
-                    "no plan by weight in it: make one with `ringslot predict ... --by bytes \
-                     --json > plan.json`"
-                )
-            })?;
-        let by = text_of(c, "by")?;
-        let tolerance = c
-            .get("tolerance")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| anyhow!("`tolerance` missing"))?;
-        let mut start: Vec<Option<Option<String>>> = vec![None; SLOT_COUNT];
-        let ranges = c.get("start").and_then(Value::as_array).ok_or_else(|| {
-            anyhow!("the plan has no `start` (the slot map it starts from): make it again")
-        })?;
-        for r in ranges {
-            let (first, last) = (slot_of(r, "first")?, slot_of(r, "last")?);
-            let owner = r.get("owner").and_then(Value::as_str).map(str::to_string);
-            for slot in first..=last {
-                match start.get_mut(usize::from(slot)) {
-                    Some(s @ None) => *s = Some(owner.clone()),
-                    _ => bail!("the plan's start map lists slot {slot} twice"),
-                }
-            }
-        }
-        let start: Vec<Option<String>> = start
-            .into_iter()
-            .enumerate()
-            .map(|(slot, o)| o.ok_or_else(|| anyhow!("the plan's start map lacks slot {slot}")))
-            .collect::<Result<_>>()?;
-        let mut seen = BTreeSet::new();
-        let mut moves = Vec::new();
-        for m in c
-            .get("moves")
-            .and_then(Value::as_array)
-            .ok_or_else(|| anyhow!("`moves` missing"))?
-        {
-            let mv = PlannedMove {
-                slot: slot_of(m, "slot")?,
-                from: text_of(m, "from")?,
-                to: text_of(m, "to")?,
-                keys: m.get("keys").and_then(Value::as_u64).unwrap_or(0),
-                bytes: m.get("bytes").and_then(Value::as_f64).unwrap_or(0.0),
-            };
-            if !seen.insert(mv.slot) {
-                bail!("the plan moves slot {} twice", mv.slot);
-            }
-            if start
-                .get(usize::from(mv.slot))
-                .cloned()
-                .flatten()
-                .as_deref()
-                != Some(&mv.from)
-            {
-                bail!(
-                    "the plan moves slot {} from {}, which did not own it",
-                    mv.slot,
-                    mv.from
-                );
-            }
-            if mv.from == mv.to {
-                bail!("the plan moves slot {} from {} to itself", mv.slot, mv.from);
-            }
-            moves.push(mv);
-        }
-        let ids = c
-            .get("ids")
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(a, id)| Some((a.clone(), id.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(SlotPlan {
-            by,
-            tolerance,
-            start,
-            moves,
-            ids,
-        })
-    }
-
-    /// Every master the plan names (sources and targets), sorted.
-    pub fn masters(&self) -> BTreeSet<String> {
-        self.moves
-            .iter()
-            .flat_map(|m| [m.from.clone(), m.to.clone()])
-            .collect()
-    }
-}
+use crate::plan::{SlotMove, SlotPlan};
+use ringslot_engine::cluster::{myself, ClusterNode};
+use std::collections::BTreeMap;
+use std::fmt;
 
 /// Where a cluster stands in a plan (see [`position`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,12 +29,8 @@ pub fn position(
     plan: &SlotPlan,
     seed_owners: &[Option<String>],
     views: &BTreeMap<String, Vec<ClusterNode>>,
-) -> Result<Position, String> {
-    let me = |address: &str| {
-        views
-            .get(address)
-            .and_then(|v| v.iter().find(|n| n.has("myself")))
-    };
+) -> Result<Position, Unreached> {
+    let me = |address: &str| views.get(address).and_then(|v| myself(v));
     let claims = |address: &str, slot: u16| me(address).is_some_and(|n| n.serves(slot));
     let planned: BTreeMap<u16, usize> = plan
         .moves
@@ -188,24 +38,22 @@ pub fn position(
         .enumerate()
         .map(|(i, m)| (m.slot, i))
         .collect();
-    for (slot, (now, then)) in seed_owners.iter().zip(&plan.start).enumerate() {
+    for (slot, (now, then)) in seed_owners.iter().zip(&plan.start_owners()).enumerate() {
         let Ok(slot) = u16::try_from(slot) else { break };
         if !planned.contains_key(&slot) && now != then {
-            return Err(format!(
-                "slot {slot} is served by {}, where the plan found it on {}: the cluster \
-                 changed since the plan was made; make a new one",
+            return Err(Unreached::Changed(format!(
+                "slot {slot} is served by {}, where the plan found it on {}",
                 now.as_deref().unwrap_or("no master"),
                 then.as_deref().unwrap_or("no master"),
-            ));
+            )));
         }
     }
     let mut done = 0;
     for (i, m) in plan.moves.iter().enumerate() {
         let (to, from) = (claims(&m.to, m.slot), claims(&m.from, m.slot));
         if !to && !from {
-            return Err(format!(
-                "slot {} (move {} of the plan, {} -> {}) is served by {}: the cluster changed \
-                 since the plan was made; make a new one",
+            return Err(Unreached::Changed(format!(
+                "slot {} (move {} of the plan, {} -> {}) is served by {}",
                 m.slot,
                 i + 1,
                 m.from,
@@ -215,18 +63,18 @@ pub fn position(
                     .cloned()
                     .flatten()
                     .unwrap_or_else(|| "no master".into()),
-            ));
+            )));
         }
         if to {
             if done != i {
-                return Err(format!(
+                return Err(Unreached::OutOfOrder(format!(
                     "slot {} (move {} of the plan) has moved but slot {} (move {}) has not: \
                      the plan's moves are done in order, and this state is not one it reaches",
                     m.slot,
                     i + 1,
                     plan.moves.get(done).map(|d| d.slot).unwrap_or_default(),
                     done + 1
-                ));
+                )));
             }
             done = i + 1;
         }
@@ -236,7 +84,7 @@ pub fn position(
     let id = |address: &str| me(address).map(|n| n.id.as_str());
     // An open slot of a move is the move's own only: migrating on its source towards its
     // target, importing on its target from its source.
-    let own = |m: &PlannedMove, address: &str, to: Option<&String>, from: Option<&String>| {
+    let own = |m: &SlotMove, address: &str, to: Option<&String>, from: Option<&String>| {
         let (migrating_ok, importing_ok) = (
             address == m.from && to.map(String::as_str) == id(&m.to),
             address == m.to && from.map(String::as_str) == id(&m.from),
@@ -245,7 +93,7 @@ pub fn position(
     };
     let (mut close_last, mut next_open) = (false, false);
     for (address, view) in views {
-        let Some(n) = view.iter().find(|n| n.has("myself")) else {
+        let Some(n) = myself(view) else {
             continue;
         };
         let open = n
@@ -263,12 +111,12 @@ pub fn position(
             } else if next.is_some_and(|m| m.slot == slot && own(m, address, to, from)) {
                 next_open = true;
             } else {
-                return Err(format!(
+                return Err(Unreached::Open(format!(
                     "slot {slot} is open (migrating or importing) on {address}, and not as \
                      the plan's next move opens it (from its source to its target): close it \
                      first (CLUSTER SETSLOT {slot} STABLE on that node if it holds no keys of \
                      it, else redis-cli --cluster fix)"
-                ));
+                )));
             }
         }
     }
@@ -290,10 +138,39 @@ pub fn position(
     })
 }
 
+/// A state of the cluster no prefix of the plan reaches: why, naming the slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreached {
+    /// A slot is served by a master the plan does not lead it to: the cluster changed since
+    /// the plan was made (or a view was read while a slot changed owner: worth reading again).
+    Changed(String),
+    /// A later move is done while an earlier one is not.
+    OutOfOrder(String),
+    /// A slot is open otherwise than as the plan's next move opens it.
+    Open(String),
+}
+
+impl fmt::Display for Unreached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreached::Changed(why) => write!(
+                f,
+                "{why}: the cluster changed since the plan was made; make a new one"
+            ),
+            Unreached::OutOfOrder(why) | Unreached::Open(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for Unreached {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{owned_ranges, PLAN_VERSION};
+    use crate::predict::options::WeightBy;
     use ringslot_engine::cluster::parse_cluster_nodes;
+    use ringslot_engine::SLOT_COUNT;
 
     const A: &str = "10.0.0.1:7000";
     const B: &str = "10.0.0.2:7000";
@@ -317,7 +194,7 @@ mod tests {
         for s in start.iter_mut().skip(8192) {
             *s = Some(B.to_string());
         }
-        let mv = |slot: u16, from: &str| PlannedMove {
+        let mv = |slot: u16, from: &str| SlotMove {
             slot,
             from: from.into(),
             to: C.into(),
@@ -325,16 +202,17 @@ mod tests {
             bytes: 10.0,
         };
         SlotPlan {
-            by: "bytes".into(),
+            version: PLAN_VERSION,
+            by: WeightBy::Bytes,
             tolerance: 0.05,
-            start,
+            start: owned_ranges(&start),
             moves: vec![mv(0, A), mv(1, A), mv(8192, B)],
             ids: BTreeMap::new(),
         }
     }
 
     fn owners(moved: &[u16]) -> Vec<Option<String>> {
-        let mut o = plan().start;
+        let mut o = plan().start_owners();
         for &s in moved {
             o[usize::from(s)] = Some(C.into());
         }
@@ -346,40 +224,6 @@ mod tests {
             .into_iter()
             .map(|(addr, slots)| (addr.to_string(), view(addr, slots)))
             .collect()
-    }
-
-    #[test]
-    fn a_plan_reads_from_the_predictions_json_and_bad_plans_are_refused() {
-        let json = |moves: &str| {
-            format!(
-                r#"{{"prediction": {{"by_weight": {{"by": "bytes", "tolerance": 0.05,
-                "start": [{{"first": 0, "last": 8191, "owner": "{A}"}},
-                          {{"first": 8192, "last": 16383, "owner": "{B}"}}],
-                "moves": [{moves}]}}}}}}"#
-            )
-        };
-        let p = SlotPlan::from_json(&json(&format!(
-            r#"{{"slot": 0, "from": "{A}", "to": "{C}", "keys": 3, "bytes": 40.0}}"#
-        )))
-        .unwrap();
-        assert_eq!(p.moves.len(), 1);
-        assert_eq!(p.moves[0].keys, 3);
-        assert_eq!(p.start[8192].as_deref(), Some(B));
-        let twice = format!(
-            r#"{{"slot": 0, "from": "{A}", "to": "{C}"}}, {{"slot": 0, "from": "{A}", "to": "{B}"}}"#
-        );
-        let e = SlotPlan::from_json(&json(&twice)).unwrap_err().to_string();
-        assert!(e.contains("twice"), "{e}");
-        let wrong = format!(r#"{{"slot": 0, "from": "{B}", "to": "{C}"}}"#);
-        let e = SlotPlan::from_json(&json(&wrong)).unwrap_err().to_string();
-        assert!(e.contains("did not own"), "{e}");
-        let itself = format!(r#"{{"slot": 0, "from": "{A}", "to": "{A}"}}"#);
-        assert!(SlotPlan::from_json(&json(&itself)).is_err());
-        let e = SlotPlan::from_json(r#"{"prediction": {}}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--by bytes"), "{e}");
-        assert!(SlotPlan::from_json("not json").is_err());
     }
 
     #[test]
@@ -427,7 +271,7 @@ mod tests {
         assert_eq!((pos.done, pos.close_last), (2, true));
         // Slot 1 migrating from A towards B, not towards the plan's target C: refused.
         let v = views(&format!("1-8191 [1->-{}]", id(B)), "8192-16383", "0");
-        let e = position(&p, &owners(&[0]), &v).unwrap_err();
+        let e = position(&p, &owners(&[0]), &v).unwrap_err().to_string();
         assert!(e.contains("slot 1 ") && e.contains("10.0.0.1:7000"), "{e}");
     }
 
@@ -440,15 +284,20 @@ mod tests {
             &owners(&[0, 8192]),
             &views("1-8191", "8193-16383", "0 8192"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("slot 8192") && e.contains("slot 1 "), "{e}");
         // A slot outside the plan changed owner.
         let mut o = owners(&[]);
         o[5] = Some(B.into());
-        let e = position(&p, &o, &views("0-4 6-8191", "5 8192-16383", "")).unwrap_err();
+        let e = position(&p, &o, &views("0-4 6-8191", "5 8192-16383", ""))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slot 5 ") && e.contains("make a new one"), "{e}");
         // A planned slot served by a third master.
-        let e = position(&p, &owners(&[]), &views("1-8191", "0 8192-16383", "")).unwrap_err();
+        let e = position(&p, &owners(&[]), &views("1-8191", "0 8192-16383", ""))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slot 0 "), "{e}");
         // An open slot that is not the next move.
         let v = views(
@@ -456,7 +305,7 @@ mod tests {
             "8192-16383",
             "",
         );
-        let e = position(&p, &owners(&[]), &v).unwrap_err();
+        let e = position(&p, &owners(&[]), &v).unwrap_err().to_string();
         assert!(
             e.contains("slot 9 ") && e.contains("the plan's next move"),
             "{e}"

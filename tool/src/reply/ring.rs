@@ -2,8 +2,9 @@
 //! program, the tests): one reader per reply shape, under RESP2 or RESP3, so that a field is
 //! named in one place. Each reader fails with a [`ReplyError`] naming what it missed.
 
-use crate::reply::{array, field, fields, float, int, text, ReplyError, Result};
+use super::{array, field, fields, float, int, text, ReplyError, Result};
 use redis::Value;
+use ringslot_engine::RebalanceStep;
 
 /// One scheme's part of a `RING.MOVES` reply (the module's `schemes_reply`): the moved
 /// members and, where the reply has them, the other fields (`None` when absent or nil).
@@ -107,20 +108,9 @@ impl Moves {
     }
 }
 
-/// One move of a `RING.PLAN` reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanMove {
-    /// The node giving the slots (`None`: unassigned slots).
-    pub from: Option<String>,
-    /// The node taking them (`None`: they become unassigned).
-    pub to: Option<String>,
-    /// The slots, ascending.
-    pub slots: Vec<u16>,
-}
-
 /// Reads a `RING.PLAN` reply (an array of moves, each `from`, `to`, `slots`, `ranges`).
 /// Errors: a move without its fields, or a range that is not two slots.
-pub fn read_plan(reply: &Value) -> Result<Vec<PlanMove>> {
+pub fn read_plan(reply: &Value) -> Result<Vec<RebalanceStep<String>>> {
     let name = |v: &Value| match v {
         Value::Nil => Ok(None),
         other => text(other).map(Some),
@@ -136,7 +126,7 @@ pub fn read_plan(reply: &Value) -> Result<Vec<PlanMove>> {
             let r = array(range)?;
             slots.extend(slot(r.first())?..=slot(r.get(1))?);
         }
-        moves.push(PlanMove {
+        moves.push(RebalanceStep {
             from: name(field(m, "from")?)?,
             to: name(field(m, "to")?)?,
             slots,
@@ -279,7 +269,7 @@ mod tests {
         let plan = read_plan(&reply).unwrap();
         assert_eq!(
             plan,
-            vec![PlanMove {
+            vec![RebalanceStep {
                 from: None,
                 to: Some("10.0.0.4:6379".into()),
                 slots: vec![0, 1, 2, 10, 11]

@@ -1,0 +1,167 @@
+//! The masters as `ringslot apply` reaches them, and the one door its writes go through: every
+//! `CLUSTER SETSLOT`, `MIGRATE` and `CLUSTER MIGRATESLOTS` is a [`Write`] sent by
+//! [`Masters::write`], which counts it for the kill-point test ([`EXIT_AFTER_WRITES_VAR`]).
+//! Nothing else in `apply` sends a command that changes the cluster.
+
+use crate::cluster::connection::NodeConnection;
+use crate::cluster::error::{Code, NodeError};
+use crate::cluster::link::Link;
+use anyhow::{anyhow, Result};
+use redis::Value;
+use ringslot_engine::cluster::ClusterNode;
+use std::collections::BTreeMap;
+
+/// For tests only: `RINGSLOT_APPLY_EXIT_AFTER_WRITES=N` makes a run exit at once (status
+/// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
+/// write ([`Write`]), so that a test can interrupt an apply at every point of a slot's move for
+/// certain rather than by timing.
+pub const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
+/// The exit status of a run stopped by [`EXIT_AFTER_WRITES_VAR`] (used by tests only).
+pub const EXIT_AFTER_WRITES: i32 = 86;
+
+/// A master of the cluster as the run reaches it.
+pub(crate) struct Node {
+    pub(crate) link: Link,
+    pub(crate) id: String,
+    pub(crate) con: NodeConnection,
+    /// Its own `CLUSTER NODES`, as last read.
+    pub(crate) view: Vec<ClusterNode>,
+}
+
+/// What a slot becomes on a node (`CLUSTER SETSLOT <slot> <state> <node id>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState<'a> {
+    /// On the target: it accepts the slot's keys from the source (`ASKING` clients too).
+    Importing { from: &'a str },
+    /// On the source: it answers `ASK` for the slot's keys it no longer has.
+    Migrating { to: &'a str },
+    /// Everywhere, at the end: the slot is this node's.
+    Node { owner: &'a str },
+}
+
+/// One write of `apply` to a master.
+#[derive(Debug, Clone)]
+pub(crate) enum Write<'a> {
+    /// `CLUSTER SETSLOT <slot> IMPORTING|MIGRATING|NODE <id>`.
+    SetSlot { slot: u16, state: SlotState<'a> },
+    /// `MIGRATE host port "" 0 <timeout> [REPLACE] [AUTH ...] KEYS <keys>`: the keys go to the
+    /// target, which restores them, and the source deletes them.
+    Migrate {
+        to: &'a str,
+        timeout_ms: u128,
+        replace: bool,
+        auth: &'a [String],
+        keys: &'a [Vec<u8>],
+    },
+    /// Valkey 9's `CLUSTER MIGRATESLOTS SLOTSRANGE a b ... NODE <id>`, sent to the source.
+    MigrateSlots {
+        ranges: &'a [(u16, u16)],
+        to: &'a str,
+    },
+}
+
+impl Write<'_> {
+    /// The command's arguments.
+    pub(crate) fn args(&self) -> Result<Vec<Vec<u8>>> {
+        let words = |w: &[&str]| w.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>();
+        Ok(match self {
+            Write::SetSlot { slot, state } => {
+                let slot = slot.to_string();
+                let (name, id) = match state {
+                    SlotState::Importing { from } => ("IMPORTING", *from),
+                    SlotState::Migrating { to } => ("MIGRATING", *to),
+                    SlotState::Node { owner } => ("NODE", *owner),
+                };
+                words(&["CLUSTER", "SETSLOT", &slot, name, id])
+            }
+            Write::Migrate {
+                to,
+                timeout_ms,
+                replace,
+                auth,
+                keys,
+            } => {
+                let (host, port) = to
+                    .rsplit_once(':')
+                    .ok_or_else(|| anyhow!("not an ip:port address: {to}"))?;
+                let mut args = words(&["MIGRATE", host, port, "", "0", &timeout_ms.to_string()]);
+                if *replace {
+                    args.push(b"REPLACE".to_vec());
+                }
+                args.extend(auth.iter().map(|a| a.as_bytes().to_vec()));
+                args.push(b"KEYS".to_vec());
+                args.extend(keys.iter().cloned());
+                args
+            }
+            Write::MigrateSlots { ranges, to } => {
+                let mut args = words(&["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE"]);
+                for (a, b) in *ranges {
+                    args.push(a.to_string().into_bytes());
+                    args.push(b.to_string().into_bytes());
+                }
+                args.extend(words(&["NODE", to]));
+                args
+            }
+        })
+    }
+}
+
+/// The plan's masters, by address, and the writes sent to them so far.
+pub(crate) struct Masters {
+    pub(crate) nodes: BTreeMap<String, Node>,
+    /// Writes sent so far, and the test hook's bound on them.
+    writes: u64,
+    stop_after: Option<u64>,
+}
+
+impl Masters {
+    /// The masters `nodes`, the test hook read from the environment.
+    pub(crate) fn new(nodes: BTreeMap<String, Node>) -> Masters {
+        Masters {
+            nodes,
+            writes: 0,
+            stop_after: std::env::var(EXIT_AFTER_WRITES_VAR)
+                .ok()
+                .and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// The master at `address`. Error: not one of the plan's masters.
+    pub(crate) fn node(&mut self, address: &str) -> Result<&mut Node> {
+        self.nodes
+            .get_mut(address)
+            .ok_or_else(|| anyhow!("{address} is not a master of the cluster"))
+    }
+
+    /// The node id of the master at `address` (empty if it is not one).
+    pub(crate) fn id(&self, address: &str) -> String {
+        self.nodes
+            .get(address)
+            .map(|n| n.id.clone())
+            .unwrap_or_default()
+    }
+
+    /// The one door of `apply`'s writes: sends `write` to the master at `at`, counts it, and
+    /// returns the answer. The test hook ([`EXIT_AFTER_WRITES_VAR`]) may end the process right
+    /// after the write is answered. Error: the node's answer, or `at` not a master of the plan
+    /// (code `Other("tool")`).
+    pub(crate) fn write(&mut self, at: &str, write: &Write) -> Result<Value, NodeError> {
+        let refused = |text: String| NodeError {
+            node: at.to_string(),
+            command: String::from("(not sent)"),
+            code: Code::Other("tool".into()),
+            text,
+        };
+        let args = write.args().map_err(|e| refused(format!("{e:#}")))?;
+        let node = self
+            .nodes
+            .get_mut(at)
+            .ok_or_else(|| refused(format!("{at} is not a master of the cluster")))?;
+        let reply = node.con.run(&args);
+        self.writes += 1;
+        if self.stop_after == Some(self.writes) {
+            std::process::exit(EXIT_AFTER_WRITES);
+        }
+        reply
+    }
+}

@@ -1,0 +1,300 @@
+//! The verbs of a slot's move, as valkey-cli names them (`clusterManagerSetSlot`,
+//! `clusterManagerMigrateKeysInSlot`, `clusterManagerMoveSlot` in src/valkey-cli.c): open the
+//! slot on its two masters, move its keys, close it everywhere. Each ordering rule is
+//! commented where it is kept; every write goes through [`super::door::Masters::write`].
+//!
+//! On Valkey 8 and later a primary with replicas replicates `CLUSTER SETSLOT` to them before it
+//! applies it, and waits for them (2 s by default): it answers `NOREPLICAS` when they do not
+//! acknowledge in time (not applied: sent again, up to [`NOREPLICAS_TRIES`] times), and
+//! `UNBLOCKED` when it was demoted meanwhile. Redis 7.0 and 8.2 never send either.
+
+use super::door::{SlotState, Write};
+use super::{claims, Applied, ApplyOptions, Prepared};
+use crate::cluster::error::{Code, NodeError};
+use crate::cluster::pacing::Limiter;
+use crate::plan::SlotMove;
+use anyhow::{anyhow, bail, Result};
+use std::time::Duration;
+
+/// The errors a source may answer `CLUSTER SETSLOT ... NODE` with, as valkey-cli tolerates
+/// them there (`clusterManagerMoveSlot`'s `acceptable`): a source that gave its last slot may
+/// already be a replica of the target, told by gossip first (`NotMaster`, redis/redis#9223);
+/// on Valkey 8 and later, while the source waited for its replicas, it was demoted
+/// (`Unblocked`) or its replicas moved to another primary (`NoReplicas`). The news reaches it
+/// by gossip from the target, which took the slot first.
+pub const TOLERATED_ON_SOURCE: &[Code] = &[Code::NotMaster, Code::Unblocked, Code::NoReplicas];
+
+/// The errors any other master may answer `CLUSTER SETSLOT ... NODE` with: one that has become
+/// a replica meanwhile takes the news by gossip.
+pub const TOLERATED_ON_OTHERS: &[Code] = &[Code::NotMaster];
+
+/// How many times a `CLUSTER SETSLOT` answered `NOREPLICAS` (not applied: the primary's
+/// replicas did not acknowledge it within its wait, 2 s by default) is sent in all before the
+/// run stops: about a minute of waits.
+pub const NOREPLICAS_TRIES: u32 = 30;
+
+impl Prepared {
+    /// Sends `CLUSTER SETSLOT slot <state>` to the master at `at`, again while it answers
+    /// `NOREPLICAS` (at most [`NOREPLICAS_TRIES`] times in all); an answer in `tolerated` counts
+    /// as done.
+    fn set_slot(
+        &mut self,
+        at: &str,
+        slot: u16,
+        state: SlotState,
+        tolerated: &[Code],
+    ) -> Result<(), NodeError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.masters.write(at, &Write::SetSlot { slot, state }) {
+                Ok(_) => return Ok(()),
+                Err(e) if tolerated.contains(&e.code) => return Ok(()),
+                Err(e) if e.is(&Code::NoReplicas) && tries < NOREPLICAS_TRIES => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Moves the keys of `m`'s slot and gives it to the target everywhere; (keys, bytes). A
+    /// move whose target already claims the slot (a run killed after the target was told) is
+    /// only closed, once its source holds none of the slot's keys.
+    pub(super) fn move_slot(
+        &mut self,
+        m: &SlotMove,
+        opts: &ApplyOptions,
+        limiter: &mut Limiter,
+        applied: &mut Applied,
+    ) -> Result<(u64, u64)> {
+        let target_claims = claims(&self.masters.node(&m.to)?.view, m.slot);
+        let source_claims = claims(&self.masters.node(&m.from)?.view, m.slot);
+        let moved = if target_claims {
+            let slot = m.slot.to_string();
+            let left =
+                self.masters
+                    .node(&m.from)?
+                    .con
+                    .run(&["CLUSTER", "COUNTKEYSINSLOT", &slot])?;
+            let left = crate::reply::int(&left)?;
+            if left > 0 {
+                bail!(
+                    "{} already serves the slot but {} still holds {left} of its keys: move \
+                     them to it by hand (MIGRATE) and run again",
+                    m.to,
+                    m.from
+                );
+            }
+            (0, 0)
+        } else {
+            self.open_slot(m, source_claims)?;
+            self.move_keys(m, opts, limiter, applied)?
+        };
+        self.close_slot(m)?;
+        Ok(moved)
+    }
+
+    /// Opens `m`'s slot: `IMPORTING` on the target, then `MIGRATING` on the source (where it
+    /// still claims the slot). The target first, as redis-cli does: once the source migrates,
+    /// it answers `ASK` for the keys it no longer has, and the target must already take them.
+    fn open_slot(&mut self, m: &SlotMove, source_claims: bool) -> Result<()> {
+        let (from_id, to_id) = (self.masters.id(&m.from), self.masters.id(&m.to));
+        self.set_slot(&m.to, m.slot, SlotState::Importing { from: &from_id }, &[])?;
+        if source_claims {
+            self.set_slot(&m.from, m.slot, SlotState::Migrating { to: &to_id }, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Closes `m`'s slot: `NODE <target>` on the target first, then the source, then every
+    /// other master. The target first, as redis-cli and valkey-cli do (redis/redis#7116): told
+    /// first, it bumps its epoch and owns the slot, so that a crash of the source meanwhile
+    /// leaves no slot without an owner. The source next, its refusals in
+    /// [`TOLERATED_ON_SOURCE`]; the others last, so that none of them redirects clients to a
+    /// source that no longer has the keys.
+    fn close_slot(&mut self, m: &SlotMove) -> Result<()> {
+        let to_id = self.masters.id(&m.to);
+        let owner = SlotState::Node { owner: &to_id };
+        self.set_slot(&m.to, m.slot, owner, &[])?;
+        self.set_slot(&m.from, m.slot, owner, TOLERATED_ON_SOURCE)?;
+        let others: Vec<String> = self
+            .masters
+            .nodes
+            .keys()
+            .filter(|a| **a != m.to && **a != m.from)
+            .cloned()
+            .collect();
+        for other in others {
+            self.set_slot(&other, m.slot, owner, TOLERATED_ON_OTHERS)?;
+        }
+        Ok(())
+    }
+
+    /// Moves every key of `m`'s slot from its source to its target, a batch at a time
+    /// ([`Prepared::batch`]) until `GETKEYSINSLOT` finds none; (keys, bytes by `MEMORY
+    /// USAGE`). A batch the target refuses with `BUSYKEY` is resolved key by key
+    /// ([`Prepared::resolve_busy`]).
+    fn move_keys(
+        &mut self,
+        m: &SlotMove,
+        opts: &ApplyOptions,
+        limiter: &mut Limiter,
+        applied: &mut Applied,
+    ) -> Result<(u64, u64)> {
+        let (mut keys, mut bytes) = (0u64, 0u64);
+        let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
+        loop {
+            let batch = self.batch(m, opts)?;
+            if batch.is_empty() {
+                return Ok((keys, bytes));
+            }
+            // MIGRATE answers NOKEY for a key that expired but is still listed (no write to
+            // the source deletes it meanwhile): the same batch twice is no progress.
+            let first: Option<Vec<u8>> = batch.first().map(|(k, _)| k.clone());
+            if first.is_some() && first == last_first && batch.len() == last_len {
+                bail!(
+                    "{}: the same {} keys came back from GETKEYSINSLOT after a MIGRATE (keys \
+                     that expired but are still listed?): stopped rather than loop",
+                    m.from,
+                    batch.len()
+                );
+            }
+            last_first = first;
+            last_len = batch.len();
+            let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
+            let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
+            match self.migrate(m, &names, false) {
+                Ok(()) => {}
+                Err(e) if e.is(&Code::BusyKey) => self.resolve_busy(m, &names, opts, applied)?,
+                Err(e) => bail!("{}: MIGRATE to {}: {}", m.from, m.to, e.text),
+            }
+            keys += names.len() as u64;
+            bytes += batch_bytes;
+            limiter.take(batch_bytes);
+        }
+    }
+
+    /// The next keys of `m`'s slot on its source, with their `MEMORY USAGE`: at most
+    /// `batch_keys`, and at most `batch_bytes` unless the first key alone is bigger.
+    fn batch(&mut self, m: &SlotMove, opts: &ApplyOptions) -> Result<Vec<(Vec<u8>, u64)>> {
+        let n = self.masters.node(&m.from)?;
+        let mut getkeys = redis::cmd("CLUSTER");
+        getkeys
+            .arg("GETKEYSINSLOT")
+            .arg(m.slot)
+            .arg(opts.batch_keys.max(1));
+        let names: Vec<Vec<u8>> = n.con.query(&getkeys)?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for k in &names {
+            pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
+        }
+        let sizes: Vec<Option<u64>> = n.con.pipeline(&pipe, "MEMORY USAGE")?;
+        let mut batch = Vec::new();
+        let mut total = 0u64;
+        for (k, size) in names.into_iter().zip(sizes) {
+            let size = size.unwrap_or(0);
+            if !batch.is_empty() && total + size > opts.batch_bytes {
+                break;
+            }
+            total += size;
+            batch.push((k, size));
+        }
+        Ok(batch)
+    }
+
+    /// `MIGRATE` of `keys` from `m`'s source to its target.
+    fn migrate(&mut self, m: &SlotMove, keys: &[Vec<u8>], replace: bool) -> Result<(), NodeError> {
+        let auth = self.auth(false);
+        let write = Write::Migrate {
+            to: &m.to,
+            timeout_ms: self.migrate_timeout_ms(),
+            replace,
+            auth: &auth,
+            keys,
+        };
+        self.masters.write(&m.from, &write).map(|_| ())
+    }
+
+    /// After a `BUSYKEY`: each key of `keys` still on the source is compared with the target's
+    /// copy (`DUMP` on both, `ASKING` on the target, which does not serve the slot yet) and
+    /// moved with `REPLACE` when the payloads are equal (or with `--replace`); a key whose
+    /// copies differ stops the run.
+    fn resolve_busy(
+        &mut self,
+        m: &SlotMove,
+        keys: &[Vec<u8>],
+        opts: &ApplyOptions,
+        applied: &mut Applied,
+    ) -> Result<()> {
+        for k in keys {
+            let name = String::from_utf8_lossy(k).into_owned();
+            let mut dump = redis::cmd("DUMP");
+            dump.arg(k.as_slice());
+            let ours: Option<Vec<u8>> = self.masters.node(&m.from)?.con.query(&dump)?;
+            let Some(ours) = ours else { continue };
+            let mut asking = redis::pipe();
+            asking.cmd("ASKING").cmd("DUMP").arg(k.as_slice());
+            let (_, theirs): ((), Option<Vec<u8>>) = self
+                .masters
+                .node(&m.to)?
+                .con
+                .pipeline(&asking, &format!("ASKING + DUMP {name}"))?;
+            let replace = match theirs {
+                None => false,
+                Some(theirs) if theirs == ours => {
+                    applied.equal_copies.push(name.clone());
+                    true
+                }
+                Some(_) if opts.replace => {
+                    applied.replaced.push(name.clone());
+                    true
+                }
+                Some(_) => bail!(
+                    "key {name:?} is on both {} and {} with different values (their DUMP \
+                     payloads differ: the values, or only their encodings); nothing was \
+                     overwritten. Look at both copies; run again with --replace to keep {}'s \
+                     copy and overwrite {}'s",
+                    m.from,
+                    m.to,
+                    m.from,
+                    m.to
+                ),
+            };
+            self.migrate(m, std::slice::from_ref(k), replace)
+                .map_err(|e| anyhow!("{}: MIGRATE {name} to {}: {}", m.from, m.to, e.text))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_tolerates_what_valkey_cli_tolerates_there() {
+        // valkey-cli's clusterManagerMoveSlot accepts on the source: "ERR Please use SETSLOT
+        // only with masters.", "ERR Please use SETSLOT only with primaries.", "UNBLOCKED",
+        // "NOREPLICAS" (src/valkey-cli.c).
+        for (code, text) in [
+            ("ERR", "ERR Please use SETSLOT only with masters."),
+            ("ERR", "ERR Please use SETSLOT only with primaries."),
+            ("UNBLOCKED", "UNBLOCKED"),
+            (
+                "NOREPLICAS",
+                "NOREPLICAS Not enough good replicas to write.",
+            ),
+        ] {
+            assert!(
+                TOLERATED_ON_SOURCE.contains(&Code::of(code, text)),
+                "{text}"
+            );
+        }
+        assert!(!TOLERATED_ON_SOURCE.contains(&Code::of("ERR", "ERR Unknown node x")));
+        assert_eq!(TOLERATED_ON_OTHERS, &[Code::NotMaster]);
+    }
+}

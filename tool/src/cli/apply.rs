@@ -1,0 +1,262 @@
+//! `ringslot apply PLAN`: carries out a plan by weight on the live cluster ([`crate::apply`]):
+//! the only command of ringslot that writes to a cluster. It asks for a confirmation unless
+//! `--yes`, shows its progress, and says at the end what it moved.
+
+use super::{on_ctrl_c, ConnectionArgs};
+use crate::apply::atomic::DEFAULT_ATOMIC_WAIT;
+use crate::apply::{self, Applied, ApplyOptions, Event, Prepared};
+use crate::plan::SlotPlan;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// `ringslot apply`'s options.
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// The plan: the JSON `ringslot predict ... --by ... --json` printed.
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// Print the commands the run would send, from where the cluster stands, and change
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for a confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// Keys a CLUSTER GETKEYSINSLOT asks for, and the most a MIGRATE carries.
+    #[arg(long, default_value_t = apply::DEFAULT_BATCH_KEYS)]
+    pub batch_keys: u32,
+    /// The most bytes (MEMORY USAGE) a MIGRATE carries, one key at least: a MIGRATE blocks
+    /// both nodes while it runs.
+    #[arg(long, default_value_t = apply::DEFAULT_BATCH_BYTES)]
+    pub batch_bytes: u64,
+    /// The most bytes a second the run moves (MEMORY USAGE); 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub max_bytes_per_sec: u64,
+    /// When a key is already on the target with a different value, overwrite it with the
+    /// source's (without it the run stops there; equal copies are always replaced).
+    #[arg(long)]
+    pub replace: bool,
+    /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
+    /// run of moves between the same two masters) instead of key by key. Every master must be
+    /// Valkey 9 or later (and a module loaded there must declare support for it).
+    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec"])]
+    pub atomic: bool,
+    /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
+    /// again to wait again).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ATOMIC_WAIT.as_secs(), requires = "atomic")]
+    pub atomic_wait: u64,
+}
+
+/// Reads the plan, checks the cluster against it, and carries it out (or, `--dry-run`, prints
+/// the commands it would send).
+pub fn run(a: &ApplyArgs) -> Result<()> {
+    if a.batch_keys == 0 {
+        bail!("--batch-keys needs at least 1 key");
+    }
+    let text = std::fs::read_to_string(&a.plan)
+        .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
+    let plan =
+        SlotPlan::from_json(&text).with_context(|| format!("the plan {}", a.plan.display()))?;
+    let access = a.connection.access()?;
+    let opts = ApplyOptions {
+        batch_keys: a.batch_keys,
+        batch_bytes: a.batch_bytes,
+        max_bytes_per_sec: a.max_bytes_per_sec,
+        replace: a.replace,
+    };
+    let mut prepared = apply::prepare_settled(&access, plan)?;
+    prepared.check_permissions(a.atomic)?;
+    let total = prepared.plan.moves.len();
+    let remaining = prepared.remaining();
+    let (keys, bytes): (u64, f64) = remaining.iter().fold((0u64, 0.0), |(k, b), m| {
+        (k.saturating_add(m.keys), b + m.bytes)
+    });
+    let (to_go, done) = (remaining.len(), prepared.position.done);
+    if a.dry_run {
+        dry_run(&prepared, a, &opts, (keys, bytes));
+        return Ok(());
+    }
+    if to_go == 0 && !prepared.position.close_last {
+        eprintln!("ringslot: every move of the plan is done ({total} slots); nothing to do");
+        return Ok(());
+    }
+    eprintln!(
+        "ringslot: {done} of {total} moves done; this run moves {to_go} slots, {keys} keys, \
+         {:.1} MiB by DUMP when planned{}.",
+        bytes / 1048576.0,
+        if prepared.position.next_open {
+            " (the first is open: it goes on where it stopped)"
+        } else {
+            ""
+        }
+    );
+    if !a.yes {
+        confirm()?;
+    }
+    on_ctrl_c(
+        "interrupted; stopping once the slot under way is moved and closed (Ctrl-C again \
+         exits at once, leaving it open)",
+    )?;
+    let mut progress = Progress::new(bytes, a.atomic);
+    let outcome = if a.atomic {
+        prepared.run_atomic(Duration::from_secs(a.atomic_wait), &mut |e| progress.on(e))
+    } else {
+        prepared.run(&opts, &mut |e| progress.on(e))
+    };
+    progress.bar.finish_and_clear();
+    summary(&outcome?, a.atomic);
+    Ok(())
+}
+
+/// `--dry-run`: the commands the run would send from where the cluster stands; `planned`:
+/// the keys and `DUMP` bytes of the moves to go, as the plan measured them.
+fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u64, f64)) {
+    let (keys, bytes) = planned;
+    let to_go = prepared.remaining().len();
+    println!(
+        "# ringslot apply --dry-run: {} of {} moves done; {to_go} to go ({keys} keys, {:.1} \
+         MiB by DUMP when planned). Nothing was changed.",
+        prepared.position.done,
+        prepared.plan.moves.len(),
+        bytes / 1048576.0
+    );
+    let lines = if a.atomic {
+        prepared.atomic_commands()
+    } else {
+        prepared.commands(opts)
+    };
+    for line in &lines {
+        println!("{line}");
+    }
+    println!("# end of the dry run: {to_go} moves to go; run without --dry-run to carry them out");
+}
+
+/// Asks on the terminal for `yes`. Error: no terminal (give `--yes`), or another answer.
+fn confirm() -> Result<()> {
+    if !std::io::stdin().is_terminal() {
+        bail!("apply writes to the cluster: give --yes to run without a prompt (or --dry-run)");
+    }
+    eprint!("Type yes to move them: ");
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if answer.trim() != "yes" {
+        bail!("not confirmed; nothing was changed");
+    }
+    Ok(())
+}
+
+/// The run's progress: a bar of the planned bytes on a terminal, else a line a slot.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    tty: bool,
+    atomic: bool,
+    started: Instant,
+    keys: u64,
+    slots: usize,
+}
+
+impl Progress {
+    /// The progress of a run of `bytes` planned bytes.
+    fn new(bytes: f64, atomic: bool) -> Progress {
+        let tty = std::io::stderr().is_terminal();
+        let bar = indicatif::ProgressBar::new(bytes.max(1.0) as u64);
+        bar.set_message("0 slots, 0 keys");
+        if tty {
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {bytes}/{total_bytes} planned, {msg}, {eta} left",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+        } else {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        Progress {
+            bar,
+            tty,
+            atomic,
+            started: Instant::now(),
+            keys: 0,
+            slots: 0,
+        }
+    }
+
+    /// Notes `event`.
+    fn on(&mut self, event: Event) {
+        let Event::Slot {
+            index,
+            total,
+            mv,
+            keys,
+            bytes,
+        } = event;
+        self.keys += keys;
+        self.slots += 1;
+        self.bar.inc(mv.bytes as u64);
+        self.bar
+            .set_message(format!("{} slots, {} keys", self.slots, self.keys));
+        if self.tty {
+            return;
+        }
+        let share = self.bar.position() as f64 / self.bar.length().unwrap_or(1).max(1) as f64;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left = if share > 0.0 {
+            elapsed * (1.0 - share) / share
+        } else {
+            0.0
+        };
+        // A closed stderr (`| head`) must not end the run between two writes.
+        let _ = writeln!(
+            std::io::stderr(),
+            "ringslot: moved slot {} {} -> {}: {keys} keys, {bytes} bytes by {} (move {} of \
+             {total}, ~{left:.0} s left)",
+            mv.slot,
+            mv.from,
+            mv.to,
+            if self.atomic {
+                "DUMP, as planned"
+            } else {
+                "MEMORY USAGE"
+            },
+            index + 1
+        );
+    }
+}
+
+/// What the run moved, and the keys it replaced on their targets.
+fn summary(applied: &Applied, atomic: bool) {
+    eprintln!(
+        "ringslot: done: {} slots, {} keys, {:.1} MiB ({}) moved in {:.1} s; every move of the \
+         plan is done",
+        applied.slots,
+        applied.keys,
+        applied.bytes as f64 / 1048576.0,
+        if atomic {
+            "by DUMP, as planned"
+        } else {
+            "by MEMORY USAGE"
+        },
+        applied.seconds
+    );
+    if !applied.equal_copies.is_empty() {
+        eprintln!(
+            "ringslot: {} keys were already on their target as equal copies (an earlier \
+             interrupted MIGRATE) and were replaced: {:?}",
+            applied.equal_copies.len(),
+            applied.equal_copies.iter().take(10).collect::<Vec<_>>()
+        );
+    }
+    if !applied.replaced.is_empty() {
+        eprintln!(
+            "ringslot: --replace overwrote {} keys that differed on their target: {:?}",
+            applied.replaced.len(),
+            applied.replaced.iter().take(10).collect::<Vec<_>>()
+        );
+    }
+}

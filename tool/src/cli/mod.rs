@@ -1,0 +1,173 @@
+//! The command line: one file per subcommand, each owning its options (`Args`) and its run
+//! (`run`), as cargo's `commands/*.rs` do; `main.rs` only dispatches. The option groups more
+//! than one command takes are declared once, here: how to reach the cluster
+//! ([`ConnectionArgs`]), where the output goes ([`OutputArgs`]), and how a prediction runs
+//! ([`PredictionArgs`], which the benchmark program's local runs take too). Options are
+//! checked where they become the library's types (`Options::check`, `MasterChange::check`,
+//! `Access::new`), never here.
+
+pub mod apply;
+pub mod members;
+pub mod predict;
+pub mod values;
+
+use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
+use crate::cluster::INTERRUPTED;
+use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_TOLERANCE};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ringslot_engine::Flavour;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How to reach the cluster's nodes (`predict`, `apply`).
+#[derive(Args, Debug)]
+pub struct ConnectionArgs {
+    /// A node of the cluster, `redis://[user[:password]@]host:port` or `rediss://` for TLS:
+    /// the node `redis-cli --cluster rebalance` would be run against (it decides the order of
+    /// ties). Every other node is reached the same way (user, password, TLS files). Without a
+    /// password in the URL, REDISCLI_AUTH's, else --password-file's.
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// The ACL user (else the URL's, else `default`).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// A file whose first line is the password (keeps it off the command line).
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// TLS: the CA certificate that signed the nodes' certificates (PEM; else the system's
+    /// trust store). Each node's certificate is checked against the address the cluster
+    /// announces for it.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca_cert: Option<PathBuf>,
+    /// TLS: a client certificate (PEM), for nodes with `tls-auth-clients yes`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the client certificate's key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The most seconds to wait for a node to accept a connection or to answer a command: a
+    /// node that does not is named in an error and the run ends (`predict` having written
+    /// nothing; `apply` leaving the slot under way open, to go on when run again).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TIMEOUT.as_secs_f64())]
+    pub timeout: f64,
+}
+
+impl ConnectionArgs {
+    /// The access these options describe. Errors: a timeout that is not from above 0 to 3600
+    /// seconds, and those of [`Access::new`].
+    pub fn access(&self) -> Result<Access> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 3600.0) {
+            bail!("--timeout is in seconds, above 0 and at most 3600");
+        }
+        Access::new(
+            &self.url,
+            self.user.as_deref(),
+            self.password_file.as_deref(),
+            &TlsFiles {
+                ca_cert: self.tls_ca_cert.clone(),
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+            },
+            Duration::from_secs_f64(self.timeout),
+        )
+    }
+}
+
+/// Where the output goes (`predict`, `members`).
+#[derive(Args, Debug)]
+pub struct OutputArgs {
+    /// Print one JSON object instead of the report.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report (Markdown) and its tables (CSV) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Stem of the files written under --out.
+    #[arg(long, requires = "out")]
+    pub name: Option<String>,
+}
+
+/// How a prediction runs (`ringslot predict`, and the benchmark program's local runs).
+#[derive(Args, Debug, Clone)]
+pub struct PredictionArgs {
+    /// Predict with the module loaded on every master (RING.MIRROR, RING.MOVES ... SLOTS on
+    /// ring copies: it writes keys with a TTL, deletes them, and says which). Without it the
+    /// prediction is read-only.
+    #[arg(long)]
+    pub with_module: bool,
+    /// Keys a second read from each master (SCAN, DUMP); 0: no limit.
+    #[arg(long, default_value_t = 200_000)]
+    pub max_keys_per_sec: u64,
+    /// Measure the bytes of this many keys a slot (the rest estimated, with the error
+    /// stated) instead of every key the plan moves.
+    #[arg(long, value_name = "N")]
+    pub bytes_sample: Option<u64>,
+    /// How the moving keys' DUMP lengths are read: `script` (EVAL_RO returns the lengths,
+    /// the payloads stay on the masters; DUMP where the user may not run scripts) or `dump`
+    /// (the payloads travel to the tool: less of the masters' CPU, more network).
+    #[arg(long, value_enum, default_value_t = SizesBy::Script)]
+    pub sizes_by: SizesBy,
+    /// Besides redis-cli's plan (even slot counts), a plan that evens this across the masters,
+    /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
+    /// memory (MEMORY USAGE) or keys, which size every key (--bytes-sample N: N a slot), or load
+    /// or network (CLUSTER SLOT-STATS cpu-usec, or network-bytes-in + network-bytes-out, with
+    /// cluster-slot-stats-enabled yes). Read-only way only.
+    #[arg(long, value_enum, conflicts_with = "with_module")]
+    pub by: Option<WeightBy>,
+    /// With --by: how far from its share each master may end, in percent.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "by")]
+    pub tolerance: f64,
+    /// Ring flavours evaluated, comma-separated (modulo comes with them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,ketama,groupcache",
+        value_parser = values::flavour
+    )]
+    pub flavours: Vec<Flavour>,
+    /// With --with-module: slots per RING.MOVES ... SLOTS call (the work each call holds a
+    /// master for).
+    #[arg(long, default_value_t = 256)]
+    pub chunk: u16,
+    /// With --with-module: seconds the ring copies live on the masters if the run dies.
+    #[arg(long, default_value_t = 600)]
+    pub ttl: u64,
+    /// The slots will move by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, as
+    /// `valkey-cli --cluster rebalance --cluster-use-atomic-slot-migration` runs it): the
+    /// report's verdict is for that method. Needs Valkey 9 or later on every master.
+    #[arg(long)]
+    pub atomic: bool,
+}
+
+impl PredictionArgs {
+    /// The options of the prediction (checked by [`Options::check`] when it runs).
+    pub fn options(&self) -> Options {
+        Options {
+            flavours: self.flavours.clone(),
+            chunk: self.chunk,
+            ttl_secs: self.ttl,
+            with_module: self.with_module,
+            max_keys_per_sec: self.max_keys_per_sec,
+            bytes_sample: self.bytes_sample,
+            atomic: self.atomic,
+            sizes_by: self.sizes_by,
+            by: self.by,
+            tolerance: self.tolerance / 100.0,
+        }
+    }
+}
+
+/// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets [`INTERRUPTED`] (the
+/// run stops at its next step and cleans up) and prints `message`; a second exits at once
+/// with status 130.
+pub fn on_ctrl_c(message: &'static str) -> Result<()> {
+    ctrlc::set_handler(move || {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("ringslot: {message}");
+    })
+    .context("install the Ctrl-C handler")
+}

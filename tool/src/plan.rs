@@ -1,0 +1,278 @@
+//! The plan file: a plan by weight as `ringslot predict --by ... --json` writes it (the
+//! object `prediction.by_weight`, whose other fields compare it with redis-cli's plan) and as
+//! `ringslot apply` reads it back: one type both ways ([`SlotPlan`]), its format numbered
+//! ([`PLAN_VERSION`], checked on read as cargo checks a `Cargo.lock`'s `version`), its fields
+//! listed in docs/cluster.md ("The plan file"; `tests/docs.rs` checks the list against this
+//! type).
+
+use crate::predict::options::WeightBy;
+use anyhow::{anyhow, bail, Context, Result};
+use ringslot_engine::SLOT_COUNT;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The format of the plan files this ringslot writes and reads. A plan without a `version` was
+/// written before formats were numbered, in format 1. A new format (a field whose meaning
+/// changes, or one that `apply` must not ignore) takes the next number; this ringslot refuses
+/// a plan of a later format rather than carry out what it cannot read.
+pub const PLAN_VERSION: u32 = 1;
+
+fn first_version() -> u32 {
+    1
+}
+
+/// A plan by weight: the slot map it starts from and its moves, in the order they are carried
+/// out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotPlan {
+    /// The plan file's format ([`PLAN_VERSION`]).
+    #[serde(default = "first_version")]
+    pub version: u32,
+    /// What the plan evens (`bytes`, `memory`, `keys`, `load`, `network`).
+    pub by: WeightBy,
+    /// How far from its share each master may end, a fraction (0.05: 5%).
+    pub tolerance: f64,
+    /// The owner of every slot when the plan was made, as ascending ranges of one owner each:
+    /// what `ringslot apply` checks the cluster against before it moves anything.
+    pub start: Vec<OwnedRange>,
+    /// The node id of each master of the cluster when the plan was made, by address (a
+    /// joining master not added yet has none; empty in a plan made before ids were recorded):
+    /// `ringslot apply` refuses a plan whose masters are other nodes now.
+    #[serde(default)]
+    pub ids: BTreeMap<String, String>,
+    /// The moves, slot by slot, in the order `ringslot apply` carries them out; each slot at
+    /// most once.
+    pub moves: Vec<SlotMove>,
+}
+
+/// One slot of a plan by weight: moved from a master to another (`ip:port`), with what the
+/// plan measured in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotMove {
+    /// The slot (0 to 16383).
+    pub slot: u16,
+    /// The master that owns it when the plan starts, and the one that takes it.
+    pub from: String,
+    pub to: String,
+    /// Its live keys, and their `DUMP` bytes (estimated where the prediction sampled).
+    #[serde(default)]
+    pub keys: u64,
+    #[serde(default)]
+    pub bytes: f64,
+}
+
+/// Slots `first..=last`, all owned by `owner` (`ip:port`; `None`: unassigned).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedRange {
+    pub first: u16,
+    pub last: u16,
+    pub owner: Option<String>,
+}
+
+/// `owners` (one per slot) as ascending ranges of one owner each.
+pub fn owned_ranges(owners: &[Option<String>]) -> Vec<OwnedRange> {
+    let mut ranges: Vec<OwnedRange> = Vec::new();
+    for (slot, owner) in owners.iter().enumerate() {
+        let Ok(slot) = u16::try_from(slot) else { break };
+        match ranges.last_mut() {
+            Some(r) if r.owner == *owner && r.last.checked_add(1) == Some(slot) => r.last = slot,
+            _ => ranges.push(OwnedRange {
+                first: slot,
+                last: slot,
+                owner: owner.clone(),
+            }),
+        }
+    }
+    ranges
+}
+
+impl SlotPlan {
+    /// Reads a plan from the text of `ringslot predict --by ... --json` (or of its
+    /// `prediction.by_weight` object alone) and checks it ([`SlotPlan::check`]). Errors: not
+    /// JSON, no plan by weight in it (a prediction without `--by`), a format this ringslot
+    /// does not read, a field missing or of the wrong type, or a plan that fails its check.
+    pub fn from_json(text: &str) -> Result<SlotPlan> {
+        let v: serde_json::Value = serde_json::from_str(text).context("the plan is not JSON")?;
+        let object = v
+            .get("prediction")
+            .and_then(|p| p.get("by_weight"))
+            .or_else(|| v.get("moves").map(|_| &v))
+            .ok_or_else(|| {
+                anyhow!(
+                    "no plan by weight in it: make one with `ringslot predict ... --by bytes \
+                     --json > plan.json`"
+                )
+            })?;
+        let version = match object.get("version") {
+            None => first_version(),
+            Some(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| anyhow!("the plan's `version` is not a format number: {n}"))?,
+        };
+        if version == 0 || version > PLAN_VERSION {
+            bail!(
+                "the plan is in format {version}, and this ringslot reads format \
+                 {PLAN_VERSION} and earlier: it was made by another version of ringslot; make \
+                 the plan again with this one (or apply it with the version that made it)"
+            );
+        }
+        let plan = SlotPlan::deserialize(object).map_err(|e| {
+            if object.get("start").is_none() {
+                anyhow!("the plan has no `start` (the slot map it starts from): make it again")
+            } else {
+                anyhow!("the plan: {e}")
+            }
+        })?;
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// Checks what the type cannot say: the start map covers every slot once, and each move
+    /// is of a slot (0 to 16383) not moved before, from the master that owned it, to another.
+    pub fn check(&self) -> Result<()> {
+        let mut covered = vec![false; SLOT_COUNT];
+        for r in &self.start {
+            if r.first > r.last || usize::from(r.last) >= SLOT_COUNT {
+                bail!(
+                    "the plan's start map has a range {}-{} that is not of slots (0 to 16383)",
+                    r.first,
+                    r.last
+                );
+            }
+            for slot in r.first..=r.last {
+                match covered.get_mut(usize::from(slot)) {
+                    Some(seen @ false) => *seen = true,
+                    _ => bail!("the plan's start map lists slot {slot} twice"),
+                }
+            }
+        }
+        if let Some(slot) = covered.iter().position(|c| !c) {
+            bail!("the plan's start map lacks slot {slot}");
+        }
+        let start = self.start_owners();
+        let mut seen = BTreeSet::new();
+        for m in &self.moves {
+            if usize::from(m.slot) >= SLOT_COUNT {
+                bail!(
+                    "the plan moves slot {}, which is not a slot (0 to 16383)",
+                    m.slot
+                );
+            }
+            if !seen.insert(m.slot) {
+                bail!("the plan moves slot {} twice", m.slot);
+            }
+            if start.get(usize::from(m.slot)).cloned().flatten().as_deref() != Some(&m.from) {
+                bail!(
+                    "the plan moves slot {} from {}, which did not own it",
+                    m.slot,
+                    m.from
+                );
+            }
+            if m.from == m.to {
+                bail!("the plan moves slot {} from {} to itself", m.slot, m.from);
+            }
+        }
+        Ok(())
+    }
+
+    /// The owner of every slot when the plan was made (16384 entries, by slot).
+    pub fn start_owners(&self) -> Vec<Option<String>> {
+        let mut owners = vec![None; SLOT_COUNT];
+        for r in &self.start {
+            for slot in r.first..=r.last {
+                if let Some(o) = owners.get_mut(usize::from(slot)) {
+                    o.clone_from(&r.owner);
+                }
+            }
+        }
+        owners
+    }
+
+    /// Every master the plan names (sources and targets), sorted.
+    pub fn masters(&self) -> BTreeSet<String> {
+        self.moves
+            .iter()
+            .flat_map(|m| [m.from.clone(), m.to.clone()])
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "10.0.0.1:7000";
+    const B: &str = "10.0.0.2:7000";
+    const C: &str = "10.0.0.3:7000";
+
+    fn json(moves: &str) -> String {
+        format!(
+            r#"{{"prediction": {{"by_weight": {{"by": "bytes", "tolerance": 0.05,
+            "start": [{{"first": 0, "last": 8191, "owner": "{A}"}},
+                      {{"first": 8192, "last": 16383, "owner": "{B}"}}],
+            "moves": [{moves}]}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_plan_reads_from_the_predictions_json_and_bad_plans_are_refused() {
+        let p = SlotPlan::from_json(&json(&format!(
+            r#"{{"slot": 0, "from": "{A}", "to": "{C}", "keys": 3, "bytes": 40.0}}"#
+        )))
+        .unwrap();
+        assert_eq!(p.moves.len(), 1);
+        assert_eq!(p.moves[0].keys, 3);
+        assert_eq!(p.start_owners()[8192].as_deref(), Some(B));
+        assert_eq!(p.version, 1, "a plan without a version is format 1");
+        let twice = format!(
+            r#"{{"slot": 0, "from": "{A}", "to": "{C}"}}, {{"slot": 0, "from": "{A}", "to": "{B}"}}"#
+        );
+        let e = SlotPlan::from_json(&json(&twice)).unwrap_err().to_string();
+        assert!(e.contains("twice"), "{e}");
+        let wrong = format!(r#"{{"slot": 0, "from": "{B}", "to": "{C}"}}"#);
+        let e = SlotPlan::from_json(&json(&wrong)).unwrap_err().to_string();
+        assert!(e.contains("did not own"), "{e}");
+        let itself = format!(r#"{{"slot": 0, "from": "{A}", "to": "{A}"}}"#);
+        assert!(SlotPlan::from_json(&json(&itself)).is_err());
+        let e = SlotPlan::from_json(r#"{"prediction": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--by bytes"), "{e}");
+        assert!(SlotPlan::from_json("not json").is_err());
+    }
+
+    #[test]
+    fn the_plan_is_written_and_read_as_one_type_and_a_later_format_is_refused() {
+        let plan = SlotPlan {
+            version: PLAN_VERSION,
+            by: WeightBy::Bytes,
+            tolerance: 0.05,
+            start: owned_ranges(
+                &(0..SLOT_COUNT)
+                    .map(|s| Some(if s < 100 { A } else { B }.to_string()))
+                    .collect::<Vec<_>>(),
+            ),
+            ids: [(A.to_string(), "a".repeat(40))].into_iter().collect(),
+            moves: vec![SlotMove {
+                slot: 5,
+                from: A.into(),
+                to: C.into(),
+                keys: 2,
+                bytes: 300.0,
+            }],
+        };
+        let text = serde_json::to_string(&plan).unwrap();
+        assert!(text.starts_with(r#"{"version":1,"by":"bytes""#), "{text}");
+        assert_eq!(SlotPlan::from_json(&text).unwrap(), plan);
+        let later = text.replace(r#""version":1"#, r#""version":2"#);
+        let e = SlotPlan::from_json(&later).unwrap_err().to_string();
+        assert!(
+            e.contains("format 2") && e.contains("reads format 1"),
+            "{e}"
+        );
+        let missing = text.replace(r#""tolerance":0.05,"#, "");
+        let e = SlotPlan::from_json(&missing).unwrap_err().to_string();
+        assert!(e.contains("tolerance"), "{e}");
+    }
+}
