@@ -27,12 +27,12 @@ all="${RINGSLOT_TEST_ALL:-}"
 # run on Redis 7.0.15 only, unless make test-all. Everything that touches a cluster, a
 # keyspace walk, persistence, replication, ACL, DUMP payloads or memory is run everywhere.
 SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak module_limits
-  keyslot_live cache_twemproxy compat_real program members docs"
+  keyslot_live cache_twemproxy compat_real bench_program tool_members docs layout"
 # Binaries that measure how long the server takes: never beside other tests.
-ALONE="module_limits program"
+ALONE="module_limits bench_program"
 # The longest binaries (cluster rebalances), started first when the last run's times are
 # unknown (a fresh clone), so that the pool does not end on one of them.
-LONG="cluster module_cluster slots_redis_cli cache predict apply properties"
+LONG="bench_cluster module_cluster slots_redis_cli bench_cache tool_predict tool_apply properties"
 
 phases=()
 phase() { phases+=("$(printf '%-52s %6s s%s' "$1" "$2" "${3:-}")"); }
@@ -75,6 +75,14 @@ for line in sys.stdin:
     label = name if target["kind"] == ["test"] else "unittests-" + kind + "-" + name
     print("\t".join([package, m["executable"], label, "local" if local else "live"]))
 ' >"$list"
+# Each binary is known by its name alone (its logs, its times, the lists above): two test
+# targets of one name in two crates would mix their logs. Tests are named for their crate
+# (tool_*, bench_*, module_* ...) so that they never do.
+dups=$(cut -f3 "$list" | sort | uniq -d)
+if [ -n "$dups" ]; then
+  echo "make test: test binaries of the same name in two crates: $dups (rename one)" >&2
+  exit 1
+fi
 # A no-op when the test build made it (the module's cdylib comes with its rlib).
 "$cargo" build --lib
 phase "build (one compilation)" $(($(now) - t))

@@ -10,13 +10,17 @@
 //! - [`client`]: sending commands with binary arguments and reading errors as their text (the
 //!   operator tool's, `ringslot_tool::client`);
 //! - [`prelude`]: the same for tests, panicking with the reply in the message, plus ring
-//!   snapshots, a seeded PRNG and the known-answer files.
+//!   snapshots, a seeded PRNG and the known-answer files;
+//! - [`programs`]: the workspace's programs run by their tests, the CSV files they write, and
+//!   incompressible values;
+//! - [`error`]: the harness's error.
 
 pub mod cluster;
 pub mod dump;
 pub mod error;
 pub mod lb;
 pub mod prelude;
+pub mod programs;
 pub mod proxy;
 pub mod server;
 pub mod tls;

@@ -17,7 +17,7 @@
 //! and the `redis` client, not on the module nor on the test harness, and nothing in it
 //! starts a server.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod cli;
 pub mod client;
 pub mod cluster;

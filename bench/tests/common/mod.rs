@@ -1,47 +1,30 @@
 //! What the program's tests share: running `ringslot-bench` with the module `make test`
-//! builds (`ringslot_harness::server::test_module`).
+//! builds (`ringslot_harness::server::test_module`), through the harness's
+//! [`ringslot_harness::programs`], which the tool's tests use too.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::process::{Command, Output};
+pub use ringslot_harness::programs::csv_table;
+use std::process::Output;
+
+/// `--module <the test module>` and `args`.
+fn with_module(args: &[&str]) -> Vec<String> {
+    let module = ringslot_harness::server::test_module();
+    let mut all = vec!["--module".to_string(), module.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    all
+}
 
 /// Runs `ringslot-bench --module <the test module> args...`.
 pub fn bench(args: &[&str]) -> Output {
-    let module = ringslot_harness::server::test_module();
-    Command::new(env!("CARGO_BIN_EXE_ringslot-bench"))
-        .arg("--module")
-        .arg(&module)
-        .args(args)
-        .output()
-        .expect("run ringslot-bench")
+    let all = with_module(args);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    ringslot_harness::programs::run(env!("CARGO_BIN_EXE_ringslot-bench"), &all)
 }
 
 /// [`bench`] that must succeed; returns its standard output.
 pub fn ok(args: &[&str]) -> String {
-    let out = bench(args);
-    assert!(
-        out.status.success(),
-        "ringslot-bench {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 stdout")
-}
-
-/// The rows of a CSV the program wrote (its fields hold no commas or quotes), each a map from
-/// column name to field.
-pub fn csv_table(path: &Path) -> Vec<HashMap<String, String>> {
-    let text = std::fs::read_to_string(path).expect("read the CSV");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    lines
-        .map(|l| {
-            header
-                .iter()
-                .zip(l.split(','))
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
+    let all = with_module(args);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    ringslot_harness::programs::ok(env!("CARGO_BIN_EXE_ringslot-bench"), &all)
 }

@@ -42,11 +42,11 @@ fn groups(moves: &[SlotMove], first: usize) -> Vec<std::ops::Range<usize>> {
 
 /// The most a job may run before the tool stops waiting for it (it goes on in the servers):
 /// an hour, unless `--atomic-wait` says otherwise.
-pub const DEFAULT_ATOMIC_WAIT: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_ATOMIC_WAIT: Duration = Duration::from_secs(3600);
 
 impl Prepared {
     /// The `CLUSTER MIGRATESLOTS` commands `--atomic` would send, one line each.
-    pub fn atomic_commands(&self) -> Vec<String> {
+    pub(crate) fn atomic_commands(&self) -> Vec<String> {
         let moves = &self.plan.moves;
         let mut lines = Vec::new();
         let done = self.position.done;
@@ -86,7 +86,7 @@ impl Prepared {
     /// An atomic slot migration running on a master (a server without them: none), as the
     /// reason a key-by-key run must not start. Error: the jobs cannot be read (NOPERM: the
     /// user lacks `+cluster|getslotmigrations`).
-    pub fn atomic_running(&mut self) -> Result<Option<String>> {
+    pub(crate) fn atomic_running(&mut self) -> Result<Option<String>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             if let Some(job) = migrations::running(&mut n.con)? {
                 return Ok(Some(format!(
@@ -101,7 +101,7 @@ impl Prepared {
     }
 
     /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
-    pub fn atomic_refusal(&mut self) -> Result<Option<String>> {
+    pub(crate) fn atomic_refusal(&mut self) -> Result<Option<String>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             let info = n.con.text(&["INFO", "server"])?;
             if !crate::reply::is_valkey_9(&info) {
@@ -117,7 +117,11 @@ impl Prepared {
     /// Carries out the plan from its position by atomic slot migration (see the module docs);
     /// `wait`: the most one job is waited for. Each job's moves are reported to `on` when it
     /// succeeds.
-    pub fn run_atomic(&mut self, wait: Duration, on: &mut dyn FnMut(Event)) -> Result<Applied> {
+    pub(crate) fn run_atomic(
+        &mut self,
+        wait: Duration,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<Applied> {
         let began = Instant::now();
         let mut applied = Applied::default();
         let moves = self.plan.moves.clone();

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 /// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
 /// write ([`Write`]), so that a test can interrupt an apply at every point of a slot's move for
 /// certain rather than by timing.
-pub const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
+pub(crate) const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
 /// The exit status of a run stopped by [`EXIT_AFTER_WRITES_VAR`] (used by tests only).
-pub const EXIT_AFTER_WRITES: i32 = 86;
+pub(crate) const EXIT_AFTER_WRITES: i32 = 86;
 
 /// A master of the cluster as the run reaches it.
 pub(crate) struct Node {

@@ -18,9 +18,9 @@
 //! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot
 //! moves: no key is created, changed or deleted except by `MIGRATE`.
 
-pub mod atomic;
-pub mod door;
-pub mod position;
+pub(crate) mod atomic;
+pub(crate) mod door;
+pub(crate) mod position;
 mod verbs;
 
 use crate::cluster::connection::NodeConnection;
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 /// How the keys of a slot travel.
 #[derive(Debug, Clone, Copy)]
-pub struct ApplyOptions {
+pub(crate) struct ApplyOptions {
     /// Keys a `GETKEYSINSLOT` asks for, and the most a `MIGRATE` carries.
     pub batch_keys: u32,
     /// The most `MEMORY USAGE` bytes a `MIGRATE` carries (one key at least, whatever its size).
@@ -54,10 +54,10 @@ pub struct ApplyOptions {
 
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
 /// `MIGRATE` carries).
-pub const DEFAULT_BATCH_KEYS: u32 = 100;
+pub(crate) const DEFAULT_BATCH_KEYS: u32 = 100;
 /// Bytes a `MIGRATE` carries at most unless `--batch-bytes` says otherwise: 1 MiB, ~10 ms on a
 /// 1 Gbit/s link, far below any `cluster-node-timeout`.
-pub const DEFAULT_BATCH_BYTES: u64 = 1 << 20;
+pub(crate) const DEFAULT_BATCH_BYTES: u64 = 1 << 20;
 
 impl Default for ApplyOptions {
     fn default() -> Self {
@@ -72,7 +72,7 @@ impl Default for ApplyOptions {
 
 /// What the run does as it goes, for a progress display.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// The move `index` (from 0) of `total` is done: its slot is the target's on every master.
     /// `keys` and `bytes` are what this run moved of it (`MEMORY USAGE` key by key; the plan's
     /// `DUMP` bytes for an atomic job).
@@ -87,7 +87,7 @@ pub enum Event<'a> {
 
 /// What a run moved.
 #[derive(Debug, Default, Clone)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// Moves carried out by this run, and their keys and bytes (`MEMORY USAGE` key by key;
     /// the plan's `DUMP` bytes for an atomic job, which moves a slot whole).
     pub slots: usize,
@@ -111,7 +111,7 @@ impl Applied {
 }
 
 /// The cluster read and checked against the plan, ready to run.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub plan: SlotPlan,
     /// Where the cluster stands in the plan.
     pub position: Position,
@@ -125,11 +125,11 @@ pub struct Prepared {
 
 /// How often a run checks every master's own view and `cluster_state` (the next move's two
 /// masters and the seed's view are checked before every slot).
-pub const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the cluster's state stops a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// A node is flagged failing, in handshake or without an address (the seed's view).
     Flagged {
         node: String,
@@ -225,7 +225,7 @@ fn claims(view: &[ClusterNode], slot: u16) -> bool {
 /// Reads the cluster from the seed and checks it against `plan`: every master the plan
 /// names is a master of the cluster (joining masters `add-node`d first), the cluster is
 /// healthy, and its state is one a prefix of the plan reaches. Reads only.
-pub fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
+pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     let seed_view = nodes_of(&access.seed())?;
     let reach = Reach::of(access);
     let mut nodes = BTreeMap::new();
@@ -341,7 +341,7 @@ fn check_masters(
 /// views are read one after another, and a slot that changed owner between two reads (an
 /// atomic job ending, gossip under way) looks like no state of the plan once. A state that is
 /// truly foreign is refused both times.
-pub fn prepare_settled(access: &Access, plan: SlotPlan) -> Result<Prepared> {
+pub(crate) fn prepare_settled(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     match prepare(access, plan.clone()) {
         Err(e) if matches!(e.downcast_ref::<Unreached>(), Some(Unreached::Changed(_))) => {
             std::thread::sleep(Duration::from_secs(1));
@@ -355,7 +355,7 @@ impl Prepared {
     /// Probes every command the run needs on every master ([`APPLY_NEEDS`], and
     /// [`ATOMIC_NEEDS`] with `atomic`) before anything is written. Error: every refusal at
     /// once, with the `ACL SETUSER` rule that grants them.
-    pub fn check_permissions(&self, atomic: bool) -> Result<()> {
+    pub(crate) fn check_permissions(&self, atomic: bool) -> Result<()> {
         let links: Vec<&crate::cluster::link::Link> =
             self.masters.nodes.values().map(|n| &n.link).collect();
         // --atomic finishes a key-by-key move left half done that way: it needs both.
@@ -367,7 +367,7 @@ impl Prepared {
     }
 
     /// The moves this run carries out: from the position on.
-    pub fn remaining(&self) -> &[SlotMove] {
+    pub(crate) fn remaining(&self) -> &[SlotMove] {
         self.plan.moves.get(self.position.done..).unwrap_or(&[])
     }
 
@@ -433,7 +433,11 @@ impl Prepared {
     /// slot, the nodes and the server's reply, and say what was left open; Ctrl-C
     /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
     /// goes on.
-    pub fn run(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
+    pub(crate) fn run(
+        &mut self,
+        opts: &ApplyOptions,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<Applied> {
         if let Some(why) = self.atomic_running()? {
             bail!("{why}");
         }
@@ -547,7 +551,7 @@ impl Prepared {
 
     /// The commands the run would send, in order, one line each (`node: command`), with a
     /// comment line per move: what `--dry-run` prints.
-    pub fn commands(&self, opts: &ApplyOptions) -> Vec<String> {
+    pub(crate) fn commands(&self, opts: &ApplyOptions) -> Vec<String> {
         let mut lines = Vec::new();
         let close = |lines: &mut Vec<String>, m: &SlotMove| {
             let to = self.masters.id(&m.to);

@@ -11,7 +11,7 @@ use std::fmt;
 
 /// Where a cluster stands in a plan (see [`position`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     /// The moves done: `moves[..done]`.
     pub done: usize,
     /// Whether the last move done must be closed first (`SETSLOT ... NODE` on every master):
@@ -25,7 +25,7 @@ pub struct Position {
 /// seed sees it; `views`: each master's own `CLUSTER NODES` by address (a node lists its own
 /// open slots, on its `myself` line, and its own claims are what a move changes first). Error
 /// (the reason, naming the slot): a state no prefix of the plan reaches.
-pub fn position(
+pub(crate) fn position(
     plan: &SlotPlan,
     seed_owners: &[Option<String>],
     views: &BTreeMap<String, Vec<ClusterNode>>,
@@ -140,7 +140,7 @@ pub fn position(
 
 /// A state of the cluster no prefix of the plan reaches: why, naming the slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unreached {
+pub(crate) enum Unreached {
     /// A slot is served by a master the plan does not lead it to: the cluster changed since
     /// the plan was made (or a view was read while a slot changed owner: worth reading again).
     Changed(String),

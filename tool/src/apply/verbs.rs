@@ -22,16 +22,17 @@ use std::time::Duration;
 /// on Valkey 8 and later, while the source waited for its replicas, it was demoted
 /// (`Unblocked`) or its replicas moved to another primary (`NoReplicas`). The news reaches it
 /// by gossip from the target, which took the slot first.
-pub const TOLERATED_ON_SOURCE: &[Code] = &[Code::NotMaster, Code::Unblocked, Code::NoReplicas];
+pub(crate) const TOLERATED_ON_SOURCE: &[Code] =
+    &[Code::NotMaster, Code::Unblocked, Code::NoReplicas];
 
 /// The errors any other master may answer `CLUSTER SETSLOT ... NODE` with: one that has become
 /// a replica meanwhile takes the news by gossip.
-pub const TOLERATED_ON_OTHERS: &[Code] = &[Code::NotMaster];
+pub(crate) const TOLERATED_ON_OTHERS: &[Code] = &[Code::NotMaster];
 
 /// How many times a `CLUSTER SETSLOT` answered `NOREPLICAS` (not applied: the primary's
 /// replicas did not acknowledge it within its wait, 2 s by default) is sent in all before the
 /// run stops: about a minute of waits.
-pub const NOREPLICAS_TRIES: u32 = 30;
+pub(crate) const NOREPLICAS_TRIES: u32 = 30;
 
 impl Prepared {
     /// Sends `CLUSTER SETSLOT slot <state>` to the master at `at`, again while it answers

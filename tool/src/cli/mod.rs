@@ -162,7 +162,7 @@ impl PredictionArgs {
 /// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets [`INTERRUPTED`] (the
 /// run stops at its next step and cleans up) and prints `message`; a second exits at once
 /// with status 130.
-pub fn on_ctrl_c(message: &'static str) -> Result<()> {
+pub(crate) fn on_ctrl_c(message: &'static str) -> Result<()> {
     ctrlc::set_handler(move || {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(130);

@@ -30,9 +30,8 @@ pub struct PredictArgs {
         conflicts_with = "add"
     )]
     pub del: Vec<String>,
-    /// The rebalance pending now (after `redis-cli --cluster add-node`: the masters without
-    /// slots join), as `redis-cli --cluster rebalance <seed> --cluster-use-empty-masters`
-    /// makes it.
+    /// The rebalance pending now (after `add-node`: the masters without slots join), as
+    /// `redis-cli --cluster rebalance <seed> --cluster-use-empty-masters` makes it.
     #[arg(long, conflicts_with_all = ["add", "del"])]
     pub rebalance: bool,
     /// redis-cli's --cluster-threshold for --rebalance, in percent.

@@ -55,11 +55,6 @@ impl NodeConnection {
         &self.link.address
     }
 
-    /// How the node is reached.
-    pub fn link(&self) -> &Link {
-        &self.link
-    }
-
     fn error(&self, command: String, e: &redis::RedisError) -> NodeError {
         let mut error = NodeError::of(&self.link.address, &command, e);
         if e.is_timeout() || e.kind() == redis::ErrorKind::AuthenticationFailed {

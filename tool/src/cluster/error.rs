@@ -178,7 +178,7 @@ impl std::error::Error for NodeError {}
 
 /// The first words of a command as errors name it: at most 8, each cut at 64 bytes (a key or
 /// a payload can be long), binary shown lossily.
-pub fn command_words<A: AsRef<[u8]>>(args: &[A]) -> String {
+pub(crate) fn command_words<A: AsRef<[u8]>>(args: &[A]) -> String {
     args.iter()
         .take(8)
         .map(|a| {
@@ -190,7 +190,7 @@ pub fn command_words<A: AsRef<[u8]>>(args: &[A]) -> String {
 }
 
 /// The [`NodeError`] inside an `anyhow` error, if that is what it is.
-pub fn node_error(e: &anyhow::Error) -> Option<&NodeError> {
+pub(crate) fn node_error(e: &anyhow::Error) -> Option<&NodeError> {
     e.downcast_ref::<NodeError>()
 }
 

@@ -21,7 +21,7 @@ pub fn finished(job: &Job) -> bool {
 }
 
 /// The slots of a job's `slot_ranges` (`0-100 200-300`, or `5` for one slot).
-pub fn job_slots(job: &Job) -> BTreeSet<u16> {
+pub(crate) fn job_slots(job: &Job) -> BTreeSet<u16> {
     let mut slots = BTreeSet::new();
     for range in job
         .get("slot_ranges")
@@ -73,7 +73,7 @@ pub fn jobs_of(reply: &redis::Value) -> Result<Vec<Job>, ReplyError> {
 /// The first job on the node that is not over, if any; `None` on a server without atomic
 /// slot migration (Redis, and Valkey before 9, do not know the subcommand). Error: any other
 /// failure (`NOPERM`, a timeout, `LOADING`), which must not pass for "none".
-pub fn running(con: &mut NodeConnection) -> Result<Option<Job>, NodeError> {
+pub(crate) fn running(con: &mut NodeConnection) -> Result<Option<Job>, NodeError> {
     match list(con) {
         Ok(jobs) => Ok(jobs.into_iter().find(|j| !finished(j))),
         Err(e) if e.is(&Code::UnknownSubcommand) => Ok(None),

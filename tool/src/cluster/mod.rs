@@ -17,7 +17,7 @@ pub mod error;
 pub mod link;
 pub mod migrations;
 pub mod pacing;
-pub mod permissions;
+pub(crate) mod permissions;
 pub mod reads;
 pub mod topology;
 

@@ -180,7 +180,7 @@ impl Prober {
 /// machine whose CPUs idle between round trips, waking them dominates: here back-to-back
 /// `PING`s took 0.10 ms with the other core idle and 0.014 ms with it busy, and `PING`s 2 ms
 /// apart 0.1 ms either way. A master that refuses `PING` or cannot be reached is left out.
-pub fn ping_round_trips(
+pub(crate) fn ping_round_trips(
     masters: &[Master],
     count: usize,
     apart: Duration,

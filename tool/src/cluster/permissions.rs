@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 /// A command a way of predicting uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Need {
+pub(crate) struct Need {
     /// The command as `ACL SETUSER` grants it (`memory|usage`).
     pub acl: &'static str,
     /// A harmless call of it.
@@ -31,7 +31,7 @@ const PROBE_KEY: &str = "ringslot:acl-probe";
 /// slot, a key that does not exist, a payload no server accepts): the source's commands and,
 /// since `MIGRATE` logs in to the target as the same user, the target's (`SELECT`, `ASKING`,
 /// `RESTORE-ASKING`).
-pub const APPLY_NEEDS: &[Need] = &[
+pub(crate) const APPLY_NEEDS: &[Need] = &[
     Need {
         acl: "cluster|info",
         probe: &["CLUSTER", "INFO"],
@@ -92,7 +92,7 @@ pub const APPLY_NEEDS: &[Need] = &[
 ];
 
 /// What `ringslot apply --atomic` runs besides [`APPLY_NEEDS`] on every master (Valkey 9).
-pub const ATOMIC_NEEDS: &[Need] = &[
+pub(crate) const ATOMIC_NEEDS: &[Need] = &[
     Need {
         acl: "cluster|migrateslots",
         probe: &[
@@ -118,7 +118,7 @@ pub const ATOMIC_NEEDS: &[Need] = &[
 /// kind), `PING` (other clients' latency meanwhile), `EVAL_RO` (the sizes by a read-only
 /// script, without carrying the payloads), `CLIENT SETNAME` (the connections named `ringslot`)
 /// and `CLIENT NO-TOUCH` (reads that leave access times alone; Redis 7.2 and later, Valkey).
-pub const READ_ONLY: &[Need] = &[
+pub(crate) const READ_ONLY: &[Need] = &[
     Need {
         acl: "cluster|nodes",
         probe: &["CLUSTER", "NODES"],
@@ -178,7 +178,7 @@ pub const READ_ONLY: &[Need] = &[
 /// no call of `DEL` is harmless; a copy that cannot be deleted expires), `GET`, which the
 /// module checks a key's read right with, and for the moved slots `CLUSTER COUNTKEYSINSLOT`
 /// and `CLUSTER GETKEYSINSLOT`. Each probe fails on its arguments if it may run.
-pub const WITH_MODULE: &[Need] = &[
+pub(crate) const WITH_MODULE: &[Need] = &[
     Need {
         acl: "module|list",
         probe: &["MODULE", "LIST"],
@@ -228,7 +228,7 @@ pub const WITH_MODULE: &[Need] = &[
 
 /// What the probes found: per optional command refused, the masters and what is lost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Granted {
+pub(crate) struct Granted {
     /// Notes of what the run will not measure, one per optional command refused somewhere.
     pub notes: Vec<String>,
 }
@@ -236,7 +236,7 @@ pub struct Granted {
 /// Probes `needs` on every node of `nodes` (the seed first, then every master) as `user` (for
 /// the message). Errors: a needed command refused somewhere (all of them named at once, with
 /// the rule that grants them), a node that cannot be reached or does not answer.
-pub fn check(nodes: &[&Link], needs: &[Need], user: &str) -> Result<Granted> {
+pub(crate) fn check(nodes: &[&Link], needs: &[Need], user: &str) -> Result<Granted> {
     let mut refused: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     for link in nodes {
         for need in probe(link, needs)? {

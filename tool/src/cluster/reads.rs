@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 /// What a node says of itself in `INFO server` and `INFO memory`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NodeFacts {
+pub(crate) struct NodeFacts {
     /// Valkey 9 or later (`server_name:valkey`, `valkey_version`): it has atomic slot
     /// migration (`CLUSTER MIGRATESLOTS`).
     pub atomic: bool,
@@ -27,7 +27,7 @@ pub struct NodeFacts {
 
 /// [`NodeFacts`] of the node at `link`. Error: the node cannot be reached, or refuses `INFO`
 /// (an ACL user without `+info`).
-pub fn node_facts(link: &Link) -> Result<NodeFacts, NodeError> {
+pub(crate) fn node_facts(link: &Link) -> Result<NodeFacts, NodeError> {
     let mut con = link.connect()?;
     let server = con.text(&["INFO", "server"])?;
     let memory = con.text(&["INFO", "memory"])?;
@@ -41,7 +41,7 @@ pub fn node_facts(link: &Link) -> Result<NodeFacts, NodeError> {
 
 /// `DUMP`'s calls and microseconds so far on each master (`INFO commandstats`), for the
 /// server time of the prediction's own `DUMP`s; masters that refuse `INFO` are left out.
-pub fn dump_stats(masters: &[Master]) -> BTreeMap<String, (u64, u64)> {
+pub(crate) fn dump_stats(masters: &[Master]) -> BTreeMap<String, (u64, u64)> {
     let mut out = BTreeMap::new();
     for m in masters {
         let Ok(info) = m
@@ -64,7 +64,7 @@ pub fn dump_stats(masters: &[Master]) -> BTreeMap<String, (u64, u64)> {
 }
 
 /// Whether `MODULE LIST` of the master names ringslot.
-pub fn has_module(m: &Master) -> Result<bool> {
+pub(crate) fn has_module(m: &Master) -> Result<bool> {
     let list = m.link.connect()?.run(&["MODULE", "LIST"])?;
     Ok(items(&list)?.iter().any(|module| {
         field(module, "name")
@@ -75,7 +75,7 @@ pub fn has_module(m: &Master) -> Result<bool> {
 }
 
 /// The masters of `topo` without the module loaded.
-pub fn without_module(topo: &LiveCluster) -> Result<Vec<String>> {
+pub(crate) fn without_module(topo: &LiveCluster) -> Result<Vec<String>> {
     let mut missing = Vec::new();
     for m in &topo.masters {
         if !has_module(m)? {
@@ -150,7 +150,7 @@ fn count_keys_in_slots(
 /// The key count of each slot this node serves, from `CLUSTER SLOT-STATS SLOTSRANGE 0 16383`
 /// (one reply of `[slot, [key-count, n, ...]]` per served slot); `None` on a server without
 /// the command (Redis before 8.2, Valkey before 8), or one that answers in another shape.
-pub fn slot_stats(con: &mut NodeConnection) -> Option<BTreeMap<u16, u64>> {
+pub(crate) fn slot_stats(con: &mut NodeConnection) -> Option<BTreeMap<u16, u64>> {
     let last = (SLOT_COUNT - 1).to_string();
     let reply: Value = con
         .run(&["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", &last])
@@ -173,7 +173,7 @@ pub fn slot_stats(con: &mut NodeConnection) -> Option<BTreeMap<u16, u64>> {
 
 /// Every live key name of master `m`, a `SCAN` batch at a time (about 1000 names), handed to
 /// `visit` with the connection. Error: Ctrl-C ([`INTERRUPTED`]), `SCAN`'s or `visit`'s.
-pub fn scan_master(
+pub(crate) fn scan_master(
     m: &Master,
     con: &mut NodeConnection,
     holds: &Holds,

@@ -62,14 +62,14 @@ impl LiveCluster {
 /// node's TLS port, which `CLUSTER NODES` does not show when the cluster bus is plain
 /// (`tls-cluster no`): `CLUSTER SHARDS` gives each node's `tls-port`.
 #[derive(Debug, Clone)]
-pub struct Reach {
+pub(crate) struct Reach {
     access: Access,
     tls_ports: HashMap<String, u16>,
 }
 
 impl Reach {
     /// The reach of the cluster `access`'s seed belongs to (`CLUSTER SHARDS` read over TLS).
-    pub fn of(access: &Access) -> Reach {
+    pub(crate) fn of(access: &Access) -> Reach {
         let tls_ports = if access.tls() {
             tls_ports(&access.seed())
         } else {
@@ -83,7 +83,7 @@ impl Reach {
 
     /// The link to `node`, named by the address the cluster announces for it, over its TLS
     /// port where the cluster gives one. Error: an address that is not `host:port`.
-    pub fn link(&self, node: &ClusterNode) -> Result<Link> {
+    pub(crate) fn link(&self, node: &ClusterNode) -> Result<Link> {
         let mut link = match (self.tls_ports.get(&node.id), node.address.rsplit_once(':')) {
             (Some(port), Some((host, _))) => self.access.at(&format!("{host}:{port}"))?,
             _ => self.access.at(&node.address)?,
@@ -121,23 +121,23 @@ fn tls_ports(link: &Link) -> HashMap<String, u16> {
 }
 
 /// `CLUSTER NODES` on `con`, parsed.
-pub fn nodes_on(con: &mut NodeConnection) -> Result<Vec<ClusterNode>> {
+pub(crate) fn nodes_on(con: &mut NodeConnection) -> Result<Vec<ClusterNode>> {
     let text = con.text(&["CLUSTER", "NODES"])?;
     parse_cluster_nodes(&text).map_err(|e| anyhow!("{}: {e}", con.address()))
 }
 
 /// `CLUSTER NODES` of the node at `link`, parsed.
-pub fn nodes_of(link: &Link) -> Result<Vec<ClusterNode>> {
+pub(crate) fn nodes_of(link: &Link) -> Result<Vec<ClusterNode>> {
     nodes_on(&mut link.connect()?)
 }
 
 /// Every slot `node` serves, ascending.
-pub fn slots_of(node: &ClusterNode) -> Vec<u16> {
+pub(crate) fn slots_of(node: &ClusterNode) -> Vec<u16> {
     node.slots.iter().flat_map(|&(a, b)| a..=b).collect()
 }
 
 /// The first slot `node` is migrating or importing, if any.
-pub fn first_open(node: &ClusterNode) -> Option<u16> {
+pub(crate) fn first_open(node: &ClusterNode) -> Option<u16> {
     node.migrating
         .iter()
         .chain(&node.importing)
@@ -280,7 +280,10 @@ fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
 /// handshake or without an address; a slot migrating or importing (a node lists its own open
 /// slots only, on its `myself` line); a node whose masters or slot table differ from the
 /// seed's. `None` when it may run.
-pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) -> Option<Refusal> {
+pub(crate) fn refusal(
+    seed_view: &[ClusterNode],
+    views: &[(String, Vec<ClusterNode>)],
+) -> Option<Refusal> {
     for n in seed_view {
         if let Some(flag) = n.failing_flag() {
             return Some(Refusal::Flagged {
@@ -315,7 +318,7 @@ pub fn refusal(seed_view: &[ClusterNode], views: &[(String, Vec<ClusterNode>)]) 
 
 /// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
 /// must be the keys counted.
-pub fn check_unchanged(access: &Access, topo: &LiveCluster) -> Result<()> {
+pub(crate) fn check_unchanged(access: &Access, topo: &LiveCluster) -> Result<()> {
     let after = read_topology(access)?;
     let unchanged = after.masters.len() == topo.masters.len()
         && after

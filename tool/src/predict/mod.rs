@@ -29,17 +29,18 @@ pub mod estimate;
 pub mod method;
 pub mod options;
 pub mod prediction;
-pub mod read_only;
+pub(crate) mod read_only;
 pub mod report;
-pub mod runbook;
-pub mod sizing;
+pub(crate) mod runbook;
+pub(crate) mod sizing;
 pub mod steps;
 pub mod sums;
-pub mod with_module;
+pub(crate) mod with_module;
 
 pub use change::MasterChange;
 pub use options::{Options, SizesBy, WeightBy, DEFAULT_TOLERANCE};
 pub use prediction::Prediction;
+pub use with_module::CHUNK_KEYS;
 
 use crate::cluster::link::{Access, Link};
 use crate::cluster::pacing::{ping_round_trips, Holds, Probe, Prober};

@@ -125,7 +125,7 @@ pub struct Prediction {
 }
 
 /// What either way gathers, for [`assemble`].
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// How it ran.
     pub mode: Mode,
     /// The node the plan is `redis-cli --cluster rebalance`'s run against.
@@ -153,7 +153,7 @@ pub struct Gathered {
 /// The prediction from what a way gathered on `topo`.
 // Each argument is a separate measurement of the run; a struct of them would only rename them.
 #[allow(clippy::too_many_arguments)]
-pub fn assemble(
+pub(crate) fn assemble(
     topo: &LiveCluster,
     change: &MasterChange,
     g: Gathered,
@@ -377,7 +377,7 @@ fn master_rows(
 /// migration. A master that cannot be asked (a joining one not reachable yet, or `INFO`
 /// refused) starts at 0 bytes, and the report says why. Error: `--atomic` on a cluster where
 /// a master has no atomic slot migration.
-pub fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Result<()> {
+pub(crate) fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Result<()> {
     let mut used = Vec::new();
     let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
     for m in &p.masters {

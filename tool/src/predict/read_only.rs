@@ -44,7 +44,7 @@ struct MasterPass {
 }
 
 /// Predicts `change` read-only (see the module docs).
-pub fn predict_readonly(
+pub(crate) fn predict_readonly(
     access: &Access,
     topo: &LiveCluster,
     change: &MasterChange,

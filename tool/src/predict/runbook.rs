@@ -12,7 +12,7 @@ use ringslot_engine::change::DEFAULT_THRESHOLD;
 /// the notes that go with them. `atomic`: Valkey 9's atomic slot migration, by `valkey-cli`.
 /// A joining master's id is read from it (`CLUSTER MYID`, a read) when it answers, else left
 /// for the operator to fill in.
-pub fn runbook(
+pub(crate) fn runbook(
     change: &MasterChange,
     topo: &LiveCluster,
     access: &Access,

@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 /// buffer per slot, so that a script call sizes up to [`SCRIPT_KEYS`] keys of one slot however
 /// the names arrive (a `SCAN` batch of 1000 names holds one or two of most slots); call
 /// [`Sizer::finish`] at the end.
-pub struct Sizer<'a> {
+pub(crate) struct Sizer<'a> {
     /// The master whose keys these are.
     pub master: &'a Master,
     /// Keys a slot measured (`None`: every key).
@@ -57,7 +57,7 @@ const PIPELINE_CALLS: usize = 4;
 
 /// Keys a walk met that the user may not read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     /// How many.
     pub count: u64,
     /// The first [`Unreadable::EXAMPLES`] names.
@@ -66,10 +66,10 @@ pub struct Unreadable {
 
 impl Unreadable {
     /// How many names are kept as examples.
-    pub const EXAMPLES: usize = 5;
+    pub(crate) const EXAMPLES: usize = 5;
 
     /// Adds `other`'s keys.
-    pub fn add(&mut self, other: Unreadable) {
+    pub(crate) fn add(&mut self, other: Unreadable) {
         self.count += other.count;
         for e in other.examples {
             if self.examples.len() < Unreadable::EXAMPLES {
@@ -88,7 +88,7 @@ impl Unreadable {
     /// Fails when any key could not be read, with the count, examples and the patterns they
     /// fall under (each name up to its first `:`, or whole): a plan whose bytes leave keys out
     /// would be wrong, so none is printed.
-    pub fn check(&self, user: &str) -> Result<()> {
+    pub(crate) fn check(&self, user: &str) -> Result<()> {
         if self.count == 0 {
             return Ok(());
         }
@@ -121,7 +121,7 @@ impl Unreadable {
 impl<'a> Sizer<'a> {
     /// A sizer of `master`'s keys as `opts` say (`--bytes-sample`, `--max-keys-per-sec`,
     /// `--sizes-by`).
-    pub fn new(master: &'a Master, opts: &Options, holds: &'a Holds) -> Self {
+    pub(crate) fn new(master: &'a Master, opts: &Options, holds: &'a Holds) -> Self {
         Sizer {
             master,
             sample: opts.bytes_sample,
@@ -139,7 +139,7 @@ impl<'a> Sizer<'a> {
     /// came from `SCAN` and need no check. The names to size join their slot's buffer, sized
     /// when it holds [`SCRIPT_KEYS`] names or the buffers [`PENDING_MAX`]; the others are
     /// counted, or checked with `EXISTS` now.
-    pub fn measure(
+    pub(crate) fn measure(
         &mut self,
         con: &mut NodeConnection,
         names: &[Vec<u8>],
@@ -192,7 +192,7 @@ impl<'a> Sizer<'a> {
     }
 
     /// Sizes every name still waiting. Call once, after the last [`Sizer::measure`].
-    pub fn finish(&mut self, con: &mut NodeConnection) -> Result<()> {
+    pub(crate) fn finish(&mut self, con: &mut NodeConnection) -> Result<()> {
         self.flush(con, None)
     }
 
@@ -307,7 +307,7 @@ impl<'a> Sizer<'a> {
 
 /// How the moving keys' sizes were read, over the masters' sizers (and `--sizes-by`), for the
 /// report (`None` when no key was sized).
-pub fn sizes_note(ways: &[Option<bool>], sizes_by: SizesBy) -> Option<String> {
+pub(crate) fn sizes_note(ways: &[Option<bool>], sizes_by: SizesBy) -> Option<String> {
     let scripts = ways.iter().filter(|w| **w == Some(true)).count();
     let dumps = ways.iter().filter(|w| **w == Some(false)).count();
     match (scripts, dumps) {
@@ -335,7 +335,7 @@ pub fn sizes_note(ways: &[Option<bool>], sizes_by: SizesBy) -> Option<String> {
 /// SAMPLES 0`, or -1 and -1 for a key that is gone, until the payloads serialized reach
 /// `ARGV[1]` bytes: the keys after that are left for another call (at least one key is always
 /// sized). Read-only (`EVAL_RO`); it serializes each value on the server, as `DUMP` does.
-pub const LENGTHS: &str = "local out = {} \
+pub(crate) const LENGTHS: &str = "local out = {} \
     local total = 0 \
     local budget = tonumber(ARGV[1]) \
     for _, k in ipairs(KEYS) do \
@@ -355,8 +355,8 @@ pub const LENGTHS: &str = "local out = {} \
 /// Keys a [`LENGTHS`] call sizes at most, and the bytes of payload after which it stops: a
 /// call serializes at most 100 values and about 128 KiB (measured: 100 values of 4 KiB, 410
 /// KiB, took 4.2 ms on Redis 7.0.15; about 10 ns a byte), plus the last key's.
-pub const SCRIPT_KEYS: usize = 100;
-pub const SCRIPT_BYTES: u64 = 128 * 1024;
+pub(crate) const SCRIPT_KEYS: usize = 100;
+pub(crate) const SCRIPT_BYTES: u64 = 128 * 1024;
 
 /// Sizes (`DUMP` length and memory; `None` for a key gone) of a first part of `names`
 /// (grouped by slot) by [`LENGTHS`] scripts: up to [`PIPELINE_CALLS`] calls of up to
@@ -447,7 +447,7 @@ fn size_by_dump(
 /// names by `CLUSTER GETKEYSINSLOT` for a slot of at most [`GETKEYS_MAX`] keys (by `counts`),
 /// else by a `SCAN` of the master that keeps those slots' keys; masters in parallel. Error:
 /// keys the user (`user`, for the message) may not read ([`Unreadable::check`]).
-pub fn size_moved_slots(
+pub(crate) fn size_moved_slots(
     topo: &LiveCluster,
     plan: &[RebalanceStep<String>],
     counts: &[u64],
@@ -492,7 +492,7 @@ pub fn size_moved_slots(
 
 /// The most keys `CLUSTER GETKEYSINSLOT` is asked for at once (it has no cursor, and holds the
 /// master for about 4 ms per 16384 keys); bigger slots are found by `SCAN`.
-pub const GETKEYS_MAX: u64 = 16384;
+pub(crate) const GETKEYS_MAX: u64 = 16384;
 
 /// [`size_moved_slots`] on one master.
 fn size_master(

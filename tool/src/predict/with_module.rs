@@ -179,7 +179,7 @@ fn mirror_with_ttl(con: &mut NodeConnection, key: &str, flavour: &str, ttl: &str
 }
 
 /// Predicts `change` with the module on every master (see the module docs).
-pub fn predict_module(
+pub(crate) fn predict_module(
     access: &Access,
     topo: &LiveCluster,
     change: &MasterChange,

@@ -3,7 +3,7 @@
 //! per-slot counts and a SCAN of every master, bytes from the DUMP of every key that moved)
 //! for three masters joining in one rebalance, two drained in one, and the rebalance pending
 //! after add-node; the read-only way and the way with the module must give the same numbers;
-//! on Valkey 9, the atomic way. (The tool on a live cluster: tool/tests/predict.rs.)
+//! on Valkey 9, the atomic way. (The tool on a live cluster: tool/tests/tool_predict.rs.)
 
 mod common;
 

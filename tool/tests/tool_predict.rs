@@ -3,7 +3,7 @@
 //! equals one standalone server's `RING.MOVES ... KEYS` over the same keys; keys past their
 //! expiry are counted by neither way; a cluster with an open slot or a failing node is
 //! refused; a master without the module makes the prediction read-only. (Predictions checked
-//! against real rebalances: the benchmark program's local runs, bench/tests/cluster.rs.)
+//! against real rebalances: the benchmark program's local runs, bench/tests/bench_cluster.rs.)
 
 mod common;
 
@@ -708,7 +708,7 @@ fn each_command_of_the_tool_does_bounded_work() {
                         let (a, b) = (number(arg(i + 1)) as usize, number(arg(i + 2)) as usize);
                         let keys: u64 = per_slot.get(a..=b).map_or(u64::MAX, |s| s.iter().sum());
                         assert!(
-                            a == b || keys <= ringslot_tool::predict::with_module::CHUNK_KEYS,
+                            a == b || keys <= ringslot_tool::predict::CHUNK_KEYS,
                             "{keys} keys in one call: {c:?}"
                         );
                     }

@@ -1,6 +1,6 @@
 //! The program's cache side against real components: a fleet behind twemproxy and the same
 //! keys on a Redis Cluster, a fleet of memcached servers behind nginx (`ringslot members`,
-//! over a real memcached, is the tool's: tested in tool/tests/members.rs).
+//! over a real memcached, is the tool's: tested in tool/tests/tool_members.rs).
 
 mod common;
 

@@ -59,7 +59,7 @@ fn fill(cluster: &Cluster, small: usize, tags: &[(usize, usize)]) {
     let mut commands = Vec::new();
     for i in 0..small {
         let key = format!("k:{i}").into_bytes();
-        let n = 16 + (noise.next() % 185) as usize;
+        let n = 16 + (noise.next_u64() % 185) as usize;
         let v = noise.bytes(n);
         commands.push(match i % 6 {
             0 | 1 => c(&[b"SET", &key, &v]),
@@ -590,12 +590,12 @@ fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
     let mut kills = 0;
     for _ in 0..20 {
         let mut run = Running::start(&args);
-        let slots = (noise.next() % 3) as usize;
+        let slots = (noise.next_u64() % 3) as usize;
         if !run.wait_for(MOVED, slots) {
             eprintln!("a run ended before it was killed: {:?}", run.seen);
             break;
         }
-        std::thread::sleep(Duration::from_millis(noise.next() % 11));
+        std::thread::sleep(Duration::from_millis(noise.next_u64() % 11));
         run.child.kill().unwrap();
         run.child.wait().unwrap();
         kills += 1;
