@@ -8,7 +8,7 @@
 //! reads the jobs first and waits for the plan's own before it starts another.
 
 use super::door::Write as ClusterWrite;
-use super::{claims, Applied, ApplyOptions, Event, Prepared};
+use super::{claims, Applied, ApplyOptions, Event, Prepared, Stop};
 use crate::cluster::migrations::{self, job_slots, Job};
 use crate::cluster::pacing::Limiter;
 use crate::cluster::topology::nodes_on;
@@ -86,29 +86,28 @@ impl Prepared {
     /// An atomic slot migration running on a master (a server without them: none), as the
     /// reason a key-by-key run must not start. Error: the jobs cannot be read (NOPERM: the
     /// user lacks `+cluster|getslotmigrations`).
-    pub(crate) fn atomic_running(&mut self) -> Result<Option<String>> {
+    pub(crate) fn atomic_running(&mut self) -> Result<Option<Stop>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             if let Some(job) = migrations::running(&mut n.con)? {
-                return Ok(Some(format!(
-                    "{address} runs an atomic slot migration ({} of slots {}): run with \
-                     --atomic to wait for it and go on that way, or wait for it to end",
-                    job.get("name").map(String::as_str).unwrap_or("?"),
-                    job.get("slot_ranges").map(String::as_str).unwrap_or("?"),
-                )));
+                let field = |name: &str| job.get(name).cloned().unwrap_or_else(|| "?".into());
+                return Ok(Some(Stop::AtomicMigration {
+                    node: address.clone(),
+                    job: field("name"),
+                    slots: field("slot_ranges"),
+                }));
             }
         }
         Ok(None)
     }
 
     /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
-    pub(crate) fn atomic_refusal(&mut self) -> Result<Option<String>> {
+    pub(crate) fn atomic_refusal(&mut self) -> Result<Option<Stop>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             let info = n.con.text(&["INFO", "server"])?;
             if !crate::reply::is_valkey_9(&info) {
-                return Ok(Some(format!(
-                    "{address} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 \
-                     and later): run without --atomic to move the slots key by key"
-                )));
+                return Ok(Some(Stop::NoAtomicMigration {
+                    node: address.clone(),
+                }));
             }
         }
         Ok(None)

@@ -146,6 +146,14 @@ pub(crate) enum Stop {
     },
     /// A master says `cluster_state` is not `ok`.
     ClusterState { node: String, state: String },
+    /// An atomic slot migration runs on a master (a key-by-key run must not start).
+    AtomicMigration {
+        node: String,
+        job: String,
+        slots: String,
+    },
+    /// A master has no atomic slot migration (`--atomic` needs Valkey 9 or later).
+    NoAtomicMigration { node: String },
 }
 
 impl fmt::Display for Stop {
@@ -161,6 +169,16 @@ impl fmt::Display for Stop {
                 if *replica { "a replica" } else { "a master" }
             ),
             Stop::ClusterState { node, state } => write!(f, "{node} says cluster_state:{state}"),
+            Stop::AtomicMigration { node, job, slots } => write!(
+                f,
+                "{node} runs an atomic slot migration ({job} of slots {slots}): run with \
+                 --atomic to wait for it and go on that way, or wait for it to end"
+            ),
+            Stop::NoAtomicMigration { node } => write!(
+                f,
+                "{node} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 and \
+                 later): run without --atomic to move the slots key by key"
+            ),
         }
     }
 }
