@@ -5,7 +5,7 @@
 //! - [`predict`]: `ringslot predict`, what a change of masters costs (reads only, unless
 //!   `--with-module`);
 //! - [`plan`]: the plan file, which `predict --by ... --json` writes and `apply` reads;
-//! - [`apply`]: `ringslot apply`, the plan carried out: the only code that writes to a
+//! - `apply`: `ringslot apply`, the plan carried out: the only code that writes to a
 //!   cluster;
 //! - [`members`]: `ringslot members`, what a change of nodes costs a memcached fleet;
 //! - [`cli`]: the command line, a file per subcommand and the option groups they share;
@@ -15,7 +15,7 @@
 //! The benchmark program and the test harness take the cluster layer, the prediction, the
 //! replies and the output from here. It depends on the placement engine (`ringslot-engine`)
 //! and the `redis` client, not on the module nor on the test harness, and nothing in it
-//! starts a server.
+//! starts a server (its live unit tests start their own, through the harness).
 
 pub(crate) mod apply;
 pub mod cli;

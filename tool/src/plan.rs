@@ -3,9 +3,8 @@
 //! `ringslot apply` reads it back: one type both ways ([`SlotPlan`]), its format numbered
 //! ([`PLAN_VERSION`], checked on read as cargo checks a `Cargo.lock`'s `version`), its fields
 //! listed in docs/cluster.md ("The plan file"; `tests/docs.rs` checks the list against this
-//! type).
+//! type). It depends on no other room of the tool: `predict` writes it, `apply` reads it.
 
-use crate::predict::options::WeightBy;
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::SLOT_COUNT;
 use serde::{Deserialize, Serialize};
@@ -59,6 +58,41 @@ pub struct SlotMove {
     pub keys: u64,
     #[serde(default)]
     pub bytes: f64,
+}
+
+/// What a plan by weight evens (`--by`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightBy {
+    /// The keys' `DUMP` lengths: what `MIGRATE` sends, about what an RDB file holds.
+    Bytes,
+    /// The keys' `MEMORY USAGE ... SAMPLES 0`: what they take in the masters' memory.
+    Memory,
+    /// The keys themselves, one each.
+    Keys,
+    /// The CPU time the masters spent on each slot's commands (`CLUSTER SLOT-STATS`
+    /// `cpu-usec`, counted since the server started or `CONFIG RESETSTAT`; Valkey 8 and Redis
+    /// 8.2 and later, with `cluster-slot-stats-enabled yes`).
+    Load,
+    /// The bytes each slot's commands brought in and sent out (`CLUSTER SLOT-STATS`
+    /// `network-bytes-in` plus `network-bytes-out`, counted as `cpu-usec` is; Valkey 8 and
+    /// Redis 8.2 and later, with `cluster-slot-stats-enabled yes`).
+    Network,
+}
+
+impl WeightBy {
+    /// Its name, as `--by` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightBy::Bytes => "bytes",
+            WeightBy::Memory => "memory",
+            WeightBy::Keys => "keys",
+            WeightBy::Load => "load",
+            WeightBy::Network => "network",
+        }
+    }
 }
 
 /// Slots `first..=last`, all owned by `owner` (`ip:port`; `None`: unassigned).

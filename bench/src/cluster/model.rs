@@ -1,7 +1,7 @@
 //! The duration models' calibration: the run each local `cluster` run writes for them
 //! (`<name>-run.csv` per key, `<name>-atomic-run.csv` atomic), and `cluster-fit`, which fits
-//! the per-key model ([`ringslot_tool::predict::duration`]) to such runs ([`fit`]) and prints each run's
-//! error and whether it fell inside the range the report gave.
+//! the per-key model ([`ringslot_tool::predict::duration`]) to such runs ([`fit`]) and prints
+//! each run's error and whether it fell inside the range the report gave.
 
 use super::real::Outcome;
 use crate::report::{self, fixed, Table};

@@ -57,8 +57,8 @@
 //!   out by normalized weight ([`envoy_point_counts`]), point `i` of a host = xxHash64 of
 //!   `<address>_<i>`; first point at or after the hash, wrapping. `envoy-ring` hashes a key with
 //!   xxHash64 (a header or cookie hash policy); `envoy-redis` with Envoy's `murmurHash2`
-//!   (libstdc++'s `_Hash_bytes`, which is [`murmur_hash_64a`]), as its `redis_proxy` does for an upstream of plain Redis
-//!   servers. Checked against vectors computed from the source with independent hash
+//!   (libstdc++'s `_Hash_bytes`, which is [`murmur_hash_64a`]), as its `redis_proxy` does for
+//!   an upstream of plain Redis servers. Checked against vectors computed from the source with independent hash
 //!   libraries (`engine/tests/vectors/compat_published.tsv`): Envoy does not install here.
 //!
 //! The rings that take the last point at or before a hash keep their points on the mirrored

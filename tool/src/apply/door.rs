@@ -61,6 +61,15 @@ pub(crate) enum Write<'a> {
 }
 
 impl Write<'_> {
+    /// The command's name, as messages give it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Write::SetSlot { .. } => "CLUSTER SETSLOT",
+            Write::Migrate { .. } => "MIGRATE",
+            Write::MigrateSlots { .. } => "CLUSTER MIGRATESLOTS",
+        }
+    }
+
     /// The command's arguments.
     pub(crate) fn args(&self) -> Result<Vec<Vec<u8>>> {
         let words = |w: &[&str]| w.iter().map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>();
@@ -148,7 +157,7 @@ impl Masters {
     pub(crate) fn write(&mut self, at: &str, write: &Write) -> Result<Value, NodeError> {
         let refused = |text: String| NodeError {
             node: at.to_string(),
-            command: String::from("(not sent)"),
+            command: format!("{} (not sent)", write.name()),
             code: Code::Other("tool".into()),
             text,
         };

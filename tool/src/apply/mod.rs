@@ -59,6 +59,16 @@ pub(crate) const DEFAULT_BATCH_KEYS: u32 = 100;
 /// 1 Gbit/s link, far below any `cluster-node-timeout`.
 pub(crate) const DEFAULT_BATCH_BYTES: u64 = 1 << 20;
 
+impl ApplyOptions {
+    /// Refuses options that cannot be meant: a batch of 0 keys.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.batch_keys == 0 {
+            bail!("--batch-keys needs at least 1 key");
+        }
+        Ok(())
+    }
+}
+
 impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {

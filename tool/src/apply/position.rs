@@ -167,8 +167,8 @@ impl std::error::Error for Unreached {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::WeightBy;
     use crate::plan::{owned_ranges, PLAN_VERSION};
-    use crate::predict::options::WeightBy;
     use ringslot_engine::cluster::parse_cluster_nodes;
     use ringslot_engine::SLOT_COUNT;
 

@@ -1,4 +1,4 @@
-//! `ringslot apply PLAN`: carries out a plan by weight on the live cluster ([`crate::apply`]):
+//! `ringslot apply PLAN`: carries out a plan by weight on the live cluster (`tool/src/apply/`):
 //! the only command of ringslot that writes to a cluster. It asks for a confirmation unless
 //! `--yes`, shows its progress, and says at the end what it moved.
 
@@ -48,27 +48,30 @@ pub struct ApplyArgs {
     pub atomic: bool,
     /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
     /// again to wait again).
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ATOMIC_WAIT.as_secs(), requires = "atomic")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = DEFAULT_ATOMIC_WAIT.as_secs(),
+        requires = "atomic"
+    )]
     pub atomic_wait: u64,
 }
 
 /// Reads the plan, checks the cluster against it, and carries it out (or, `--dry-run`, prints
 /// the commands it would send).
 pub fn run(a: &ApplyArgs) -> Result<()> {
-    if a.batch_keys == 0 {
-        bail!("--batch-keys needs at least 1 key");
-    }
-    let text = std::fs::read_to_string(&a.plan)
-        .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
-    let plan =
-        SlotPlan::from_json(&text).with_context(|| format!("the plan {}", a.plan.display()))?;
-    let access = a.connection.access()?;
     let opts = ApplyOptions {
         batch_keys: a.batch_keys,
         batch_bytes: a.batch_bytes,
         max_bytes_per_sec: a.max_bytes_per_sec,
         replace: a.replace,
     };
+    opts.check()?;
+    let text = std::fs::read_to_string(&a.plan)
+        .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
+    let plan =
+        SlotPlan::from_json(&text).with_context(|| format!("the plan {}", a.plan.display()))?;
+    let access = a.connection.access()?;
     let mut prepared = apply::prepare_settled(&access, plan)?;
     prepared.check_permissions(a.atomic)?;
     let total = prepared.plan.moves.len();

@@ -4,7 +4,8 @@
 //! ([`ConnectionArgs`]), where the output goes ([`OutputArgs`]), and how a prediction runs
 //! ([`PredictionArgs`], which the benchmark program's local runs take too). Options are
 //! checked where they become the library's types (`Options::check`, `MasterChange::check`,
-//! `Access::new`), never here.
+//! `ApplyOptions::check`, `Access::new`), but for `--timeout`, checked here before it becomes a
+//! `Duration` (which a negative or endless number of seconds cannot be).
 
 pub mod apply;
 pub mod members;

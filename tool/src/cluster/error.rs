@@ -5,7 +5,7 @@
 //! `ERR` text instead (`MIGRATE` forwards its target's error as `ERR Target instance replied
 //! with error: BUSYKEY ...`; a replica answers `CLUSTER SETSLOT` with `ERR Please use SETSLOT
 //! only with masters.`); [`KNOWN_TEXTS`] is the one list of such texts, and [`Code::of`] the
-//! one place that reads them (tested against every server `make test` runs on).
+//! one place that reads them (each meaning provoked on every server `make test` runs on).
 
 use std::fmt;
 
@@ -49,7 +49,8 @@ pub enum Code {
     Timeout,
     /// The connection failed: refused, reset, closed, or a TLS failure.
     Io,
-    /// The login was refused (`WRONGPASS`, a user that does not exist there).
+    /// The login was refused or is missing (`WRONGPASS`, a user that does not exist there;
+    /// `NOAUTH`, a password the node asks for and was not given).
     Auth,
     /// Any other answer: its first word (`ERR`, `IOERR`, `CLUSTERDOWN` ...), or the client's
     /// description of what went wrong (`client`).
@@ -58,8 +59,10 @@ pub enum Code {
 
 /// Texts that carry a meaning inside an error answer of another code: `(code, words, meaning)`
 /// where the answer's code is `code` and its text holds `words` (ASCII case ignored). The one
-/// list of error texts the tool reads; `cluster::error`'s tests provoke each on the server
-/// under test (Redis 7.0.15, Valkey 9.1.2, Redis 8.2.3).
+/// list of error texts the tool reads. This file's tests provoke each meaning on the server
+/// under test (Redis 7.0.15, Valkey 9.1.2, Redis 8.2.3), in whichever words that server uses
+/// (`masters` or `primaries`); a slot importing on the node that serves it, which ringslot's
+/// `RING.MOVES` would name, is one no server lets happen.
 pub const KNOWN_TEXTS: &[(&str, &str, Code)] = &[
     // MIGRATE forwards its target's error (redis cluster.c, migrateCommand).
     (
@@ -110,7 +113,7 @@ impl Code {
             "ASK" => Code::Ask,
             "NOREPLICAS" => Code::NoReplicas,
             "UNBLOCKED" => Code::Unblocked,
-            "WRONGPASS" => Code::Auth,
+            "WRONGPASS" | "NOAUTH" => Code::Auth,
             other => Code::Other(other.to_string()),
         }
     }

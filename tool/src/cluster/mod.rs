@@ -5,10 +5,10 @@
 //! - [`link`]: the seed's URL, credentials, TLS and timeout; a node's [`link::Link`];
 //! - [`connection`]: a connection to one node, every error a [`error::NodeError`];
 //! - [`error`]: what a node answered, typed by its code (the one place error texts are read);
-//! - [`topology`]: the masters and slots, checked to be stable; [`topology::Reach`] turns a
+//! - [`topology`]: the masters and slots, checked to be stable; `topology::Reach` turns a
 //!   `CLUSTER NODES` line into a link;
 //! - [`migrations`]: Valkey 9's atomic slot-migration jobs;
-//! - [`permissions`]: the commands each run needs, probed on every master first;
+//! - `permissions`: the commands each run needs, probed on every master first;
 //! - [`pacing`]: the rate limit, the run's holds, and another client's `PING`s meanwhile;
 //! - [`reads`]: `INFO` facts, per-slot key counts, `SCAN`.
 

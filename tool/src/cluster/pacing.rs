@@ -1,7 +1,7 @@
 //! How gently the tool works on a live cluster, and what it measures of that: a rate limit
 //! on the keys (or bytes) a reader takes ([`Limiter`]), the longest any of the run's commands
 //! held each master ([`Holds`]), and what another client sees meanwhile ([`Prober`]: a `PING`
-//! every 10 ms on a connection of its own; [`ping_round_trips`]: the round trips alone).
+//! every 10 ms on a connection of its own; `ping_round_trips`: the round trips alone).
 
 use super::topology::Master;
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The live cluster's topology, read from a seed address with plain connections (a cluster
 //! client would follow `MOVED` and count a node twice): its masters and slots (`CLUSTER
-//! NODES`), each node reached by [`Reach::link`], and checked to be stable: no node failing or
+//! NODES`), each node reached by `Reach::link`, and checked to be stable: no node failing or
 //! in handshake, no slot open, every node agreeing with the seed, no atomic slot migration
 //! running.
 

@@ -6,51 +6,36 @@
 
 pub mod memcached;
 
-use crate::cli::values::{flavour, other_schemes, schemes_of};
 use crate::output::{fixed, Table};
 use anyhow::{bail, Context, Result};
-use clap::Args as ClapArgs;
 use memcached::text_command;
 use ringslot_engine::{Change, Flavour, Limits, MemberWeight, Scheme, SchemeParams, Topology};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// `ringslot members`'s options.
-#[derive(ClapArgs, Debug, Clone)]
-pub struct Args {
+/// What `ringslot members` evaluates: where the members come from, the nodes now, the change,
+/// and the ring.
+#[derive(Debug, Clone)]
+pub struct Query {
     /// Members from this file: one key per line, or memcached `lru_crawler metadump` lines
     /// (`key=<URI-encoded key> ... size=<bytes>`), told apart line by line; `END` is skipped.
-    #[arg(long, conflicts_with = "memcached")]
     pub file: Option<PathBuf>,
-    /// Members dumped from this memcached (`host:port`) with `lru_crawler metadump hash`,
-    /// which lists every item (a walk of the LRUs, `metadump all`, can miss items that move
-    /// between LRUs meanwhile).
-    #[arg(long)]
+    /// Members dumped from this memcached (`host:port`) with `lru_crawler metadump hash`.
     pub memcached: Option<String>,
-    /// The nodes now, `name[=weight]`, comma-separated, in order.
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// The nodes now, `name[=weight]`, in order.
     pub nodes: Vec<String>,
-    /// Nodes that join (or, already there, are re-weighted to --weight).
-    #[arg(long, value_delimiter = ',')]
+    /// Nodes that join (or, already there, are re-weighted to `weight`), with their weight.
     pub add: Vec<String>,
-    /// The weight of the nodes of --add.
-    #[arg(long)]
     pub weight: Option<i64>,
     /// Nodes that leave.
-    #[arg(long, value_delimiter = ',', conflicts_with = "add")]
     pub del: Vec<String>,
-    /// The ring flavour (ketama: libmemcached's and twemproxy's ring).
-    #[arg(long, default_value = "ketama", value_parser = flavour)]
+    /// The ring's flavour, its points per unit of weight (`None`: the flavour's default) and
+    /// whether members hash by their `{hash tag}`.
     pub flavour: Flavour,
-    /// Points per unit of weight (not for ketama, which fixes them).
-    #[arg(long)]
     pub vnodes: Option<i64>,
-    /// Members hash on the ring by their `{hash tag}`.
-    #[arg(long)]
     pub hashtag: bool,
-    /// Schemes beyond the ring, the slot table and modulo: a name, `all` or `none`.
-    #[arg(long, value_delimiter = ',', value_parser = other_schemes, default_value = "none")]
-    pub schemes: Vec<Vec<Scheme>>,
+    /// Schemes beyond the ring, the slot table and modulo.
+    pub schemes: Vec<Scheme>,
 }
 
 /// One member of a dump: its key (decoded) and its item size (0 when the line gave none).
@@ -165,7 +150,7 @@ pub struct Evaluation {
 
 /// Reads the members, evaluates the change. Errors: no source, an unreadable file or
 /// memcached, a bad node or weight, no change named.
-pub fn evaluate(a: &Args) -> Result<Evaluation> {
+pub fn evaluate(a: &Query) -> Result<Evaluation> {
     let items = match (&a.file, &a.memcached) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
@@ -197,7 +182,7 @@ pub fn evaluate(a: &Args) -> Result<Evaluation> {
         _ => bail!("say what changes: --add node[,node...] or --del node[,node...]"),
     };
     let mut schemes = Scheme::DEFAULT.to_vec();
-    schemes.extend(schemes_of(&a.schemes));
+    schemes.extend(a.schemes.iter().copied());
     let w = topo.what_if_weighed(
         &change,
         items.iter().map(|i| {

@@ -80,7 +80,7 @@ pub fn memory_bytes(sizes: &[&SlotSize]) -> Estimate {
     total(sizes, |s| (s.memory, s.memory_sq))
 }
 
-/// Sizes per slot, filled by [`Sizer::measure`].
+/// Sizes per slot, filled by the sizing of the moving keys (`Sizer::measure`).
 pub type Sizes = BTreeMap<u16, SlotSize>;
 
 #[cfg(test)]

@@ -5,15 +5,16 @@
 //!
 //! Two ways to predict, from one seed address (the node `redis-cli --cluster rebalance` would
 //! be run against):
-//! - **read-only** ([`read_only`], the default): nothing is loaded and nothing is written. The plan is the engine's, from the seed's
-//!   `CLUSTER NODES`; the keys are read with `SCAN` on each master (at most
-//!   `--max-keys-per-sec` a second per master) and hashed here for the rings and modulo.
-//! - **with the module** ([`with_module`]): `RING.MIRROR` and `RING.PLAN` on the seed, and
+//! - **read-only** (`read_only.rs`, the default): nothing is loaded and nothing is written.
+//!   The plan is the engine's, from the seed's `CLUSTER NODES`; the keys are read with `SCAN` on
+//!   each master (at most `--max-keys-per-sec` a second per master) and hashed here for the
+//!   rings and modulo.
+//! - **with the module** (`with_module.rs`): `RING.MIRROR` and `RING.PLAN` on the seed, and
 //!   each master evaluates its own keys with `RING.MOVES ... SLOTS` on a copy of the mirror (a
 //!   key with a TTL, deleted at the end): the key names stay on the servers.
 //!
 //! Both count live keys only (a key past its expiry is never migrated), and both measure the
-//! bytes of the keys the slot plan moves the same way ([`sizing`]): the length of each key's
+//! bytes of the keys the slot plan moves the same way (`sizing.rs`): the length of each key's
 //! `DUMP` payload (what `MIGRATE` sends) and `MEMORY USAGE key SAMPLES 0` (what it takes on
 //! the target), every key, or `--bytes-sample N` keys a slot with a stated error. The
 //! rebalance's duration is estimated from the round trips and config writes it makes, priced
@@ -143,7 +144,7 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
     let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
     prediction.commands = commands;
     prediction.command_notes = notes;
-    add_methods(access, &mut prediction, opts)?;
+    add_methods(access, &topo, &mut prediction, opts)?;
     Ok(prediction)
 }
 

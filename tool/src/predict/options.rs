@@ -62,40 +62,7 @@ impl Options {
     }
 }
 
-/// What a plan by weight evens (`--by`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum WeightBy {
-    /// The keys' `DUMP` lengths: what `MIGRATE` sends, about what an RDB file holds.
-    Bytes,
-    /// The keys' `MEMORY USAGE ... SAMPLES 0`: what they take in the masters' memory.
-    Memory,
-    /// The keys themselves, one each.
-    Keys,
-    /// The CPU time the masters spent on each slot's commands (`CLUSTER SLOT-STATS`
-    /// `cpu-usec`, counted since the server started or `CONFIG RESETSTAT`; Valkey 8 and Redis
-    /// 8.2 and later, with `cluster-slot-stats-enabled yes`).
-    Load,
-    /// The bytes each slot's commands brought in and sent out (`CLUSTER SLOT-STATS`
-    /// `network-bytes-in` plus `network-bytes-out`, counted as `cpu-usec` is; Valkey 8 and
-    /// Redis 8.2 and later, with `cluster-slot-stats-enabled yes`).
-    Network,
-}
-
-impl WeightBy {
-    /// Its name, as `--by` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightBy::Bytes => "bytes",
-            WeightBy::Memory => "memory",
-            WeightBy::Keys => "keys",
-            WeightBy::Load => "load",
-            WeightBy::Network => "network",
-        }
-    }
-}
+pub use crate::plan::WeightBy;
 
 /// How the moving keys' `DUMP` lengths are read (`--sizes-by`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -1,6 +1,6 @@
 //! What a prediction is, whichever way it ran: the plan's moves with their keys and bytes,
 //! the masters before and after, each scheme's moved keys, the duration and memory of each
-//! migration method ([`assemble`] builds it from what a way gathered).
+//! migration method (`assemble` builds it from what a way gathered).
 
 use super::by_weight::{compare, WeightComparison};
 use super::change::MasterChange;
@@ -374,16 +374,24 @@ fn master_rows(
 
 /// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
 /// plan says of itself ([`node_facts`]): `used_memory` now, and whether it has atomic slot
-/// migration. A master that cannot be asked (a joining one not reachable yet, or `INFO`
-/// refused) starts at 0 bytes, and the report says why. Error: `--atomic` on a cluster where
-/// a master has no atomic slot migration.
-pub(crate) fn add_methods(access: &Access, p: &mut Prediction, opts: &Options) -> Result<()> {
+/// migration. A master of `topo` is reached by its link; a joining one, which the cluster does
+/// not list yet, as the seed is, at its address. A master that cannot be asked (a joining one
+/// not reachable yet, or `INFO` refused) starts at 0 bytes, and the report says why. Error:
+/// `--atomic` on a cluster where a master has no atomic slot migration.
+pub(crate) fn add_methods(
+    access: &Access,
+    topo: &LiveCluster,
+    p: &mut Prediction,
+    opts: &Options,
+) -> Result<()> {
     let mut used = Vec::new();
     let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
     for m in &p.masters {
-        let facts = access
-            .at(&m.address)
-            .and_then(|link| node_facts(&link).map_err(anyhow::Error::from));
+        let link = match topo.masters.iter().find(|t| t.address == m.address) {
+            Some(t) => Ok(t.link.clone()),
+            None => access.at(&m.address),
+        };
+        let facts = link.and_then(|link| node_facts(&link).map_err(anyhow::Error::from));
         match facts {
             Ok(facts) => {
                 used.push((m.address.clone(), facts.used_memory));

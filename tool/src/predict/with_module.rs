@@ -73,8 +73,8 @@ impl Copies {
             self.log.push(match removed {
                 Ok(_) => format!("DEL {key} on {}", link.address),
                 Err(e) => format!(
-                    "could not delete {key} on {} ({}): its TTL removes it",
-                    link.address, e.text
+                    "could not delete {key} on {} ({e}): its TTL removes it",
+                    link.address
                 ),
             });
         }
@@ -171,7 +171,8 @@ fn mirror_with_ttl(con: &mut NodeConnection, key: &str, flavour: &str, ttl: &str
         .cmd("EXPIRE")
         .arg(key)
         .arg(ttl);
-    let made: Option<(redis::Value, i64)> = con.pipeline(&pipe, "MULTI RING.MIRROR EXPIRE")?;
+    let made: Option<(redis::Value, i64)> =
+        con.pipeline(&pipe, &format!("MULTI RING.MIRROR {key} EXPIRE"))?;
     if made.is_none() {
         bail!("{at}: another client wrote {key} while the benchmark made it");
     }
@@ -342,7 +343,7 @@ impl<'a> ModuleRun<'a> {
         let key = self.mirror_on_entry(flavour, flavour)?;
         let payload = self.entry.link.connect()?.run(&["DUMP", &key])?;
         let payload = crate::reply::bytes(&payload)?;
-        let ttl_ms = (self.ttl * 1000).to_string();
+        let ttl_ms = self.ttl.saturating_mul(1000).to_string();
         for m in self
             .serving
             .iter()
