@@ -1,0 +1,234 @@
+//! The checks `ringslot apply` makes between slots, and what stops it ([`Stop`]): a node
+//! flagged failing, a master of the plan that is no longer the master it was (a failover), a
+//! master that says the cluster is not ok; a master the plan drains may turn replica, which is
+//! no failover ([`drains`]).
+
+use super::Prepared;
+use crate::cluster::topology::nodes_on;
+use crate::plan::SlotPlan;
+use anyhow::Result;
+use ringslot_engine::cluster::{myself, ClusterNode};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// How often a run checks every master's own view and `cluster_state` (the next move's two
+/// masters and the seed's view are checked before every slot).
+pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Why the cluster's state stops a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A node is flagged failing, in handshake or without an address (the seed's view).
+    Flagged {
+        node: String,
+        id: String,
+        flag: &'static str,
+    },
+    /// A master does not list itself in its own `CLUSTER NODES`.
+    Unlisted { node: String },
+    /// A master of the plan is not the master it was: a replica now, or another node.
+    Failover {
+        node: String,
+        replica: bool,
+        id: String,
+    },
+    /// A master says `cluster_state` is not `ok`.
+    ClusterState { node: String, state: String },
+    /// An atomic slot migration runs on a master (a key-by-key run must not start).
+    AtomicMigration {
+        node: String,
+        job: String,
+        slots: String,
+    },
+    /// A master has no atomic slot migration (`--atomic` needs Valkey 9 or later).
+    NoAtomicMigration { node: String },
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Flagged { node, id, flag } => {
+                write!(f, "node {node} ({id}) is flagged `{flag}`")
+            }
+            Stop::Unlisted { node } => write!(f, "{node} does not list itself in CLUSTER NODES"),
+            Stop::Failover { node, replica, id } => write!(
+                f,
+                "{node} is not the master it was (a failover: now {}, id {id})",
+                if *replica { "a replica" } else { "a master" }
+            ),
+            Stop::ClusterState { node, state } => write!(f, "{node} says cluster_state:{state}"),
+            Stop::AtomicMigration { node, job, slots } => write!(
+                f,
+                "{node} runs an atomic slot migration ({job} of slots {slots}): run with \
+                 --atomic to wait for it and go on that way, or wait for it to end"
+            ),
+            Stop::NoAtomicMigration { node } => write!(
+                f,
+                "{node} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 and \
+                 later): run without --atomic to move the slots key by key"
+            ),
+        }
+    }
+}
+
+/// Why a node's state stops a run (a failing node, a failover); `None` when it may go on.
+/// `seed_view`: the seed's `CLUSTER NODES`; `own`: a master's own view, with the id it had
+/// when the run began.
+pub(super) fn unhealthy(
+    seed_view: &[ClusterNode],
+    own: &[(&str, &str, &[ClusterNode])],
+) -> Option<Stop> {
+    for n in seed_view {
+        if let Some(flag) = n.failing_flag() {
+            return Some(Stop::Flagged {
+                node: n.address.clone(),
+                id: n.short_id().to_string(),
+                flag,
+            });
+        }
+    }
+    for &(address, id, view) in own {
+        let Some(me) = myself(view) else {
+            return Some(Stop::Unlisted {
+                node: address.to_string(),
+            });
+        };
+        if me.id != id || !me.has("master") {
+            return Some(Stop::Failover {
+                node: address.to_string(),
+                replica: !me.has("master"),
+                id: me.short_id().to_string(),
+            });
+        }
+    }
+    None
+}
+
+/// Whether `plan` drains the master at `address` by its move `upto` (exclusive): it takes
+/// no slot, and every slot it had when the plan was made is moved by then. Such a master may
+/// turn replica of one that took its slots (Redis 7.0 and later with
+/// cluster-allow-replica-migration), which is no failover; any other master turned replica is.
+pub(super) fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
+    if plan.moves.iter().any(|m| m.to == address) {
+        return false;
+    }
+    let moved: BTreeSet<u16> = plan
+        .moves
+        .iter()
+        .take(upto)
+        .filter(|m| m.from == address)
+        .map(|m| m.slot)
+        .collect();
+    plan.start_owners()
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.as_deref() == Some(address))
+        .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
+}
+
+impl Prepared {
+    /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
+    /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
+    /// that has become a replica leaves the run: no failover.
+    ///
+    /// The seed's view and the next move's two masters are read every time; every other
+    /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
+    /// two round trips each, which on a cluster of 100 masters would cost more than the move).
+    pub(super) fn health(&mut self, next: usize) -> Result<Option<Stop>> {
+        let seed_view = nodes_on(&mut self.seed)?;
+        let full = self
+            .last_full_check
+            .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
+        if full {
+            self.last_full_check = Some(Instant::now());
+        }
+        let involved: Vec<String> = self
+            .plan
+            .moves
+            .get(next)
+            .map(|m| vec![m.from.clone(), m.to.clone()])
+            .unwrap_or_default();
+        let mut checked = BTreeSet::new();
+        let mut drained = Vec::new();
+        for (address, n) in self.masters.nodes.iter_mut() {
+            if !full && !involved.contains(address) {
+                continue;
+            }
+            checked.insert(address.clone());
+            n.view = nodes_on(&mut n.con)?;
+            let me = myself(&n.view);
+            if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
+                && drains(&self.plan, address, next)
+            {
+                drained.push(address.clone());
+                continue;
+            }
+            let info = n.con.text(&["CLUSTER", "INFO"])?;
+            let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
+            if state != "ok" {
+                return Ok(Some(Stop::ClusterState {
+                    node: address.clone(),
+                    state,
+                }));
+            }
+        }
+        for address in drained {
+            self.masters.nodes.remove(&address);
+        }
+        let own: Vec<(&str, &str, &[ClusterNode])> = self
+            .masters
+            .nodes
+            .iter()
+            .filter(|(a, _)| checked.contains(*a))
+            .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
+            .collect();
+        Ok(unhealthy(&seed_view, &own))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringslot_engine::cluster::parse_cluster_nodes;
+
+    #[test]
+    fn a_failover_or_a_failing_node_stops_a_run() {
+        let seed = parse_cluster_nodes(
+            "aaaa 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100\n\
+             bbbb 10.0.0.2:7000@17000 master - 0 0 2 connected 101-200\n",
+        )
+        .unwrap();
+        let own_a =
+            parse_cluster_nodes("aaaa 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100\n")
+                .unwrap();
+        assert_eq!(unhealthy(&seed, &[("10.0.0.1:7000", "aaaa", &own_a)]), None);
+        // The master at the address is now a replica (its replica took over).
+        let demoted =
+            parse_cluster_nodes("aaaa 10.0.0.1:7000@17000 myself,slave cccc 0 0 3 connected\n")
+                .unwrap();
+        let why = unhealthy(&seed, &[("10.0.0.1:7000", "aaaa", &demoted)])
+            .unwrap()
+            .to_string();
+        assert!(
+            why.contains("failover") && why.contains("a replica"),
+            "{why}"
+        );
+        // Another node at the address.
+        let why = unhealthy(&seed, &[("10.0.0.1:7000", "dddd", &own_a)])
+            .unwrap()
+            .to_string();
+        assert!(why.contains("failover"), "{why}");
+        // A node flagged failing.
+        let failing = parse_cluster_nodes(
+            "aaaa 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100\n\
+             bbbb 10.0.0.2:7000@17000 master,fail? - 0 0 2 connected 101-200\n",
+        )
+        .unwrap();
+        let why = unhealthy(&failing, &[]).unwrap().to_string();
+        assert!(
+            why.contains("10.0.0.2:7000") && why.contains("fail?"),
+            "{why}"
+        );
+    }
+}

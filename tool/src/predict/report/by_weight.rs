@@ -1,0 +1,151 @@
+//! The report's plan by weight, beside redis-cli's (`--by`): both plans' figures, each
+//! master after each, the verdict, and how to carry the plan out.
+
+use super::mib;
+use crate::output::{fixed, Table};
+use crate::predict::by_weight::WeightComparison;
+
+/// The plan by weight beside redis-cli's (`--by`).
+pub(super) fn by_weight_section(c: &WeightComparison) -> String {
+    let by = c.plan.by.name();
+    let pct = c.plan.tolerance * 100.0;
+    let mut plans = Table::new(&[
+        "plan",
+        "slots moved",
+        "keys moved",
+        "bytes moved (DUMP)",
+        "peak-to-mean after, by bytes",
+        "by keys",
+        &format!("every master within {pct:.1}% by {by}"),
+    ]);
+    for f in &c.plans {
+        plans.push(vec![
+            f.name.clone(),
+            f.slots_moved.to_string(),
+            f.keys_moved.to_string(),
+            format!("{:.0} ({})", f.bytes_moved, mib(f.bytes_moved)),
+            fixed(f.peak_to_mean_bytes, 3),
+            fixed(f.peak_to_mean_keys, 3),
+            if f.within { "yes" } else { "no" }.into(),
+        ]);
+    }
+    let mut per = Table::new(&[
+        "master",
+        "capacity",
+        &format!("target ({by})"),
+        "redis-cli: slots",
+        "keys",
+        "bytes",
+        &format!("by {by}: slots"),
+        "keys",
+        "bytes",
+    ]);
+    if let [cli, weighted] = c.plans.as_slice() {
+        for (i, m) in c.masters.iter().enumerate() {
+            let at = |v: &[f64]| format!("{:.0}", v.get(i).copied().unwrap_or(0.0));
+            let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
+            let keys = slots;
+            per.push(vec![
+                m.clone(),
+                c.capacities.get(i).copied().unwrap_or(0).to_string(),
+                format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
+                slots(&cli.slots_after),
+                keys(&cli.keys_after),
+                at(&cli.bytes_after),
+                slots(&weighted.slots_after),
+                keys(&weighted.keys_after),
+                at(&weighted.bytes_after),
+            ]);
+        }
+    }
+    let mut pairs: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+    for m in &c.plan.moves {
+        *pairs.entry((m.from.as_str(), m.to.as_str())).or_default() += 1;
+    }
+    let moves: Vec<String> = pairs
+        .iter()
+        .map(|((from, to), n)| format!("{from} -> {to}: {n} slots"))
+        .collect();
+    let oversized = if c.oversized.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Slot(s) {} alone weigh more than any master's share allows (a hash tag bigger \
+             than a share): no plan that moves whole slots can reach the tolerance; the plan \
+             keeps each on a master of its own and evens the rest among the others.",
+            c.oversized
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let verdict = match c.plans.as_slice() {
+        [cli, weighted] if weighted.slots_moved == 0 && weighted.within => format!(
+            "Nothing to move by {by}: every master is within {pct:.1}% of its share already. \
+             redis-cli's rebalance would move {} slots ({}) to even slot counts{}: where {by} \
+             is what fills the masters, do not run it (after a plan by {by} it undoes it).",
+            cli.slots_moved,
+            mib(cli.bytes_moved),
+            if cli.within {
+                String::new()
+            } else {
+                format!(
+                    " and leave them outside it (peak-to-mean by bytes {:.3})",
+                    cli.peak_to_mean_bytes
+                )
+            }
+        ),
+        [cli, weighted] if weighted.within && !cli.within => format!(
+            "Run the plan by {by}: it leaves every master within {pct:.1}% of its share, \
+             which redis-cli's plan does not (peak-to-mean by bytes {:.3} against {:.3}), \
+             moving {} against {}.",
+            weighted.peak_to_mean_bytes,
+            cli.peak_to_mean_bytes,
+            mib(weighted.bytes_moved),
+            mib(cli.bytes_moved)
+        ),
+        [cli, weighted] if cli.within => format!(
+            "redis-cli's plan already leaves every master within {pct:.1}% by {by}: run it \
+             (it moves {}; the plan by {by} {}).",
+            mib(cli.bytes_moved),
+            mib(weighted.bytes_moved)
+        ),
+        [cli, weighted] => format!(
+            "Neither plan reaches {pct:.1}% by {by}. The plan by {by} comes closer (peak-to-mean \
+             by bytes {:.3} against {:.3}), moving {} against {}: prefer it where {by} is what \
+             fills the masters.",
+            weighted.peak_to_mean_bytes,
+            cli.peak_to_mean_bytes,
+            mib(weighted.bytes_moved),
+            mib(cli.bytes_moved)
+        ),
+        _ => String::new(),
+    };
+    let carry = if c.plan.moves.is_empty() {
+        String::new()
+    } else {
+        " redis-cli cannot move chosen slots (its reshard picks them): to carry this plan \
+         out, save the JSON (`ringslot predict ... --by BY --json > plan.json`), look at \
+         `ringslot apply plan.json --url ... --dry-run`, then run it without --dry-run \
+         (\"What to run\" above is redis-cli's plan)."
+            .replace("BY", by)
+    };
+    format!(
+        "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
+         this plan evens {by} (each master within {pct:.1}% of its share by capacity: 1 a \
+         master, --weight for joining ones, 0 for leaving ones), moving slots whole and as \
+         little {by} as its heuristic finds (engine/src/by_weight.rs: within 2% of the least \
+         any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
+         one by one are in the JSON (`--json`, field `by_weight.moves`).{carry} It evens \
+         {by}, not keys (see the keys' peak-to-mean), and has no duration estimate yet.\n\n\
+         {verdict}\n",
+        plans.markdown(),
+        per.markdown(),
+        if moves.is_empty() {
+            "none".to_string()
+        } else {
+            moves.join("; ")
+        }
+    )
+}
