@@ -7,25 +7,17 @@
 
 mod common;
 
-use common::{bench, csv_table};
+use common::bench;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::Path;
 
 /// The rows of the CSV the program wrote, keyed by scheme.
 fn csv_rows(path: &Path) -> HashMap<String, HashMap<String, String>> {
-    csv_table(path)
-        .into_iter()
-        .map(|row| (row["scheme"].clone(), row))
-        .collect()
+    ringslot_harness::programs::csv_rows(path, "scheme")
 }
 
-fn n(row: &HashMap<String, String>, col: &str) -> i64 {
-    let cell = row
-        .get(col)
-        .unwrap_or_else(|| panic!("no column {col:?} among {:?}", row.keys()));
-    cell.parse().unwrap_or_else(|_| panic!("{col} = {cell:?}"))
-}
+use ringslot_harness::programs::cell_int as n;
 
 const SLOTS_ROW: &str = "slots (redis-cli --cluster rebalance)";
 /// The predicted bytes' column (its header says how the rings' bytes are estimated).

@@ -63,6 +63,29 @@ pub fn csv_table(path: &Path) -> Vec<HashMap<String, String>> {
         .collect()
 }
 
+/// The rows of a CSV a program wrote, keyed by their cell in column `key` (`scheme`, say).
+pub fn csv_rows(path: &Path, key: &str) -> HashMap<String, HashMap<String, String>> {
+    csv_table(path)
+        .into_iter()
+        .map(|row| {
+            let k = row
+                .get(key)
+                .unwrap_or_else(|| panic!("no column {key:?} in {}", path.display()))
+                .clone();
+            (k, row)
+        })
+        .collect()
+}
+
+/// The cell of column `col` of a CSV row as an integer (the test fails naming the column when
+/// there is none, or when it holds no integer).
+pub fn cell_int(row: &HashMap<String, String>, col: &str) -> i64 {
+    let cell = row
+        .get(col)
+        .unwrap_or_else(|| panic!("no column {col:?} among {:?}", row.keys()));
+    cell.parse().unwrap_or_else(|_| panic!("{col} = {cell:?}"))
+}
+
 /// Values DUMP's LZF cannot compress (a repeated byte would weigh a few bytes), from a fixed
 /// xorshift64 (Marsaglia, "Xorshift RNGs", 2003: shifts 13, 7, 17).
 pub struct Noise(pub u64);

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{csv_table, ok, ringslot, ringslot_within};
+use common::{ok, ringslot, ringslot_within};
 use ringslot_engine::key_slot;
 use ringslot_harness::cluster::{cluster_nodes, Cluster};
 use ringslot_harness::prelude::*;
@@ -19,17 +19,10 @@ use std::time::{Duration, Instant};
 
 /// The rows of the CSV the tool wrote, keyed by scheme.
 fn csv_rows(path: &Path) -> HashMap<String, HashMap<String, String>> {
-    csv_table(path)
-        .into_iter()
-        .map(|row| (row["scheme"].clone(), row))
-        .collect()
+    ringslot_harness::programs::csv_rows(path, "scheme")
 }
 
-fn n(row: &HashMap<String, String>, col: &str) -> i64 {
-    row[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
-}
+use ringslot_harness::programs::cell_int as n;
 
 const SLOTS_ROW: &str = "slots (redis-cli --cluster rebalance)";
 
