@@ -442,6 +442,7 @@ fn the_plan_files_fields_are_the_ones_its_page_lists() {
             to: "10.0.0.2:7000".into(),
             keys: 1,
             bytes: 10.0,
+            memory: Some(100.0),
         }],
     };
     let mut written = BTreeSet::new();

@@ -525,6 +525,7 @@ fn plan_by_weight(c: &mut Criterion) {
             owners: &owners,
             capacities: &capacities,
             tolerance: 0.02,
+            pinned: &[],
         };
         group.bench_function(name, |b| b.iter(|| black_box(plan_by_weight(&p))));
     }

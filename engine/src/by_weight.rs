@@ -29,6 +29,9 @@
 //!    bounds (a slot may then move twice; the plan moves it once, from its owner to where it
 //!    ends, and a slot that comes home does not move).
 //!
+//! A slot may be pinned (a key in it too big to move without stalling its masters): its weight
+//! counts on its master, and no pass moves it.
+//!
 //! A slot heavier than every master's upper bound (a hash tag bigger than a share) cannot be
 //! balanced by moving slots: after the drain, such slots are spread one a master (heaviest
 //! first, each kept by its owner if that master has none yet, else given to the least loaded
@@ -59,6 +62,10 @@ pub struct WeightProblem<'a> {
     pub capacities: &'a [u32],
     /// How far from its target a master's load may end, as a fraction (0.05: within 5%).
     pub tolerance: f64,
+    /// Per slot, whether it must stay where it is (its weight still counts in its master's
+    /// load); empty: none must. A slot holding a key too big to move without stalling its
+    /// masters is pinned so.
+    pub pinned: &'a [bool],
 }
 
 /// One slot moved by a [`WeightPlan`].
@@ -113,6 +120,13 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
             p.owners.len()
         )));
     }
+    if !p.pinned.is_empty() && p.pinned.len() != p.weights.len() {
+        return Err(EngineError::WeightProblem(format!(
+            "{} pinned flags for {} slots",
+            p.pinned.len(),
+            p.weights.len()
+        )));
+    }
     if p.owners.iter().flatten().any(|&m| m >= masters) {
         return Err(EngineError::WeightProblem(
             "a slot's owner is not among the masters".into(),
@@ -141,10 +155,14 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
     let mut loads = vec![0u64; masters];
     // Each master's slots, sorted by weight (then slot), the ones still unmoved.
     let mut held: Vec<Vec<(u64, usize)>> = vec![Vec::new(); masters];
+    let pinned = |slot: usize| p.pinned.get(slot) == Some(&true);
     for (slot, (&w, owner)) in p.weights.iter().zip(p.owners).enumerate() {
         if let Some(m) = *owner {
             loads[m] += w;
-            held[m].push((w, slot));
+            // A pinned slot counts in its master's load but is never offered to move.
+            if !pinned(slot) {
+                held[m].push((w, slot));
+            }
         }
     }
     for h in &mut held {
@@ -184,13 +202,13 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
         }
     }
     heavy.sort_unstable_by(|a, b| b.cmp(a));
-    let mut pinned = vec![0u64; masters];
+    let mut alone = vec![0u64; masters];
     for (w, slot, m) in heavy {
-        let to = if pinned[m] == 0 {
+        let to = if alone[m] == 0 {
             Some(m)
         } else {
             (0..masters)
-                .filter(|&r| pinned[r] == 0 && p.capacities[r] != 0)
+                .filter(|&r| alone[r] == 0 && p.capacities[r] != 0)
                 .min_by_key(|&r| plan.loads[r])
         };
         match to {
@@ -200,20 +218,20 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
                         plan.apply(m, i, to);
                     }
                 }
-                pinned[to] = w;
+                alone[to] = w;
             }
-            None => pinned[m] += w,
+            None => alone[m] += w,
         }
     }
     let free_capacity: u64 = (0..masters)
-        .filter(|&m| pinned[m] == 0)
+        .filter(|&m| alone[m] == 0)
         .map(|m| u64::from(p.capacities[m]))
         .sum();
-    let free_weight = total - pinned.iter().sum::<u64>();
+    let free_weight = total - alone.iter().sum::<u64>();
     let best_targets: Vec<f64> = (0..masters)
         .map(|m| {
-            if pinned[m] > 0 {
-                pinned[m] as f64
+            if alone[m] > 0 {
+                alone[m] as f64
             } else if free_capacity > 0 {
                 free_weight as f64 * f64::from(p.capacities[m]) / free_capacity as f64
             } else {
@@ -223,8 +241,8 @@ pub fn plan_by_weight(p: &WeightProblem) -> Result<WeightPlan, EngineError> {
         .collect();
     let (mut best_upper, mut best_lower) = bounds(&best_targets);
     for m in 0..masters {
-        if pinned[m] > 0 {
-            best_upper[m] = pinned[m] as f64;
+        if alone[m] > 0 {
+            best_upper[m] = alone[m] as f64;
             best_lower[m] = 0.0;
         }
     }
@@ -467,7 +485,7 @@ fn repair(
     let mut at: Vec<Vec<(u64, usize)>> = vec![Vec::new(); masters];
     for (slot, o) in owner_now.iter().enumerate() {
         if let (Some(m), Some(&w)) = (*o, p.weights.get(slot)) {
-            if w > 0 {
+            if w > 0 && p.pinned.get(slot) != Some(&true) {
                 at[m].push((w, slot));
             }
         }
@@ -590,6 +608,7 @@ mod tests {
             owners: &owners,
             capacities: &[1, 1, 1],
             tolerance: 0.1,
+            pinned: &[],
         })
         .unwrap();
         assert_eq!(plan.oversized, vec![0]);
@@ -642,6 +661,7 @@ mod tests {
                     owners: &owners,
                     capacities: &capacities,
                     tolerance,
+                    pinned: &[],
                 })
                 .unwrap();
                 assert!(plan.within, "{masters} masters, tolerance {tolerance}");
@@ -664,6 +684,7 @@ mod tests {
             owners: &[Some(0), Some(1), Some(2), Some(3)],
             capacities: &[0, 1, 1, 1],
             tolerance: 0.1,
+            pinned: &[],
         })
         .unwrap();
         assert_eq!(plan.loads_after[0], 0);
@@ -674,6 +695,7 @@ mod tests {
             owners: &[Some(0), Some(0), Some(0), Some(0)],
             capacities: &[1, 1, 1],
             tolerance: 0.1,
+            pinned: &[],
         })
         .unwrap();
         let mut after = plan.loads_after.clone();
@@ -691,11 +713,51 @@ mod tests {
             owners: &owners,
             capacities: &[0, 1],
             tolerance: 0.0,
+            pinned: &[],
         })
         .unwrap();
         assert_eq!(plan.loads_after, vec![0, 32]);
         assert!(plan.within);
         assert_eq!(plan.moved, 12);
+    }
+
+    #[test]
+    fn a_pinned_slot_stays_and_still_weighs_on_its_master() {
+        // Master 0 holds four slots of 10, master 1 none: two must move. Slots 0 and 1 are
+        // pinned: the two others move.
+        let weights = [10, 10, 10, 10];
+        let owners = [Some(0); 4];
+        let plan = plan_by_weight(&WeightProblem {
+            weights: &weights,
+            owners: &owners,
+            capacities: &[1, 1],
+            tolerance: 0.0,
+            pinned: &[true, true, false, false],
+        })
+        .unwrap();
+        let mut moved: Vec<usize> = plan.moves.iter().map(|m| m.slot).collect();
+        moved.sort_unstable();
+        assert_eq!(moved, vec![2, 3]);
+        assert_eq!(plan.loads_after, vec![20, 20]);
+        // A drained master keeps its pinned slot: the plan says it is not within.
+        let plan = plan_by_weight(&WeightProblem {
+            weights: &weights,
+            owners: &owners,
+            capacities: &[0, 1],
+            tolerance: 0.0,
+            pinned: &[true, false, false, false],
+        })
+        .unwrap();
+        assert_eq!(plan.loads_after, vec![10, 30]);
+        assert!(!plan.within);
+        assert!(plan_by_weight(&WeightProblem {
+            weights: &weights,
+            owners: &owners,
+            capacities: &[1, 1],
+            tolerance: 0.0,
+            pinned: &[true],
+        })
+        .is_err());
     }
 
     #[test]
@@ -708,6 +770,7 @@ mod tests {
                 owners,
                 capacities,
                 tolerance,
+                pinned: &[],
             })
             .is_err()
         };
@@ -722,6 +785,7 @@ mod tests {
             owners: &o,
             capacities: &[1, 1],
             tolerance: 0.1,
+            pinned: &[],
         })
         .is_err());
     }

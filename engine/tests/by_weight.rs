@@ -123,6 +123,7 @@ fn the_greedy_plan_against_the_cheapest_plan_on_small_instances() {
             owners: &owners,
             capacities: &capacities,
             tolerance,
+            pinned: &[],
         };
         let plan = plan_by_weight(&p).unwrap();
         check_plan(&p, &plan);

@@ -58,6 +58,11 @@ pub struct SlotMove {
     pub keys: u64,
     #[serde(default)]
     pub bytes: f64,
+    /// Their memory (`MEMORY USAGE`, estimated where sampled), which `apply` checks each node's
+    /// limit with; absent in a plan made before it was recorded, where `apply` counts `bytes`
+    /// instead (and says so: `DUMP` bytes, being compressed, understate memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<f64>,
 }
 
 /// What a plan by weight evens (`--by`).
@@ -294,6 +299,7 @@ mod tests {
                 to: C.into(),
                 keys: 2,
                 bytes: 300.0,
+                memory: None,
             }],
         };
         let text = serde_json::to_string(&plan).unwrap();

@@ -10,123 +10,23 @@
 
 mod common;
 
+use common::live::*;
 use common::{ok, ringslot, Noise};
 use ringslot_engine::key_slot;
-use ringslot_harness::cluster::{cluster_nodes, owners, parse_cluster_nodes, redis_cli, Cluster};
+use ringslot_harness::cluster::Cluster;
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The owner of every slot, from node 0's `CLUSTER NODES`.
-fn slot_owners(cluster: &Cluster) -> Vec<Option<String>> {
-    owners(&parse_cluster_nodes(&cluster_nodes(&cluster.nodes[0]).unwrap()).unwrap())
-}
-
-/// Writes `commands` (each a command whose second argument is the key), pipelined to each
-/// key's owner.
-fn write(cluster: &Cluster, commands: &[Vec<Vec<u8>>]) {
-    let owner = slot_owners(cluster);
-    let mut by_owner: HashMap<String, redis::Pipeline> = HashMap::new();
-    for c in commands {
-        let o = owner[usize::from(key_slot(&c[1]))].clone().unwrap();
-        let p = by_owner.entry(o).or_default();
-        let mut cmd = redis::cmd(std::str::from_utf8(&c[0]).unwrap());
-        for a in &c[1..] {
-            cmd.arg(a.as_slice());
-        }
-        p.add_command(cmd).ignore();
-    }
-    for s in &cluster.nodes {
-        if let Some(p) = by_owner.get(&s.address()) {
-            p.query::<()>(&mut s.client()).unwrap();
-        }
-    }
-}
-
-fn c(parts: &[&[u8]]) -> Vec<Vec<u8>> {
-    parts.iter().map(|p| p.to_vec()).collect()
-}
-
-/// Skewed data: `small` keys of 16 to 200 bytes in every type, some with a TTL (an hour:
-/// nothing expires during a test); and hot tags of `tags` (keys, value bytes) each.
-fn fill(cluster: &Cluster, small: usize, tags: &[(usize, usize)]) {
-    let mut noise = Noise(0x2545_f491_4f6c_dd1d);
-    let mut commands = Vec::new();
-    for i in 0..small {
-        let key = format!("k:{i}").into_bytes();
-        let n = 16 + (noise.next_u64() % 185) as usize;
-        let v = noise.bytes(n);
-        commands.push(match i % 6 {
-            0 | 1 => c(&[b"SET", &key, &v]),
-            2 => c(&[b"RPUSH", &key, &v, b"x"]),
-            3 => c(&[b"HSET", &key, b"f", &v]),
-            4 => c(&[b"ZADD", &key, b"1", &v]),
-            _ => c(&[b"SADD", &key, &v]),
-        });
-        if i % 5 == 0 {
-            commands.push(c(&[b"PEXPIRE", &key, b"3600000"]));
-        }
-    }
-    for (t, &(keys, bytes)) in tags.iter().enumerate() {
-        for i in 0..keys {
-            let key = format!("{{hot{t}}}:{i}").into_bytes();
-            let v = noise.bytes(bytes);
-            commands.push(if i % 3 == 2 {
-                c(&[b"XADD", &key, b"1-1", b"payload", &v])
-            } else {
-                c(&[b"SET", &key, &v])
-            });
-        }
-    }
-    write(cluster, &commands);
-}
-
-/// Every key of every master (data keys: not the client's `w:` keys) with its `DUMP`
-/// payload; a key found on two masters fails the test.
-fn keyspace(cluster: &Cluster) -> BTreeMap<Vec<u8>, (String, Vec<u8>)> {
-    let mut all = BTreeMap::new();
-    let owner = slot_owners(cluster);
-    for s in &cluster.nodes {
-        let mut con = s.client();
-        let role = text(&q(&mut con, "ROLE").as_sequence().unwrap()[0].clone());
-        if role != "master" {
-            continue;
-        }
-        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-        keys.retain(|k| !k.starts_with(b"w:"));
-        for k in keys {
-            let dump: Vec<u8> = redis::cmd("DUMP")
-                .arg(k.as_slice())
-                .query(&mut con)
-                .unwrap();
-            // A key is where its slot's owner is.
-            assert_eq!(
-                owner[usize::from(key_slot(&k))].as_deref(),
-                Some(s.address().as_str()),
-                "{:?} on {} outside its slot's owner",
-                String::from_utf8_lossy(&k),
-                s.address()
-            );
-            let before = all.insert(k.clone(), (s.address(), dump));
-            assert!(
-                before.is_none(),
-                "{:?} on two masters",
-                String::from_utf8_lossy(&k)
-            );
-        }
-    }
-    all
-}
-
 /// Each master's DUMP bytes of the data keys.
-fn bytes_by_master(keys: &BTreeMap<Vec<u8>, (String, Vec<u8>)>) -> BTreeMap<String, f64> {
+fn bytes_by_master(keys: &Keyspace) -> BTreeMap<String, f64> {
     let mut by = BTreeMap::new();
-    for (owner, dump) in keys.values() {
+    for (owner, dump, _) in keys.values() {
         *by.entry(owner.clone()).or_insert(0.0) += dump.len() as f64;
     }
     by
@@ -136,46 +36,6 @@ fn bytes_by_master(keys: &BTreeMap<Vec<u8>, (String, Vec<u8>)>) -> BTreeMap<Stri
 fn peak_to_mean(by: &BTreeMap<String, f64>, masters: usize) -> f64 {
     let total: f64 = by.values().sum();
     by.values().fold(0.0f64, |a, &b| a.max(b)) / (total / masters as f64)
-}
-
-/// Asserts that two keyspaces hold the same keys with the same `DUMP` payloads (wherever
-/// they are), naming the first difference.
-fn assert_same(
-    a: &BTreeMap<Vec<u8>, (String, Vec<u8>)>,
-    b: &BTreeMap<Vec<u8>, (String, Vec<u8>)>,
-    what: &str,
-) {
-    assert_eq!(
-        a.len(),
-        b.len(),
-        "{what}: {} keys against {}",
-        a.len(),
-        b.len()
-    );
-    for (k, (_, dump)) in a {
-        let name = String::from_utf8_lossy(k);
-        let other = b
-            .get(k)
-            .unwrap_or_else(|| panic!("{what}: {name:?} missing"));
-        assert!(other.1 == *dump, "{what}: {name:?} differs");
-    }
-}
-
-/// `redis-cli --cluster check` of node 0: exit 0, no open slot, every slot covered.
-fn check_clean(cluster: &Cluster) {
-    let mut args = cluster.nodes[0].cli_args();
-    args.extend([
-        "--cluster".into(),
-        "check".into(),
-        cluster.nodes[0].address(),
-    ]);
-    let run = redis_cli(&args, Duration::from_secs(60)).unwrap();
-    assert!(
-        run.success && !run.stdout.contains("[WARNING]") && !run.stdout.contains("[ERR]"),
-        "redis-cli --cluster check:\n{}\n{}",
-        run.stdout,
-        run.stderr
-    );
 }
 
 /// `ringslot predict --rebalance --by bytes --json` against node 0: the plan's text.
@@ -193,131 +53,6 @@ fn plan_by_bytes(cluster: &Cluster) -> String {
         "0",
         "--json",
     ])
-}
-
-/// The slot owners the plan ends with.
-fn planned_owners(plan: &serde_json::Value) -> Vec<Option<String>> {
-    let mut o = slot_owners_from_plan(plan);
-    for m in plan["prediction"]["by_weight"]["moves"].as_array().unwrap() {
-        o[m["slot"].as_u64().unwrap() as usize] = Some(m["to"].as_str().unwrap().to_string());
-    }
-    o
-}
-
-fn slot_owners_from_plan(plan: &serde_json::Value) -> Vec<Option<String>> {
-    let mut o = vec![None; 16384];
-    for r in plan["prediction"]["by_weight"]["start"].as_array().unwrap() {
-        for s in r["first"].as_u64().unwrap()..=r["last"].as_u64().unwrap() {
-            o[s as usize] = r["owner"].as_str().map(str::to_string);
-        }
-    }
-    o
-}
-
-/// A cluster client as an application runs one: commands to the slot's owner, following
-/// `MOVED` and `ASK`, retrying `TRYAGAIN`; any other error is counted.
-struct AppClient {
-    cons: HashMap<String, redis::Connection>,
-    owner: Vec<String>,
-    errors: Vec<String>,
-    redirects: u64,
-}
-
-impl AppClient {
-    fn new(cluster: &Cluster) -> AppClient {
-        AppClient {
-            cons: cluster
-                .nodes
-                .iter()
-                .map(|s| (s.address(), s.client()))
-                .collect(),
-            owner: slot_owners(cluster)
-                .into_iter()
-                .map(Option::unwrap)
-                .collect(),
-            errors: Vec::new(),
-            redirects: 0,
-        }
-    }
-
-    fn exec(&mut self, cmd: &redis::Cmd, slot: u16) -> Option<redis::Value> {
-        let mut at = self.owner[usize::from(slot)].clone();
-        let mut asking = false;
-        for _ in 0..1000 {
-            let con = self.cons.get_mut(&at).unwrap();
-            let reply = if asking {
-                redis::pipe()
-                    .cmd("ASKING")
-                    .ignore()
-                    .add_command(cmd.clone())
-                    .query::<Vec<redis::Value>>(con)
-                    .map(|mut v| v.pop().unwrap_or(redis::Value::Nil))
-            } else {
-                cmd.query::<redis::Value>(con)
-            };
-            asking = false;
-            match reply {
-                Ok(v) => return Some(v),
-                Err(e) => {
-                    let code = e.code().unwrap_or_default().to_string();
-                    let target = e.redirect_node().map(|(a, _)| a.to_string());
-                    match (code.as_str(), target) {
-                        ("MOVED", Some(node)) => {
-                            self.owner[usize::from(slot)] = node.clone();
-                            at = node;
-                        }
-                        ("ASK", Some(node)) => {
-                            at = node;
-                            asking = true;
-                        }
-                        ("TRYAGAIN", _) => {
-                            std::thread::sleep(Duration::from_millis(2));
-                            at = self.owner[usize::from(slot)].clone();
-                        }
-                        _ => {
-                            self.errors.push(format!("{e}"));
-                            return None;
-                        }
-                    }
-                    self.redirects += 1;
-                }
-            }
-        }
-        self.errors.push("over 1000 redirections".into());
-        None
-    }
-}
-
-/// Writes `w:<i>` (and a pair of keys under one tag, by MSET, for TRYAGAIN) and reads them
-/// back until `stop`; returns the client and the acknowledged writes.
-fn traffic(cluster: &Cluster, stop: Arc<AtomicBool>) -> (AppClient, Vec<(String, String)>) {
-    let mut client = AppClient::new(cluster);
-    let mut acked = Vec::new();
-    let mut i = 0u64;
-    while !stop.load(Ordering::SeqCst) || i < 200 {
-        let key = format!("w:{i}");
-        let value = format!("v{i}");
-        let set = redis::cmd("SET").arg(&key).arg(&value).clone();
-        if client.exec(&set, key_slot(key.as_bytes())).is_some() {
-            acked.push((key.clone(), value.clone()));
-        }
-        let tag = format!("w:{{t{}}}", i % 64);
-        let (a, b) = (format!("{tag}:a"), format!("{tag}:b"));
-        let mset = redis::cmd("MSET")
-            .arg(&a)
-            .arg(&value)
-            .arg(&b)
-            .arg(&value)
-            .clone();
-        if client.exec(&mset, key_slot(a.as_bytes())).is_some() {
-            acked.push((a.clone(), value.clone()));
-            acked.push((b, value.clone()));
-        }
-        let get = redis::cmd("GET").arg(&key).clone();
-        client.exec(&get, key_slot(key.as_bytes()));
-        i += 1;
-    }
-    (client, acked)
 }
 
 #[test]
@@ -433,10 +168,10 @@ fn a_plan_by_bytes_applied_evens_the_bytes_where_redis_clis_rebalance_does_not()
         cli_peak > 1.05,
         "redis-cli's rebalance left bytes within 5% ({cli_peak}): the data is not skewed enough"
     );
-    let moved = |a: &BTreeMap<Vec<u8>, (String, Vec<u8>)>| -> f64 {
+    let moved = |a: &Keyspace| -> f64 {
         a.iter()
-            .filter(|(k, (o, _))| before[*k].0 != *o)
-            .map(|(_, (_, d))| d.len() as f64)
+            .filter(|(k, (o, _, _))| before[*k].0 != *o)
+            .map(|(_, (_, d, _))| d.len() as f64)
             .sum()
     };
     eprintln!(
@@ -541,7 +276,7 @@ const MOVED: &str = "ringslot: moved slot";
 /// The rule docs/cluster.md gives the user of `ringslot apply` (after its keys).
 const APPLY_ACL: &str = "resetchannels -@all +cluster|nodes +cluster|info +cluster|setslot \
     +cluster|getkeysinslot +cluster|countkeysinslot +migrate +restore-asking +asking +select +dump \
-    +memory|usage +ping +client|setname";
+    +memory|usage +ping +client|setname +info";
 
 #[test]
 fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {

@@ -424,7 +424,7 @@ fn read_only_rule(con: &mut redis::Connection) -> String {
         })
         .is_some_and(|v| v >= (7, 2));
     let mut rule =
-        "on resetkeys %R~* resetchannels -@all +cluster|nodes +scan +dump +memory|usage +info +ping +eval_ro +client|setname"
+        "on resetkeys %R~* resetchannels -@all +cluster|nodes +scan +dump +memory|usage +type +object|encoding +strlen +hlen +llen +scard +zcard +xlen +info +ping +eval_ro +client|setname"
             .to_string();
     if valkey9 {
         rule.push_str(" +cluster|getslotmigrations");
@@ -655,16 +655,55 @@ fn each_command_of_the_tool_does_bounded_work() {
         )
         .unwrap();
     }
+    // Issue 40: big keys, which no read of the tool may serialize: a hash of 100000 fields
+    // (about 9 MB) and a string of 2 MiB, in slots redis-cli's rebalance gives the joining
+    // master (351 and 11529: the first slots of two masters).
+    let (big_hash, big_string) = ("{bh4}:h", "{bigs}:s");
+    let mut fields = redis::pipe();
+    for i in 0..100_000 {
+        fields
+            .cmd("HSET")
+            .arg(big_hash)
+            .arg(format!("field:{i}"))
+            .arg(format!("value-{i}-of-the-big-hash"))
+            .ignore();
+    }
+    let _: () = fields
+        .query(owner_of(&owners, &mut cons, big_hash.as_bytes()))
+        .unwrap();
+    call(
+        owner_of(&owners, &mut cons, big_string.as_bytes()),
+        &[b"SET", big_string.as_bytes(), &vec![b'x'; 2 << 20]],
+    )
+    .unwrap();
     for con in cons.values_mut() {
         q(con, "CONFIG SET slowlog-max-len 100000");
         q(con, "CONFIG SET slowlog-log-slower-than 0");
         q(con, "SLOWLOG RESET");
     }
     let seed = cluster.nodes[0].url();
-    for way in [&[][..], &["--with-module"][..]] {
+    let mut reports = Vec::new();
+    for way in [
+        &["--json"][..],
+        &["--json", "--sizes-by", "dump"][..],
+        &["--with-module"][..],
+    ] {
         let mut args = vec!["predict", "--url", &seed, "--add", "10.9.9.9:7000"];
         args.extend_from_slice(way);
-        ok(&args);
+        reports.push(ok(&args));
+    }
+    // Both big keys are found and described, from their lengths and MEMORY USAGE.
+    for report in &reports[..2] {
+        let json: serde_json::Value = serde_json::from_str(report).unwrap();
+        let big = json["prediction"]["big_keys"].as_array().unwrap();
+        for (name, kind, length) in [(big_hash, "hash", 100_000), (big_string, "string", 2 << 20)] {
+            let k = big
+                .iter()
+                .find(|k| k["key"] == name)
+                .unwrap_or_else(|| panic!("{name} among the big keys: {big:?}"));
+            assert_eq!(k["type"], kind, "{k}");
+            assert_eq!(k["length"], length, "{k}");
+        }
     }
     let number = |v: &str| v.parse::<u64>().unwrap_or(u64::MAX);
     let mut seen = std::collections::BTreeSet::new();
@@ -674,6 +713,21 @@ fn each_command_of_the_tool_does_bounded_work() {
             let name = c[0].to_uppercase();
             seen.insert(name.clone());
             let arg = |i: usize| c.get(i).map(String::as_str).unwrap_or("");
+            // A big key is named only by O(1) commands and MEMORY USAGE with a few samples
+            // (and inside the sizes' scripts, which size it the same way: the JSON above).
+            if c.iter().any(|a| a == big_hash || a == big_string) {
+                match name.as_str() {
+                    "TYPE" | "OBJECT" | "STRLEN" | "HLEN" | "EXISTS" | "EVAL_RO" => {}
+                    "MEMORY" => {
+                        let samples = c.iter().position(|a| a.eq_ignore_ascii_case("SAMPLES"));
+                        assert!(
+                            samples.is_some_and(|i| (1..=5).contains(&number(arg(i + 1)))),
+                            "{address}: a big key's MEMORY USAGE reads at most 5 samples: {c:?}"
+                        );
+                    }
+                    _ => panic!("{address}: a big key in a command of unbounded work: {c:?}"),
+                }
+            }
             match name.as_str() {
                 "SCAN" => {
                     let count = c.iter().position(|a| a.eq_ignore_ascii_case("COUNT"));
@@ -709,7 +763,8 @@ fn each_command_of_the_tool_does_bounded_work() {
                 // Everything else the tool sends is O(1) or a node's own description.
                 "CLUSTER" | "PING" | "INFO" | "CLIENT" | "DUMP" | "MEMORY" | "EXISTS"
                 | "MODULE" | "RING.MIRROR" | "RING.PLAN" | "RING.INFO" | "RESTORE" | "EXPIRE"
-                | "DEL" | "WATCH" | "UNWATCH" | "MULTI" | "EXEC" | "GET" | "COMMAND" => {}
+                | "DEL" | "WATCH" | "UNWATCH" | "MULTI" | "EXEC" | "GET" | "COMMAND" | "TYPE"
+                | "OBJECT" | "STRLEN" | "HLEN" | "LLEN" | "SCARD" | "ZCARD" | "XLEN" => {}
                 other => panic!("{address}: an unexpected command from the tool: {other} {c:?}"),
             }
         }

@@ -138,6 +138,18 @@ impl Prepared {
                 );
             }
             let group = moves.get(g.clone()).unwrap_or_default();
+            if let Some(limits) = self.limits.as_mut() {
+                // An atomic job moves its slots whole (the source keeps its copy until the
+                // job's trim): its memory is judged as a whole before it starts.
+                if let Some(crossing) = limits.before_job(group, 0)? {
+                    bail!(
+                        "stopped before the atomic migration of move {} of {total} (no job was \
+                         started for it): {crossing}. Make room there (CONFIG SET maxmemory on \
+                         the node and its replicas), then run the same command again",
+                        g.start + 1
+                    );
+                }
+            }
             self.migrate_group(g.start, group, wait)?;
             for (i, mv) in group.iter().enumerate() {
                 let bytes = mv.bytes as u64;
@@ -152,6 +164,7 @@ impl Prepared {
             }
             self.position.done = g.end;
         }
+        self.settle(&mut applied)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
@@ -169,13 +182,13 @@ impl Prepared {
         let done = self.position.done;
         if self.position.close_last {
             if let Some(m) = done.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, &opts, &mut limiter, applied)?;
+                self.checked(m, &opts, &mut limiter, applied, on)?;
             }
             self.position.close_last = false;
         }
         if self.position.next_open {
             if let Some(m) = moves.get(done) {
-                let (keys, bytes) = self.checked(m, &opts, &mut limiter, applied)?;
+                let (keys, bytes) = self.checked(m, &opts, &mut limiter, applied, on)?;
                 applied.add(keys, bytes);
                 self.position.done = done + 1;
                 on(Event::Slot {
@@ -396,6 +409,7 @@ mod tests {
             to: to.into(),
             keys: 1,
             bytes: 1.0,
+            memory: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! Nothing else in `apply` sends a command that changes the cluster.
 
 use crate::cluster::connection::NodeConnection;
-use crate::cluster::error::{Code, NodeError};
+use crate::cluster::error::NodeError;
 use crate::cluster::link::Link;
 use anyhow::{anyhow, Result};
 use redis::Value;
@@ -155,12 +155,8 @@ impl Masters {
     /// after the write is answered. Error: the node's answer, or `at` not a master of the plan
     /// (code `Other("tool")`).
     pub(crate) fn write(&mut self, at: &str, write: &Write) -> Result<Value, NodeError> {
-        let refused = |text: String| NodeError {
-            node: at.to_string(),
-            command: format!("{} (not sent)", write.name()),
-            code: Code::Other("tool".into()),
-            text,
-        };
+        let refused =
+            |text: String| NodeError::tool(at, &format!("{} (not sent)", write.name()), &text);
         let args = write.args().map_err(|e| refused(format!("{e:#}")))?;
         let node = self
             .nodes

@@ -27,6 +27,7 @@ pub(crate) mod atomic;
 pub(crate) mod door;
 mod dry_run;
 mod health;
+mod limits;
 pub(crate) mod position;
 mod prepare;
 mod verbs;
@@ -42,6 +43,8 @@ use crate::cluster::INTERRUPTED;
 use crate::plan::{SlotMove, SlotPlan};
 use anyhow::{bail, Result};
 use door::Masters;
+pub(crate) use limits::Crossing;
+use limits::Limits;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::sync::atomic::Ordering;
@@ -58,6 +61,9 @@ pub(crate) struct ApplyOptions {
     pub max_bytes_per_sec: u64,
     /// Replace a key the target already holds even when its copy differs from the source's.
     pub replace: bool,
+    /// The part of each node's limit (`maxmemory`, else its host's RAM) the run keeps free, a
+    /// fraction (`--headroom` / 100).
+    pub headroom: f64,
 }
 
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
@@ -73,6 +79,9 @@ impl ApplyOptions {
         if self.batch_keys == 0 {
             bail!("--batch-keys needs at least 1 key");
         }
+        if !(0.0..1.0).contains(&self.headroom) {
+            bail!("--headroom is a percentage from 0 to under 100");
+        }
         Ok(())
     }
 }
@@ -84,6 +93,7 @@ impl Default for ApplyOptions {
             batch_bytes: DEFAULT_BATCH_BYTES,
             max_bytes_per_sec: 0,
             replace: false,
+            headroom: crate::predict::capacity::DEFAULT_HEADROOM / 100.0,
         }
     }
 }
@@ -101,6 +111,9 @@ pub(crate) enum Event<'a> {
         keys: u64,
         bytes: u64,
     },
+    /// Something the operator should see as it happens: a big key moved alone, a wait for a
+    /// replica.
+    Notice(String),
 }
 
 /// What a run moved.
@@ -115,6 +128,9 @@ pub(crate) struct Applied {
     pub equal_copies: Vec<String>,
     /// Keys the target held with a different value, replaced by the source's (`--replace`).
     pub replaced: Vec<String>,
+    /// The masters whose `evicted_keys` grew during the run, and by how many (a client's
+    /// writes may evict too; the run stops at the first growth it sees).
+    pub evicted: Vec<(String, u64)>,
     /// Seconds the run took.
     pub seconds: f64,
 }
@@ -139,6 +155,11 @@ pub(crate) struct Prepared {
     access: Access,
     /// When every master was last checked (see [`Prepared::health`]).
     last_full_check: Option<Instant>,
+    /// The replicas of the plan's masters: (address, link, its master's address).
+    replicas: Vec<(String, crate::cluster::link::Link, String)>,
+    /// The nodes' memory and replication, watched once [`Prepared::check_limits`] has read
+    /// them.
+    limits: Option<Limits>,
 }
 
 /// Whether the node whose own view is `view` serves `slot`.
@@ -159,6 +180,35 @@ impl Prepared {
             needs.extend_from_slice(ATOMIC_NEEDS);
         }
         check(&links, &needs, self.access.user()).map(|_| ())
+    }
+
+    /// Reads the memory of the plan's masters and their replicas and walks the moves to go
+    /// against their limits less `opts.headroom` ([`limits::Standing::check_plan`]); the
+    /// run then watches them ([`Limits`]). `Some`: the node the plan would take past its
+    /// limit, with the slot; the caller refuses to run. Reads only. A replica that cannot be
+    /// read is said through `on` and not watched. Error: a master that cannot be read.
+    pub(crate) fn check_limits(
+        &mut self,
+        opts: &ApplyOptions,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<Option<Crossing>> {
+        let masters: Vec<(String, crate::cluster::link::Link)> = self
+            .masters
+            .nodes
+            .iter()
+            .map(|(a, n)| (a.clone(), n.link.clone()))
+            .collect();
+        let (limits, unread) = Limits::read(&masters, &self.replicas, opts.headroom)?;
+        for why in unread {
+            on(Event::Notice(format!(
+                "{why}: its memory is not watched (its master's view of its link and lag is)"
+            )));
+        }
+        let crossing = limits
+            .standing()
+            .check_plan(self.remaining(), opts.batch_bytes);
+        self.limits = Some(limits);
+        Ok(crossing)
     }
 
     /// The moves this run carries out: from the position on.
@@ -186,7 +236,7 @@ impl Prepared {
         let first = self.position.done;
         if self.position.close_last {
             if let Some(m) = first.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, opts, &mut limiter, &mut applied)?;
+                self.checked(m, opts, &mut limiter, &mut applied, on)?;
             }
         }
         for (index, m) in moves.iter().enumerate().skip(first) {
@@ -198,7 +248,7 @@ impl Prepared {
                     index + 1
                 );
             }
-            let (keys, bytes) = self.checked(m, opts, &mut limiter, &mut applied)?;
+            let (keys, bytes) = self.checked(m, opts, &mut limiter, &mut applied, on)?;
             applied.add(keys, bytes);
             self.position.done = index + 1;
             on(Event::Slot {
@@ -210,8 +260,22 @@ impl Prepared {
             });
         }
         self.position.close_last = false;
+        self.settle(&mut applied)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
+    }
+
+    /// After the last move: waits until every replica of the plan's masters holds what its
+    /// master held at the end ([`Limits::settle_replicas`]), and notes the masters whose
+    /// `evicted_keys` grew during the run.
+    fn settle(&mut self, applied: &mut Applied) -> Result<()> {
+        if let Some(limits) = self.limits.as_mut() {
+            let masters: Vec<String> = self.plan.masters().into_iter().collect();
+            let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
+            limits.settle_replicas(&masters)?;
+            applied.evicted = limits.evictions()?;
+        }
+        Ok(())
     }
 
     /// One move between two health checks; an error says why and what was left.
@@ -221,6 +285,7 @@ impl Prepared {
         opts: &ApplyOptions,
         limiter: &mut Limiter,
         applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
     ) -> Result<(u64, u64)> {
         let next = self
             .plan
@@ -239,7 +304,10 @@ impl Prepared {
                 m.to
             );
         }
-        match self.move_slot(m, opts, limiter, applied) {
+        if let Some(limits) = self.limits.as_mut() {
+            limits.wait_for_replicas(&[&m.from, &m.to], &mut |text| on(Event::Notice(text)))?;
+        }
+        match self.move_slot(m, opts, limiter, applied, on) {
             Ok(moved) => Ok(moved),
             Err(e) => {
                 // A failed command may be the first sign of a failover: say so if it is.

@@ -200,6 +200,7 @@ mod tests {
             to: C.into(),
             keys: 1,
             bytes: 10.0,
+            memory: None,
         };
         SlotPlan {
             version: PLAN_VERSION,

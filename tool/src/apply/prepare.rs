@@ -66,7 +66,21 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         .map(|(a, n)| (a.clone(), n.view.clone()))
         .collect();
     let position = position(&plan, &slot_owners(&seed_view), &views)?;
+    // The replicas of the plan's masters, which the run watches (healthy ones: a failing
+    // replica stops the run at its first check anyway).
+    let mut replicas = Vec::new();
+    for r in seed_view.iter().filter(|n| n.has("slave")) {
+        let master = nodes
+            .iter()
+            .find(|(_, m)| Some(&m.id) == r.master.as_ref())
+            .map(|(a, _)| a.clone());
+        if let Some(master) = master {
+            replicas.push((r.address.clone(), reach.link(r)?, master));
+        }
+    }
     Ok(Prepared {
+        replicas,
+        limits: None,
         plan,
         position,
         masters: Masters::new(nodes),

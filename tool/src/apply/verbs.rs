@@ -9,10 +9,13 @@
 //! `UNBLOCKED` when it was demoted meanwhile. Redis 7.0 and 8.2 never send either.
 
 use super::door::{SlotState, Write};
-use super::{claims, Applied, ApplyOptions, Prepared};
+use super::{claims, Applied, ApplyOptions, Event, Prepared};
 use crate::cluster::error::{Code, NodeError};
 use crate::cluster::pacing::Limiter;
 use crate::plan::SlotMove;
+use crate::predict::big_keys::{
+    BIG_KEY_MEMORY, DEFAULT_SECONDS_PER_BYTE, MIGRATE_OVER_DUMP, RESTORE_OVER_MIGRATE,
+};
 use anyhow::{anyhow, bail, Result};
 use std::time::Duration;
 
@@ -68,6 +71,7 @@ impl Prepared {
         opts: &ApplyOptions,
         limiter: &mut Limiter,
         applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
     ) -> Result<(u64, u64)> {
         let target_claims = claims(&self.masters.node(&m.to)?.view, m.slot);
         let source_claims = claims(&self.masters.node(&m.from)?.view, m.slot);
@@ -90,7 +94,7 @@ impl Prepared {
             (0, 0)
         } else {
             self.open_slot(m, source_claims)?;
-            self.move_keys(m, opts, limiter, applied)?
+            self.move_keys(m, opts, limiter, applied, on)?
         };
         self.close_slot(m)?;
         Ok(moved)
@@ -142,6 +146,7 @@ impl Prepared {
         opts: &ApplyOptions,
         limiter: &mut Limiter,
         applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
     ) -> Result<(u64, u64)> {
         let (mut keys, mut bytes) = (0u64, 0u64);
         let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
@@ -164,8 +169,27 @@ impl Prepared {
             last_first = first;
             last_len = batch.len();
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
+            if let Some(limits) = self.limits.as_mut() {
+                if let Some(crossing) = limits.before_batch(m, batch_bytes)? {
+                    bail!(
+                        "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \
+                         USAGE): {crossing}. Make room there (CONFIG SET maxmemory on the node \
+                         and its replicas, or fewer keys), or lower the move's size (a plan by \
+                         memory: ringslot predict --by memory), then run the same command again",
+                        batch.len()
+                    );
+                }
+            }
+            let big = match batch.as_slice() {
+                [(key, size)] if *size >= BIG_KEY_MEMORY => Some((key.clone(), *size)),
+                _ => None,
+            };
             let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
-            match self.migrate(m, &names, false) {
+            let outcome = match big {
+                Some((key, size)) => self.migrate_big(m, &key, size, on),
+                None => self.migrate(m, &names, false),
+            };
+            match outcome {
                 Ok(()) => {}
                 Err(e) if e.is(&Code::BusyKey) => self.resolve_busy(m, &names, opts, applied)?,
                 Err(e) => bail!("{}: MIGRATE to {}: {}", m.from, m.to, e.text),
@@ -198,11 +222,17 @@ impl Prepared {
         let mut total = 0u64;
         for (k, size) in names.into_iter().zip(sizes) {
             let size = size.unwrap_or(0);
-            if !batch.is_empty() && total + size > opts.batch_bytes {
+            // A big key goes alone, whatever --batch-bytes allows: its MIGRATE is given a
+            // timeout of its own.
+            let big = size >= BIG_KEY_MEMORY;
+            if !batch.is_empty() && (total + size > opts.batch_bytes || big) {
                 break;
             }
             total += size;
             batch.push((k, size));
+            if big {
+                break;
+            }
         }
         Ok(batch)
     }
@@ -218,6 +248,64 @@ impl Prepared {
             keys,
         };
         self.masters.write(&m.from, &write).map(|_| ())
+    }
+
+    /// `MIGRATE` of one big key (`size` bytes by `MEMORY USAGE`, at least
+    /// [`BIG_KEY_MEMORY`]) in a batch of its own, said first through `on`: its `MIGRATE`
+    /// timeout and the tool's wait for the source's reply are sized for it
+    /// ([`big_key_waits`]) rather than the defaults, then set back.
+    fn migrate_big(
+        &mut self,
+        m: &SlotMove,
+        key: &[u8],
+        size: u64,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<(), NodeError> {
+        let (hold, migrate_ms, reply_wait) =
+            big_key_waits(size, self.migrate_timeout_ms(), self.access.timeout);
+        let source = self
+            .masters
+            .node(&m.from)
+            .map_err(|e| NodeError::tool(&m.from, "MIGRATE", &format!("{e:#}")))?;
+        let valkey = source
+            .con
+            .text(&["INFO", "server"])
+            .is_ok_and(|i| crate::reply::is_valkey_9(&i));
+        on(Event::Notice(format!(
+            "moving big key {:?} (slot {}, {:.1} MiB by MEMORY USAGE) alone from {} to {}: \
+             its MIGRATE may hold {} about {:.0} ms (at {} ns a byte, the rate predict assumes \
+             where it measured none), with a MIGRATE timeout of {migrate_ms} ms{}",
+            String::from_utf8_lossy(key),
+            m.slot,
+            size as f64 / 1048576.0,
+            m.from,
+            m.to,
+            m.from,
+            hold.as_secs_f64() * 1000.0,
+            DEFAULT_SECONDS_PER_BYTE * 1e9,
+            if valkey {
+                "; on Valkey 9, --atomic sends big collections in pieces instead (on a node \
+                 with no slot left open by a key-by-key run)"
+            } else {
+                ""
+            }
+        )));
+        source.con.set_reply_wait(reply_wait)?;
+        let auth = self.auth(false);
+        let keys = [key.to_vec()];
+        let write = Write::Migrate {
+            to: &m.to,
+            timeout_ms: migrate_ms,
+            replace: false,
+            auth: &auth,
+            keys: &keys,
+        };
+        let outcome = self.masters.write(&m.from, &write).map(|_| ());
+        if let Ok(source) = self.masters.node(&m.from) {
+            let wait = source.con.link_wait();
+            source.con.set_reply_wait(wait)?;
+        }
+        outcome
     }
 
     /// After a `BUSYKEY`: each key of `keys` still on the source is compared with the target's
@@ -272,9 +360,51 @@ impl Prepared {
     }
 }
 
+/// The waits for a big key's `MIGRATE` of `size` bytes (`MEMORY USAGE`): its estimated hold
+/// of the source (serializing at [`DEFAULT_SECONDS_PER_BYTE`] times [`MIGRATE_OVER_DUMP`]),
+/// the `MIGRATE` timeout in ms (the target's `RESTORE` must answer within it: four times its
+/// estimated hold, plus the payload at 10 MB/s, plus a second; never under `default_ms`), and
+/// the tool's wait for the source's reply (the hold and the `MIGRATE` timeout, twice over;
+/// never under `default_wait`).
+pub(super) fn big_key_waits(
+    size: u64,
+    default_ms: u128,
+    default_wait: Duration,
+) -> (Duration, u128, Duration) {
+    let hold = size as f64 * DEFAULT_SECONDS_PER_BYTE * MIGRATE_OVER_DUMP;
+    let restore = hold * RESTORE_OVER_MIGRATE;
+    let migrate_s = 4.0 * restore + size as f64 / 10e6 + 1.0;
+    let migrate_ms = ((migrate_s * 1000.0).ceil() as u128).max(default_ms);
+    let wait = Duration::from_secs_f64(2.0 * (hold + migrate_ms as f64 / 1000.0));
+    (
+        Duration::from_secs_f64(hold),
+        migrate_ms,
+        wait.max(default_wait),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_big_keys_migrate_waits_grow_with_it() {
+        // A key of 1 MB: the MIGRATE timeout stays the default, the tool waits about as long.
+        let (_, ms, wait) = big_key_waits(1_000_000, 5000, Duration::from_secs(10));
+        assert_eq!(ms, 5000);
+        assert!(wait.as_secs_f64() < 10.1, "{wait:?}");
+        // 45 MB (the trial's hash): about 0.9 s of hold; 300 MB (redis/redis#13122): 5.9 s.
+        let (hold, ms, _) = big_key_waits(45_000_000, 5000, Duration::from_secs(10));
+        assert!((0.85..0.95).contains(&hold.as_secs_f64()), "{hold:?}");
+        assert!(ms > 5000, "{ms}");
+        let (hold, ms, wait) = big_key_waits(300_000_000, 5000, Duration::from_secs(10));
+        assert!((5.5..6.5).contains(&hold.as_secs_f64()), "{hold:?}");
+        assert!(ms > 5000 && ms as f64 > 4.0 * 0.33 * 5.5 * 1000.0, "{ms}");
+        assert!(
+            wait.as_secs_f64() > hold.as_secs_f64() + ms as f64 / 1000.0,
+            "{wait:?}"
+        );
+    }
 
     #[test]
     fn the_source_tolerates_what_valkey_cli_tolerates_there() {

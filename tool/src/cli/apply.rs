@@ -46,6 +46,12 @@ pub struct ApplyArgs {
     /// Valkey 9 or later (and a module loaded there must declare support for it).
     #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec"])]
     pub atomic: bool,
+    /// The part of each node's limit kept free, in percent: the run refuses, before its first
+    /// write, a plan that would take a master or a replica past its maxmemory (or, without
+    /// one, its host's RAM) less this, and stops (the slot left open, to go on when run again)
+    /// before a batch would
+    #[arg(long, value_name = "PCT", default_value_t = crate::predict::capacity::DEFAULT_HEADROOM)]
+    pub headroom: f64,
     /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
     /// again to wait again).
     #[arg(
@@ -65,6 +71,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         batch_bytes: a.batch_bytes,
         max_bytes_per_sec: a.max_bytes_per_sec,
         replace: a.replace,
+        headroom: a.headroom / 100.0,
     };
     opts.check()?;
     let text = std::fs::read_to_string(&a.plan)
@@ -74,6 +81,18 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     let access = a.connection.access()?;
     let mut prepared = apply::prepare_settled(&access, plan)?;
     prepared.check_permissions(a.atomic)?;
+    let crossing = prepared.check_limits(&opts, &mut |e| {
+        if let Event::Notice(text) = e {
+            eprintln!("ringslot: {text}");
+        }
+    })?;
+    if prepared.remaining().iter().any(|m| m.memory.is_none()) {
+        eprintln!(
+            "ringslot: the plan has no memory figures (made by an older ringslot): each node's \
+             limit is checked with the moves' DUMP bytes instead, which compress; the watch \
+             while it runs reads the nodes' own memory"
+        );
+    }
     let total = prepared.plan.moves.len();
     let remaining = prepared.remaining();
     let (keys, bytes): (u64, f64) = remaining.iter().fold((0u64, 0.0), |(k, b), m| {
@@ -82,7 +101,19 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     let (to_go, done) = (remaining.len(), prepared.position.done);
     if a.dry_run {
         dry_run(&prepared, a, &opts, (keys, bytes));
+        if let Some(c) = &crossing {
+            println!("# the run would refuse to start: {c}");
+        }
         return Ok(());
+    }
+    if let Some(c) = crossing {
+        bail!(
+            "refused before any write: {c}. Nothing was changed. Make room there (CONFIG SET \
+             maxmemory on the node and its replicas), or make a plan that fits (ringslot \
+             predict ... --by memory plans within each master's maxmemory less --headroom, \
+             {}% here)",
+            a.headroom
+        );
     }
     if to_go == 0 && !prepared.position.close_last {
         eprintln!("ringslot: every move of the plan is done ({total} slots); nothing to do");
@@ -192,13 +223,23 @@ impl Progress {
 
     /// Notes `event`.
     fn on(&mut self, event: Event) {
-        let Event::Slot {
-            index,
-            total,
-            mv,
-            keys,
-            bytes,
-        } = event;
+        let (index, total, mv, keys, bytes) = match event {
+            Event::Slot {
+                index,
+                total,
+                mv,
+                keys,
+                bytes,
+            } => (index, total, mv, keys, bytes),
+            Event::Notice(text) => {
+                if self.tty {
+                    self.bar.println(format!("ringslot: {text}"));
+                } else {
+                    let _ = writeln!(std::io::stderr(), "ringslot: {text}");
+                }
+                return;
+            }
+        };
         self.keys += keys;
         self.slots += 1;
         self.bar.inc(mv.bytes as u64);
@@ -253,6 +294,13 @@ fn summary(applied: &Applied, atomic: bool) {
              interrupted MIGRATE) and were replaced: {:?}",
             applied.equal_copies.len(),
             applied.equal_copies.iter().take(10).collect::<Vec<_>>()
+        );
+    }
+    for (node, keys) in &applied.evicted {
+        eprintln!(
+            "ringslot: {node} evicted {keys} keys during the run (its evicted_keys grew): a \
+             client's writes past its maxmemory, since the run stops before its own batches \
+             would cross it"
         );
     }
     if !applied.replaced.is_empty() {

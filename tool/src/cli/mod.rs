@@ -14,7 +14,8 @@ pub mod values;
 
 use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
 use crate::cluster::INTERRUPTED;
-use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_TOLERANCE};
+use crate::predict::capacity::DEFAULT_HEADROOM;
+use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_MAX_HOLD_MS, DEFAULT_TOLERANCE};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ringslot_engine::Flavour;
@@ -140,6 +141,17 @@ pub struct PredictionArgs {
     /// report's verdict is for that method. Needs Valkey 9 or later on every master.
     #[arg(long)]
     pub atomic: bool,
+    /// The part of each node's limit (maxmemory, or the host's RAM where it has none) a plan
+    /// keeps free at the node's peak, in percent.
+    #[arg(long, value_name = "PCT", default_value_t = DEFAULT_HEADROOM)]
+    pub headroom: f64,
+    /// The longest, in milliseconds, that moving one big key may hold a master (its MIGRATE on
+    /// the source): the plan by weight leaves the slots of keys past it where they are.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MAX_HOLD_MS)]
+    pub max_hold: f64,
+    /// Let the plan by weight move the slots of big keys past --max-hold too.
+    #[arg(long)]
+    pub move_big_keys: bool,
 }
 
 impl PredictionArgs {
@@ -156,6 +168,9 @@ impl PredictionArgs {
             sizes_by: self.sizes_by,
             by: self.by,
             tolerance: self.tolerance / 100.0,
+            headroom: self.headroom / 100.0,
+            max_hold: self.max_hold / 1000.0,
+            move_big_keys: self.move_big_keys,
         }
     }
 }

@@ -106,6 +106,20 @@ impl NodeConnection {
         })
     }
 
+    /// Waits at most `wait` for each reply from now on (the link's timeout by default): a
+    /// command known to run long (a big key's `MIGRATE`) is given more, then the wait is set
+    /// back. Error: the socket refused the setting.
+    pub fn set_reply_wait(&mut self, wait: std::time::Duration) -> Result<(), NodeError> {
+        self.con
+            .set_read_timeout(Some(wait))
+            .map_err(|e| self.error("(setting the reply wait)".into(), &e))
+    }
+
+    /// The wait for a reply the link gives ([`Link::connect`]).
+    pub fn link_wait(&self) -> std::time::Duration {
+        self.link.timeout()
+    }
+
     /// The connection itself, for a caller that reads replies its own way (the tests).
     pub fn raw(&mut self) -> &mut redis::Connection {
         &mut self.con

@@ -87,6 +87,13 @@ pub const KNOWN_TEXTS: &[(&str, &str, Code)] = &[
     // ACL: `... no permissions to run the 'dump' command` against `... to access one of the
     // keys used as arguments`.
     ("NOPERM", "command", Code::NoPermCommand),
+    // A script calling a command its user may not run (Redis 7.0: `ERR The user executing the
+    // script can't run this command or subcommand script: ...`).
+    (
+        "ERR",
+        "user executing the script can't run",
+        Code::NoPermCommand,
+    ),
     // ringslot's own RING.MOVES ... SLOTS (src/module/errors.rs).
     ("ERR", "is migrating to another node", Code::SlotOpen),
     ("ERR", "is importing from another node", Code::SlotOpen),
@@ -151,6 +158,17 @@ pub struct NodeError {
 }
 
 impl NodeError {
+    /// An error of the tool's own about `command` on `node`, not the node's answer (code
+    /// `Other("tool")`): a command it did not send, say.
+    pub fn tool(node: &str, command: &str, text: &str) -> NodeError {
+        NodeError {
+            node: node.to_string(),
+            command: command.to_string(),
+            code: Code::Other("tool".into()),
+            text: text.to_string(),
+        }
+    }
+
     /// The error of `command` on `node` from a client error.
     pub fn of(node: &str, command: &str, e: &redis::RedisError) -> NodeError {
         NodeError {
@@ -190,11 +208,6 @@ pub(crate) fn command_words<A: AsRef<[u8]>>(args: &[A]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The [`NodeError`] inside an `anyhow` error, if that is what it is.
-pub(crate) fn node_error(e: &anyhow::Error) -> Option<&NodeError> {
-    e.downcast_ref::<NodeError>()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! - [`topology`]: the masters and slots, checked to be stable; `topology::Reach` turns a
 //!   `CLUSTER NODES` line into a link;
 //! - [`migrations`]: Valkey 9's atomic slot-migration jobs;
+//! - [`memory`]: a node's memory, limit and eviction policy, and a master's replicas' lag;
 //! - `permissions`: the commands each run needs, probed on every master first;
 //! - [`pacing`]: the rate limit, the run's holds, and another client's `PING`s meanwhile;
 //! - [`reads`]: `INFO` facts, per-slot key counts, `SCAN`.
@@ -15,6 +16,7 @@
 pub mod connection;
 pub mod error;
 pub mod link;
+pub mod memory;
 pub mod migrations;
 pub mod pacing;
 pub(crate) mod permissions;

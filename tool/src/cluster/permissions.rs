@@ -82,6 +82,13 @@ pub(crate) const APPLY_NEEDS: &[Need] = &[
         probe: &["RESTORE-ASKING", PROBE_KEY, "0", "not-a-dump-payload"],
         without: None,
     },
+    // Each node's memory and its replicas' offsets (INFO memory, stats, replication), which
+    // the run is held to; and whether a master is Valkey 9 (INFO server).
+    Need {
+        acl: "info",
+        probe: &["INFO", "server"],
+        without: None,
+    },
     // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses): a running atomic job
     // must be seen before slots are opened key by key.
     Need {
@@ -92,29 +99,23 @@ pub(crate) const APPLY_NEEDS: &[Need] = &[
 ];
 
 /// What `ringslot apply --atomic` runs besides [`APPLY_NEEDS`] on every master (Valkey 9).
-pub(crate) const ATOMIC_NEEDS: &[Need] = &[
-    Need {
-        acl: "cluster|migrateslots",
-        probe: &[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "16384",
-            "16384",
-            "NODE",
-            "0",
-        ],
-        without: None,
-    },
-    Need {
-        acl: "info",
-        probe: &["INFO", "server"],
-        without: None,
-    },
-];
+pub(crate) const ATOMIC_NEEDS: &[Need] = &[Need {
+    acl: "cluster|migrateslots",
+    probe: &[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        "16384",
+        "16384",
+        "NODE",
+        "0",
+    ],
+    without: None,
+}];
 
 /// The commands of the read-only way: `CLUSTER NODES` (the topology), `SCAN` (every key),
-/// `DUMP` and `MEMORY USAGE` (the moving keys' bytes); optionally `INFO` (memory and server
+/// `DUMP` and `MEMORY USAGE` (the moving keys' bytes), `TYPE`, `OBJECT ENCODING` and the O(1)
+/// lengths (big keys, described without being read whole); optionally `INFO` (memory and server
 /// kind), `PING` (other clients' latency meanwhile), `EVAL_RO` (the sizes by a read-only
 /// script, without carrying the payloads), `CLIENT SETNAME` (the connections named `ringslot`)
 /// and `CLIENT NO-TOUCH` (reads that leave access times alone; Redis 7.2 and later, Valkey).
@@ -137,6 +138,47 @@ pub(crate) const READ_ONLY: &[Need] = &[
     Need {
         acl: "memory|usage",
         probe: &["MEMORY", "USAGE", PROBE_KEY],
+        without: None,
+    },
+    // A big key is described without being read whole: its kind and its O(1) length.
+    Need {
+        acl: "type",
+        probe: &["TYPE", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "object|encoding",
+        probe: &["OBJECT", "ENCODING", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "strlen",
+        probe: &["STRLEN", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "hlen",
+        probe: &["HLEN", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "llen",
+        probe: &["LLEN", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "scard",
+        probe: &["SCARD", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "zcard",
+        probe: &["ZCARD", PROBE_KEY],
+        without: None,
+    },
+    Need {
+        acl: "xlen",
+        probe: &["XLEN", PROBE_KEY],
         without: None,
     },
     // Valkey 9 (an unknown subcommand elsewhere, which no ACL refuses).

@@ -25,12 +25,25 @@ pub struct Master {
     pub link: Link,
 }
 
+/// One replica of the cluster.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// `ip:port`, as `CLUSTER NODES` announces it.
+    pub address: String,
+    /// Its master's `ip:port`.
+    pub master: String,
+    /// How the tool reaches it.
+    pub link: Link,
+}
+
 /// The checked topology: its masters in the order of their first slot, and the owner of
 /// every slot.
 #[derive(Debug, Clone)]
 pub struct LiveCluster {
     /// The masters, by their first slot (those without slots last, by address).
     pub masters: Vec<Master>,
+    /// The replicas, by address.
+    pub replicas: Vec<Replica>,
     /// The owner of each of the 16384 slots, an index into `masters`.
     pub owner: Vec<Option<usize>>,
     /// The seed, when it is a master.
@@ -255,8 +268,25 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
         }
     }
     let seed = myself(&nodes).and_then(|me| masters.iter().position(|m| m.address == me.address));
+    let mut replicas: Vec<Replica> = nodes
+        .iter()
+        .filter(|n| n.has("slave"))
+        .filter_map(|n| {
+            let master = nodes.iter().find(|m| Some(&m.id) == n.master.as_ref())?;
+            Some((n, master.address.clone()))
+        })
+        .map(|(n, master)| {
+            Ok(Replica {
+                address: n.address.clone(),
+                master,
+                link: reach.link(n)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    replicas.sort_by(|a, b| a.address.cmp(&b.address));
     Ok(LiveCluster {
         masters,
+        replicas,
         owner,
         seed,
         nodes,

@@ -1,16 +1,21 @@
 //! A plan by weight (`--by bytes|memory|keys`) beside redis-cli's plan by slot counts, on the
 //! same keys: the engine's [`ringslot_engine::by_weight`] planner given every slot's measured
-//! weight, the masters' capacities from the change (1 each, `--weight` for joining masters, 0
-//! for leaving ones), and `--tolerance`; then both plans' moves, what they move and what they
-//! leave on each master, by bytes and by keys.
+//! weight, the masters' capacities (each master's `maxmemory` where every master that takes
+//! slots has one, so that they end at even fill ratios; else 1 each; `--weight` for joining
+//! masters overrides, 0 for leaving ones), `--tolerance`, and the slots it must leave where
+//! they are (a big key past `--max-hold`); then both plans' moves, what they move and what
+//! they leave on each master, by bytes and by keys.
 
 use super::change::MasterChange;
-use super::estimate::{Sizes, SlotSize};
+use super::estimate::{Estimate, Sizes, SlotSize};
+use super::method::MethodCost;
 use super::options::WeightBy;
+use super::steps::StepCost;
 use crate::plan::{owned_ranges, SlotMove, SlotPlan, PLAN_VERSION};
 use ringslot_engine::by_weight::{plan_by_weight, WeightProblem};
 use ringslot_engine::SLOT_COUNT;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// The two plans side by side: the plan by weight as the plan file carries it (its fields
 /// first in the JSON), and what each plan moves and leaves.
@@ -19,9 +24,11 @@ pub struct WeightComparison {
     /// The plan by weight: what `ringslot apply` carries out.
     #[serde(flatten)]
     pub plan: SlotPlan,
-    /// The masters, in the prediction's order, with their capacities.
+    /// The masters, in the prediction's order, with their capacities (relative: 1 a master,
+    /// `--weight`, 0 for leaving ones, a master's `maxmemory` in MiB where they follow it; a
+    /// fraction of that where a share was cut to a master's room).
     pub masters: Vec<String>,
-    pub capacities: Vec<u32>,
+    pub capacities: Vec<f64>,
     /// Per master, its target in the weight (`total x capacity / sum of capacities`).
     pub targets: Vec<f64>,
     /// redis-cli's plan (even slot counts), then the plan by weight.
@@ -31,6 +38,49 @@ pub struct WeightComparison {
     pub oversized: Vec<u16>,
     /// Whether the plan by weight is within the tolerance.
     pub within: bool,
+    /// Whether the capacities follow the masters' `maxmemory` (even fill ratios) rather than
+    /// 1 each.
+    pub by_maxmemory: bool,
+    /// Masters whose share was cut so that the memory the plan sends them fits their room
+    /// ([`WeightInputs::room`]).
+    pub capped: Vec<String>,
+    /// Slots left where they are because a key in them is too big to move (`--max-hold`),
+    /// and how even the plan would leave the masters (peak-to-mean by the weight) without
+    /// that, against with it.
+    pub pinned: Vec<u16>,
+    pub pinned_cost: Option<(f64, f64)>,
+    /// The plan's moves as steps between two masters (in the plan's order), with what they
+    /// carry: what its memory walk follows.
+    #[serde(skip)]
+    pub steps: Vec<StepCost>,
+    /// What each migration method costs under it (filled with the prediction's methods).
+    pub methods: Vec<MethodCost>,
+}
+
+/// What a plan by weight is made from.
+pub struct WeightInputs<'a> {
+    /// What it evens, and how far from its share each master may end (a fraction).
+    pub by: WeightBy,
+    pub tolerance: f64,
+    /// Every master before and after, in the prediction's order.
+    pub masters: &'a [String],
+    /// The slots' owners before, and after redis-cli's plan.
+    pub owner_before: &'a [Option<String>],
+    pub owner_after: &'a [Option<String>],
+    /// Every slot's sizes (measured, or `--bytes-sample`), and with `--by load|network` its
+    /// load.
+    pub sizes: &'a Sizes,
+    pub slot_load: Option<&'a [u64]>,
+    /// The change (`--weight`, leaving masters).
+    pub change: &'a MasterChange,
+    /// Each master's `maxmemory` by address (0 or absent: none known).
+    pub maxmemory: &'a BTreeMap<String, f64>,
+    /// Slots that must stay where they are.
+    pub pinned: &'a [u16],
+    /// Per master, the memory it may still take (by address; absent: no limit but its host's
+    /// RAM): its `maxmemory` less the margin, less what it counts now and a batch, and the same
+    /// of each of its replicas, whichever is least.
+    pub room: &'a BTreeMap<String, f64>,
 }
 
 /// What one plan moves and leaves.
@@ -56,18 +106,10 @@ pub struct PlanFigures {
     pub within: bool,
 }
 
-/// A slot's keys, `DUMP` bytes and memory, estimated from its measured keys where sampled.
+/// A slot's keys, `DUMP` bytes and memory, estimated from its measured keys where sampled
+/// (and its big keys' estimates).
 fn slot_figures(s: &SlotSize) -> (f64, f64, f64) {
-    let keys = s.keys as f64;
-    if s.sampled == 0 {
-        return (keys, 0.0, 0.0);
-    }
-    let scale = if s.sampled >= s.keys {
-        1.0
-    } else {
-        keys / s.sampled as f64
-    };
-    (keys, s.dump * scale, s.memory * scale)
+    (s.keys as f64, s.dump_total(), s.memory_total())
 }
 
 /// The planner's moves grouped by (source, target), the groups in the order of their first
@@ -96,31 +138,275 @@ fn grouped(
     out
 }
 
-/// Each master's capacity under `change`: 1, `--weight` for joining masters, 0 for leaving.
-fn capacities(masters: &[String], change: &MasterChange) -> Vec<u32> {
-    masters
+/// Each master's capacity under `change`: 1, `--weight` for joining masters, 0 for leaving;
+/// where every master that takes slots has a `maxmemory` (and no `--weight` is given), its
+/// `maxmemory` in MiB instead, so that the masters end at even fill ratios. Also whether it
+/// did the latter.
+fn capacities(
+    masters: &[String],
+    change: &MasterChange,
+    maxmemory: &BTreeMap<String, f64>,
+) -> (Vec<u32>, bool) {
+    let leaving = |m: &String| matches!(change, MasterChange::Del { nodes } if nodes.contains(m));
+    let weighted = matches!(
+        change,
+        MasterChange::Add {
+            weight: Some(_),
+            ..
+        }
+    );
+    let limit = |m: &String| maxmemory.get(m).copied().unwrap_or(0.0);
+    let by_maxmemory = !weighted
+        && masters
+            .iter()
+            .filter(|m| !leaving(m))
+            .all(|m| limit(m) > 0.0);
+    let capacities = masters
         .iter()
         .map(|m| match change {
+            _ if leaving(m) => 0,
+            _ if by_maxmemory => (limit(m) / 1048576.0)
+                .round()
+                .clamp(1.0, f64::from(u32::MAX)) as u32,
             MasterChange::Add { nodes, weight } if nodes.contains(m) => weight.unwrap_or(1),
-            MasterChange::Del { nodes } if nodes.contains(m) => 0,
             _ => 1,
         })
-        .collect()
+        .collect();
+    (capacities, by_maxmemory)
 }
 
-/// The comparison for `by`: `masters` (every master before and after), the slots' owners
-/// before and after redis-cli's plan, their sizes (every slot measured, or `--bytes-sample`),
-/// each slot's load (`--by load`), and the change. `None` when no master may take slots, or
-/// `--by load` without loads.
-pub fn compare(
-    by: WeightBy,
-    tolerance: f64,
+/// The plan for `capacities`, each master's share cut where the memory the plan sends it would
+/// pass its room (`room`, by address): its capacity scaled so that its target is its load now
+/// plus its room in weight (at the weight-to-memory ratio of what the plan sent it), and the
+/// plan made again, at most 8 times. Returns the capacities used, the plan, and the masters cut.
+#[allow(clippy::too_many_arguments)]
+fn fit_rooms(
     masters: &[String],
-    (owner_before, owner_after): (&[Option<String>], &[Option<String>]),
-    sizes: &Sizes,
-    slot_load: Option<&[u64]>,
-    change: &MasterChange,
-) -> Option<WeightComparison> {
+    capacities: Vec<u32>,
+    weights: &[u64],
+    owners: &[Option<usize>],
+    pinned: &[bool],
+    tolerance: f64,
+    figures: &[(f64, f64, f64)],
+    room: &BTreeMap<String, f64>,
+) -> Option<(
+    Vec<u32>,
+    ringslot_engine::by_weight::WeightPlan,
+    Vec<String>,
+)> {
+    // A finer grain than 1 a master, so that a share can be cut by a fraction.
+    let mut capacities: Vec<u32> = capacities
+        .into_iter()
+        .map(|c| c.saturating_mul(1000))
+        .collect();
+    let mut capped: Vec<String> = Vec::new();
+    for _ in 0..8 {
+        let plan = plan_by_weight(&WeightProblem {
+            weights,
+            owners,
+            capacities: &capacities,
+            tolerance,
+            pinned,
+        })
+        .ok()?;
+        let (mut memory_in, mut weight_in) = (vec![0.0; masters.len()], vec![0.0; masters.len()]);
+        for m in &plan.moves {
+            if let Some(x) = memory_in.get_mut(m.to) {
+                *x += figures.get(m.slot).map_or(0.0, |f| f.2);
+            }
+            if let Some(x) = weight_in.get_mut(m.to) {
+                *x += m.weight as f64;
+            }
+        }
+        let mut cut = false;
+        for (i, name) in masters.iter().enumerate() {
+            let Some(&room) = room.get(name) else {
+                continue;
+            };
+            let room = room.max(0.0);
+            if memory_in[i] <= room || capacities[i] <= 1 {
+                continue;
+            }
+            let (before, target) = (
+                plan.loads_before.get(i).copied().unwrap_or(0) as f64,
+                plan.targets.get(i).copied().unwrap_or(0.0),
+            );
+            let room_in_weight = room * weight_in[i] / memory_in[i];
+            let wanted = (before + room_in_weight) * 0.98;
+            if target > 0.0 {
+                let scaled = f64::from(capacities[i]) * (wanted / target).clamp(0.0, 1.0);
+                capacities[i] = (scaled.floor() as u32).clamp(1, capacities[i] - 1);
+                cut = true;
+                if !capped.contains(name) {
+                    capped.push(name.clone());
+                }
+            }
+        }
+        if !cut {
+            return Some((capacities, plan, capped));
+        }
+    }
+    let plan = plan_by_weight(&WeightProblem {
+        weights,
+        owners,
+        capacities: &capacities,
+        tolerance,
+        pinned,
+    })
+    .ok()?;
+    Some((capacities, plan, capped))
+}
+
+/// The moves of a plan by weight as steps between two masters, in the plan's order (its moves
+/// come grouped by source and target), each with its slots' keys, bytes and memory.
+fn steps_of(moves: &[SlotMove], figures: &[(f64, f64, f64)]) -> Vec<StepCost> {
+    let mut steps: Vec<StepCost> = Vec::new();
+    for m in moves {
+        let (keys, bytes, memory) = figures
+            .get(usize::from(m.slot))
+            .copied()
+            .unwrap_or_default();
+        let same = steps
+            .last()
+            .is_some_and(|s| s.from.as_deref() == Some(&m.from) && s.to.as_deref() == Some(&m.to));
+        if !same {
+            steps.push(StepCost {
+                from: Some(m.from.clone()),
+                to: Some(m.to.clone()),
+                slots: Vec::new(),
+                keys: 0,
+                bytes: Estimate::default(),
+                memory: Estimate::default(),
+            });
+        }
+        if let Some(s) = steps.last_mut() {
+            s.slots.push(m.slot);
+            s.keys += keys as u64;
+            s.bytes.value += bytes;
+            s.memory.value += memory;
+        }
+    }
+    steps
+}
+
+/// The peak-to-mean of `plan`'s loads against the shares `asked` (as the table of plans
+/// measures it), and that of the plan `problem` makes without its pinned slots: (free,
+/// pinned). `None` when the engine refuses the problem.
+fn pinned_cost(
+    problem: &WeightProblem,
+    plan: &ringslot_engine::by_weight::WeightPlan,
+    asked: &[u32],
+) -> Option<(f64, f64)> {
+    let free = plan_by_weight(&WeightProblem {
+        pinned: &[],
+        ..*problem
+    })
+    .ok()?;
+    let asked_total: f64 = asked.iter().map(|&c| f64::from(c)).sum();
+    let spread = |p: &ringslot_engine::by_weight::WeightPlan| {
+        let total: f64 = p.loads_after.iter().map(|&l| l as f64).sum();
+        p.loads_after
+            .iter()
+            .zip(asked)
+            .map(|(&l, &c)| (l as f64, total * f64::from(c) / asked_total))
+            .filter(|&(_, t)| t > 0.0)
+            .map(|(l, t)| l / t)
+            .fold(0.0f64, f64::max)
+    };
+    Some((spread(&free), spread(plan)))
+}
+
+/// What a plan's figures are measured against: the masters' owners before, each slot's
+/// (keys, bytes, memory), the weights the planner saw, the shares asked for (1000 a unit) and
+/// the plan's targets and tolerance.
+struct Evenness<'a> {
+    masters: usize,
+    owners: &'a [Option<usize>],
+    figures: &'a [(f64, f64, f64)],
+    weights: &'a [u64],
+    asked: &'a [u32],
+    targets: &'a [f64],
+    tolerance: f64,
+}
+
+impl Evenness<'_> {
+    /// The figures of the plan `name` whose slots end with the owners `after`.
+    fn figures(&self, name: String, after: &[Option<usize>]) -> PlanFigures {
+        let n = self.masters;
+        let capacity: f64 = self.asked.iter().map(|&c| f64::from(c)).sum();
+        let (mut slots, mut keys, mut bytes, mut w) =
+            (vec![0u64; n], vec![0u64; n], vec![0.0; n], vec![0.0; n]);
+        let (mut slots_moved, mut keys_moved, mut bytes_moved, mut weight_moved) =
+            (0u64, 0u64, 0.0, 0.0);
+        for (s, (o, f)) in after.iter().zip(self.figures).enumerate() {
+            let Some(m) = *o else { continue };
+            slots[m] += 1;
+            keys[m] += f.0 as u64;
+            bytes[m] += f.1;
+            // The weights the planner saw (whole units), so that `within` agrees with it.
+            let slot_weight = self.weights.get(s).copied().unwrap_or(0) as f64;
+            w[m] += slot_weight;
+            if self.owners.get(s).copied().flatten() != Some(m) {
+                slots_moved += 1;
+                keys_moved += f.0 as u64;
+                bytes_moved += f.1;
+                weight_moved += slot_weight;
+            }
+        }
+        let peak = |loads: &[f64]| {
+            let total: f64 = loads.iter().sum();
+            loads
+                .iter()
+                .zip(self.asked)
+                .filter(|(_, &c)| c > 0)
+                .map(|(&l, &c)| {
+                    let target = total * f64::from(c) / capacity;
+                    if target > 0.0 {
+                        l / target
+                    } else {
+                        0.0
+                    }
+                })
+                .fold(0.0f64, f64::max)
+        };
+        let tolerance = self.tolerance;
+        let within = w
+            .iter()
+            .zip(self.targets)
+            .all(|(&l, &t)| l <= t * (1.0 + tolerance) + 1e-9 && l >= t * (1.0 - tolerance) - 1e-9);
+        PlanFigures {
+            name,
+            slots_moved,
+            keys_moved,
+            bytes_moved,
+            weight_moved,
+            peak_to_mean_bytes: peak(&bytes),
+            peak_to_mean_keys: peak(&keys.iter().map(|&k| k as f64).collect::<Vec<_>>()),
+            slots_after: slots,
+            keys_after: keys,
+            bytes_after: bytes,
+            weight_after: w,
+            within,
+        }
+    }
+}
+
+/// The comparison made from `inputs` (see [`WeightInputs`]). `None` when no master may take
+/// slots, or `--by load` without loads.
+pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
+    let WeightInputs {
+        by,
+        tolerance,
+        masters,
+        owner_before,
+        owner_after,
+        sizes,
+        slot_load,
+        change,
+        maxmemory,
+        pinned: pinned_slots,
+        room,
+    } = *inputs;
     let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
     let owners: Vec<Option<usize>> = owner_before.iter().map(index).collect();
     let empty = SlotSize::default();
@@ -143,14 +429,32 @@ pub fn compare(
         (WeightBy::Load | WeightBy::Network, None) => return None,
         _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
     };
-    let capacities = capacities(masters, change);
-    let plan = plan_by_weight(&WeightProblem {
+    let (capacities, by_maxmemory) = capacities(masters, change, maxmemory);
+    let mut pinned = vec![false; SLOT_COUNT];
+    for &s in pinned_slots {
+        if let Some(p) = pinned.get_mut(usize::from(s)) {
+            *p = true;
+        }
+    }
+    // The shares asked for (1000 a unit, as fit_rooms counts), which the figures' peak-to-mean
+    // is taken against: a share cut to a master's room is not what even means.
+    let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
+    let (capacities, plan, capped) = fit_rooms(
+        masters, capacities, &weights, &owners, &pinned, tolerance, &figures, room,
+    )?;
+    let problem = WeightProblem {
         weights: &weights,
         owners: &owners,
         capacities: &capacities,
         tolerance,
-    })
-    .ok()?;
+        pinned: &pinned,
+    };
+    // What leaving the big keys' slots where they are costs: the plan's evenness without it.
+    let pinned_cost = if pinned_slots.is_empty() {
+        None
+    } else {
+        pinned_cost(&problem, &plan, &asked)
+    };
     let mut owner_weight: Vec<Option<usize>> = owners.clone();
     for m in &plan.moves {
         if let Some(o) = owner_weight.get_mut(m.slot) {
@@ -158,91 +462,52 @@ pub fn compare(
         }
     }
     let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
-    let capacity: f64 = capacities.iter().map(|&c| f64::from(c)).sum();
-    let figures_of = |name: String, after: &[Option<usize>]| -> PlanFigures {
-        let n = masters.len();
-        let (mut slots, mut keys, mut bytes, mut w) =
-            (vec![0u64; n], vec![0u64; n], vec![0.0; n], vec![0.0; n]);
-        let (mut slots_moved, mut keys_moved, mut bytes_moved, mut weight_moved) =
-            (0u64, 0u64, 0.0, 0.0);
-        for (s, (o, f)) in after.iter().zip(&figures).enumerate() {
-            let Some(m) = *o else { continue };
-            slots[m] += 1;
-            keys[m] += f.0 as u64;
-            bytes[m] += f.1;
-            // The weights the planner saw (whole units), so that `within` agrees with it.
-            let slot_weight = weights.get(s).copied().unwrap_or(0) as f64;
-            w[m] += slot_weight;
-            if owners.get(s).copied().flatten() != Some(m) {
-                slots_moved += 1;
-                keys_moved += f.0 as u64;
-                bytes_moved += f.1;
-                weight_moved += slot_weight;
-            }
-        }
-        let peak = |loads: &[f64]| {
-            let total: f64 = loads.iter().sum();
-            loads
-                .iter()
-                .zip(&capacities)
-                .filter(|(_, &c)| c > 0)
-                .map(|(&l, &c)| {
-                    let target = total * f64::from(c) / capacity;
-                    if target > 0.0 {
-                        l / target
-                    } else {
-                        0.0
-                    }
-                })
-                .fold(0.0f64, f64::max)
-        };
-        let within = w
-            .iter()
-            .zip(&plan.targets)
-            .all(|(&l, &t)| l <= t * (1.0 + tolerance) + 1e-9 && l >= t * (1.0 - tolerance) - 1e-9);
-        PlanFigures {
-            name,
-            slots_moved,
-            keys_moved,
-            bytes_moved,
-            weight_moved,
-            peak_to_mean_bytes: peak(&bytes),
-            peak_to_mean_keys: peak(&keys.iter().map(|&k| k as f64).collect::<Vec<_>>()),
-            slots_after: slots,
-            keys_after: keys,
-            bytes_after: bytes,
-            weight_after: w,
-            within,
-        }
+    let evenness = Evenness {
+        masters: masters.len(),
+        owners: &owners,
+        figures: &figures,
+        weights: &weights,
+        asked: &asked,
+        targets: &plan.targets,
+        tolerance,
     };
+    let figures_of = |name: String, after: &[Option<usize>]| evenness.figures(name, after);
     let plans = vec![
         figures_of("slots (redis-cli --cluster rebalance)".into(), &owners_cli),
         figures_of(by.name().into(), &owner_weight),
     ];
     let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
+    let moves: Vec<SlotMove> = grouped(&plan.moves)
+        .into_iter()
+        .map(|m| {
+            let (keys, bytes, memory) = figures.get(m.slot).copied().unwrap_or_default();
+            SlotMove {
+                slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
+                from: name(m.from),
+                to: name(m.to),
+                keys: keys as u64,
+                bytes,
+                memory: Some(memory),
+            }
+        })
+        .collect();
     Some(WeightComparison {
+        steps: steps_of(&moves, &figures),
         plan: SlotPlan {
             version: PLAN_VERSION,
             by,
             tolerance,
             start: owned_ranges(owner_before),
             ids: Default::default(),
-            moves: grouped(&plan.moves)
-                .into_iter()
-                .map(|m| {
-                    let (keys, bytes, _) = figures.get(m.slot).copied().unwrap_or_default();
-                    SlotMove {
-                        slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
-                        from: name(m.from),
-                        to: name(m.to),
-                        keys: keys as u64,
-                        bytes,
-                    }
-                })
-                .collect(),
+            moves,
         },
+        by_maxmemory,
+        capped,
+        pinned: pinned_slots.to_vec(),
+        pinned_cost,
+        methods: Vec::new(),
         masters: masters.to_vec(),
-        capacities,
+        capacities: capacities.iter().map(|&c| f64::from(c) / 1000.0).collect(),
         targets: plan.targets.clone(),
         plans,
         oversized: plan

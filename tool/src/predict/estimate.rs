@@ -16,6 +16,34 @@ pub struct SlotSize {
     /// Sum and sum of squares of their `MEMORY USAGE`.
     pub memory: f64,
     pub memory_sq: f64,
+    /// Big keys among `keys`, never serialized to be measured: how many, their `DUMP` bytes
+    /// and their memory as estimated ([`super::big_keys`]).
+    pub big: u64,
+    pub big_dump: f64,
+    pub big_memory: f64,
+}
+
+impl SlotSize {
+    /// Its `DUMP` bytes, its measured keys scaled to the keys not measured, and its big keys'
+    /// estimates.
+    pub fn dump_total(&self) -> f64 {
+        self.scaled(self.dump) + self.big_dump
+    }
+
+    /// Its memory, the same way.
+    pub fn memory_total(&self) -> f64 {
+        self.scaled(self.memory) + self.big_memory
+    }
+
+    /// `x` (a sum over the measured keys) scaled to every key that is not big.
+    fn scaled(&self, x: f64) -> f64 {
+        let keys = self.keys.saturating_sub(self.big);
+        if self.sampled == 0 || self.sampled >= keys {
+            x
+        } else {
+            x * keys as f64 / self.sampled as f64
+        }
+    }
 }
 
 /// A total that may be estimated: its value and, when estimated, the half-width of its 95%
@@ -42,12 +70,19 @@ impl Estimate {
 
 /// The total of `sum` over the slots `sizes`, each slot's keys estimated from its measured
 /// ones: `keys x mean`, with the variance of a sample without replacement,
-/// `keys^2 s^2 / n (1 - n / keys)`.
-fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64)) -> Estimate {
+/// `keys^2 s^2 / n (1 - n / keys)`; a slot's big keys add their estimates (no error is known
+/// for them: the total is then not exact). `sum` gives the measured keys' sum, their sum of
+/// squares and the big keys' estimate.
+fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64, f64)) -> Estimate {
     let (mut value, mut variance, mut exact) = (0.0, 0.0, true);
     for s in sizes {
-        let (x, x_sq) = sum(s);
-        if s.sampled >= s.keys {
+        let (x, x_sq, big) = sum(s);
+        if s.big > 0 {
+            value += big;
+            exact = false;
+        }
+        let keys = s.keys.saturating_sub(s.big);
+        if s.sampled >= keys {
             value += x;
             continue;
         }
@@ -55,7 +90,7 @@ fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64)) -> Estimate
         if s.sampled == 0 {
             continue;
         }
-        let (n, k) = (s.sampled as f64, s.keys as f64);
+        let (n, k) = (s.sampled as f64, keys as f64);
         let mean = x / n;
         value += k * mean;
         if s.sampled > 1 {
@@ -72,12 +107,12 @@ fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64)) -> Estimate
 
 /// The bytes `MIGRATE` sends for the keys of `sizes` (their `DUMP` lengths).
 pub fn dump_bytes(sizes: &[&SlotSize]) -> Estimate {
-    total(sizes, |s| (s.dump, s.dump_sq))
+    total(sizes, |s| (s.dump, s.dump_sq, s.big_dump))
 }
 
 /// The memory the keys of `sizes` take (`MEMORY USAGE ... SAMPLES 0`).
 pub fn memory_bytes(sizes: &[&SlotSize]) -> Estimate {
-    total(sizes, |s| (s.memory, s.memory_sq))
+    total(sizes, |s| (s.memory, s.memory_sq, s.big_memory))
 }
 
 /// Sizes per slot, filled by the sizing of the moving keys (`Sizer::measure`).

@@ -23,7 +23,7 @@
 use super::steps::StepCost;
 
 /// The way slots move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     /// `MIGRATE`, key batch by key batch, as `redis-cli --cluster rebalance` does.
@@ -33,6 +33,14 @@ pub enum Method {
 }
 
 impl Method {
+    /// A short name: `per key`, `atomic`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Method::PerKey => "per key",
+            Method::Atomic => "atomic",
+        }
+    }
+
     /// The name shown in reports.
     pub fn label(self) -> &'static str {
         match self {

@@ -23,15 +23,19 @@
 //! time. The cluster is reached and read through [`crate::cluster`]; a plan by weight
 //! (`--by`) is written as [`crate::plan::SlotPlan`], which `ringslot apply` carries out.
 
+pub mod big_keys;
 pub mod by_weight;
+pub mod capacity;
 pub mod change;
 pub mod duration;
 pub mod estimate;
 pub mod method;
+pub(crate) mod nodes;
 pub mod options;
 pub mod prediction;
 pub(crate) mod read_only;
 pub mod report;
+pub(crate) mod risks;
 pub(crate) mod runbook;
 pub(crate) mod sizing;
 pub mod steps;
@@ -137,14 +141,32 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         .and_then(|mut con| con.text(&["INFO", "server"]))
         .ok()
         .map(|info| duration::ServerKind::of_info(&info));
+    let gathered = gathered?;
+    // Every master's and replica's memory and limit, before the plan by weight is made (its
+    // shares follow the masters' maxmemory).
+    let mut asked: Vec<String> = topo.masters.iter().map(|m| m.address.clone()).collect();
+    if let MasterChange::Add { nodes, .. } = change {
+        for n in nodes {
+            if !asked.contains(n) {
+                asked.push(n.clone());
+            }
+        }
+    }
+    let reads = nodes::read_nodes(access, &topo, &asked);
     let mut prediction = assemble(
-        &topo, change, gathered?, &holds, waits, opts, started, timing,
+        &topo, change, gathered, &holds, waits, opts, started, timing, &reads,
     );
     prediction.notes.extend(granted.notes);
     let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
     prediction.commands = commands;
     prediction.command_notes = notes;
-    add_methods(access, &topo, &mut prediction, opts)?;
+    add_methods(&mut prediction, opts, &reads)?;
+    // The risks read the whole prediction: made last.
+    let risks = prediction
+        .capacity
+        .as_ref()
+        .map(|capacity| risks::risks(&prediction, capacity, opts, &reads));
+    prediction.risks = risks.unwrap_or_default();
     Ok(prediction)
 }
 

@@ -30,10 +30,23 @@ pub struct Options {
     /// How far from its target each master may end under the plan by weight, as a fraction
     /// (`--tolerance`, given in percent).
     pub tolerance: f64,
+    /// The part of each node's limit (`maxmemory`, or the host's RAM) kept free at its peak,
+    /// a fraction (`--headroom`, given in percent).
+    pub headroom: f64,
+    /// The longest a big key's move may hold a master, seconds (`--max-hold`, given in ms): the
+    /// plan by weight leaves the slots of keys past it where they are.
+    pub max_hold: f64,
+    /// Let the plan by weight move the slots of keys past `max_hold` too (`--move-big-keys`).
+    pub move_big_keys: bool,
 }
 
 /// `--tolerance`'s default, in percent.
 pub const DEFAULT_TOLERANCE: f64 = 5.0;
+
+/// `--max-hold`'s default, in milliseconds: a quarter of a second, far below the 15 s default
+/// `cluster-node-timeout` (and the 5 s many clusters set), and about the longest a client's
+/// command timeout of common libraries lets a request wait.
+pub const DEFAULT_MAX_HOLD_MS: f64 = 250.0;
 
 impl Options {
     /// Refuses options that cannot be meant together, before anything is read: no flavour, a
@@ -57,6 +70,15 @@ impl Options {
                 "--tolerance is a percentage, from 0 to 100 (got {})",
                 self.tolerance * 100.0
             );
+        }
+        if !self.headroom.is_finite() || !(0.0..0.9).contains(&self.headroom) {
+            bail!(
+                "--headroom is a percentage, from 0 to under 90 (got {})",
+                self.headroom * 100.0
+            );
+        }
+        if !self.max_hold.is_finite() || self.max_hold <= 0.0 {
+            bail!("--max-hold is in milliseconds, above 0");
         }
         Ok(())
     }

@@ -2,18 +2,18 @@
 //! the masters before and after, each scheme's moved keys, the duration and memory of each
 //! migration method (`assemble` builds it from what a way gathered).
 
-use super::by_weight::{compare, WeightComparison};
+use super::big_keys::BigKey;
+use super::by_weight::{compare, WeightComparison, WeightInputs};
+use super::capacity::{batches, capacity, Capacity, PlanCosts};
 use super::change::MasterChange;
 use super::duration::{ClusterTiming, Counts, PerKeyModel, Range, PIPELINE};
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
 use super::method::{self, Method, MethodCost};
+use super::nodes::NodeReads;
 use super::options::Options;
 use super::steps::{RebalanceStep, StepCost};
 use super::sums::{rings_as_map, RingSums};
-use crate::cluster::error::{node_error, Code};
-use crate::cluster::link::Access;
 use crate::cluster::pacing::{Holds, MasterHold, Probe};
-use crate::cluster::reads::node_facts;
 use crate::cluster::topology::LiveCluster;
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -122,6 +122,15 @@ pub struct Prediction {
     /// With `--by`: the plan by weight beside redis-cli's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_weight: Option<WeightComparison>,
+    /// The big keys met among the keys sized (the moving slots', or every slot's with `--by
+    /// bytes|memory|keys`), and the plans that would move each.
+    pub big_keys: Vec<BigKey>,
+    /// Every node's memory against its limit under each plan and method (`None` when no node's
+    /// memory could be read).
+    pub capacity: Option<Capacity>,
+    /// What the operator should know before running either plan: the nodes that would cross
+    /// their limits, the big keys a plan moves, the replicas; a line each, the worst first.
+    pub risks: Vec<String>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -148,6 +157,8 @@ pub(crate) struct Gathered {
     pub notes: Vec<String>,
     /// With `--by load`: each slot's `cpu-usec` by `CLUSTER SLOT-STATS` (16384 entries).
     pub slot_load: Option<Vec<u64>>,
+    /// The big keys met among the keys sized.
+    pub big_keys: Vec<BigKey>,
 }
 
 /// The prediction from what a way gathered on `topo`.
@@ -162,6 +173,7 @@ pub(crate) fn assemble(
     opts: &Options,
     started: Instant,
     timing: ClusterTiming,
+    reads: &NodeReads,
 ) -> Prediction {
     let owner_before = topo.owners();
     let mut owner_after = owner_before.clone();
@@ -192,16 +204,41 @@ pub(crate) fn assemble(
         PIPELINE,
     );
     let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
+    // The slots of keys whose move would hold a master past --max-hold stay where they are;
+    // but not on a master that leaves, whose every slot must move.
+    let leaving: &[String] = match change {
+        MasterChange::Del { nodes } => nodes,
+        _ => &[],
+    };
+    let pinned: Vec<u16> = if opts.move_big_keys {
+        Vec::new()
+    } else {
+        let mut p: Vec<u16> = g
+            .big_keys
+            .iter()
+            .filter(|k| k.hold_source > opts.max_hold && !leaving.contains(&k.master))
+            .map(|k| k.slot)
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let maxmemory = reads.maxmemory();
+    let room = reads.room(opts.headroom);
     let by_weight = opts.by.and_then(|by| {
-        let mut c = compare(
+        let mut c = compare(&WeightInputs {
             by,
-            opts.tolerance,
-            &addresses,
-            (&owner_before, &owner_after),
-            &g.sizes,
-            g.slot_load.as_deref(),
+            tolerance: opts.tolerance,
+            masters: &addresses,
+            owner_before: &owner_before,
+            owner_after: &owner_after,
+            sizes: &g.sizes,
+            slot_load: g.slot_load.as_deref(),
             change,
-        )?;
+            maxmemory: &maxmemory,
+            pinned: &pinned,
+            room: &room,
+        })?;
         c.plan.ids = topo
             .nodes
             .iter()
@@ -210,6 +247,18 @@ pub(crate) fn assemble(
             .collect();
         Some(c)
     });
+    let mut big_keys = g.big_keys;
+    for k in &mut big_keys {
+        let slot = usize::from(k.slot);
+        if owner_before.get(slot) != owner_after.get(slot) {
+            k.moved_by.push("redis-cli".to_string());
+        }
+        if let Some(c) = by_weight.as_ref() {
+            if c.plan.moves.iter().any(|m| m.slot == k.slot) {
+                k.moved_by.push(format!("by {}", c.plan.by.name()));
+            }
+        }
+    }
     Prediction {
         by_weight,
         mode: g.mode,
@@ -247,6 +296,9 @@ pub(crate) fn assemble(
         notes: g.notes,
         commands: Vec::new(),
         command_notes: Vec::new(),
+        big_keys,
+        capacity: None,
+        risks: Vec::new(),
     }
 }
 
@@ -259,6 +311,9 @@ fn size_of<'a>(sizes: &'a Sizes, slot: &u16) -> &'a SlotSize {
         dump_sq: 0.0,
         memory: 0.0,
         memory_sq: 0.0,
+        big: 0,
+        big_dump: 0.0,
+        big_memory: 0.0,
     };
     sizes.get(slot).unwrap_or(&EMPTY)
 }
@@ -372,52 +427,28 @@ fn master_rows(
         .collect()
 }
 
-/// Fills in the methods of `p` (see [`Prediction::methods`]) from what each master of the
-/// plan says of itself ([`node_facts`]): `used_memory` now, and whether it has atomic slot
-/// migration. A master of `topo` is reached by its link; a joining one, which the cluster does
-/// not list yet, as the seed is, at its address. A master that cannot be asked (a joining one
-/// not reachable yet, or `INFO` refused) starts at 0 bytes, and the report says why. Error:
-/// `--atomic` on a cluster where a master has no atomic slot migration.
-pub(crate) fn add_methods(
-    access: &Access,
-    topo: &LiveCluster,
-    p: &mut Prediction,
-    opts: &Options,
-) -> Result<()> {
-    let mut used = Vec::new();
-    let (mut without_atomic, mut unknown) = (Vec::new(), Vec::new());
-    for m in &p.masters {
-        let link = match topo.masters.iter().find(|t| t.address == m.address) {
-            Some(t) => Ok(t.link.clone()),
-            None => access.at(&m.address),
-        };
-        let facts = link.and_then(|link| node_facts(&link).map_err(anyhow::Error::from));
-        match facts {
-            Ok(facts) => {
-                used.push((m.address.clone(), facts.used_memory));
-                if !facts.atomic {
-                    without_atomic.push(m.address.clone());
-                }
-            }
-            Err(e) => {
-                used.push((m.address.clone(), 0.0));
-                unknown.push(m.address.clone());
-                if p.memory_note.is_none() {
-                    p.memory_note = Some(format!("{e:#}"));
-                    // The cause as the error gives it: a refused INFO, or a node the user
-                    // cannot log in to (a joining master where the ACL user was not made).
-                    p.memory_hint = match node_error(&e).map(|e| &e.code) {
-                        Some(Code::NoPermCommand) => Some("`INFO` needs `+info`."),
-                        Some(Code::Auth) => Some(
-                            "The user could not log in there: make it on every node, the \
-                             joining ones too.",
-                        ),
-                        _ => None,
-                    };
-                }
-            }
-        }
-    }
+/// Fills in the methods of `p` (see [`Prediction::methods`]), for redis-cli's plan and the
+/// plan by weight, from what each master said of itself (`reads`): `used_memory` now, and
+/// whether it has atomic slot migration; then each node's capacity under them. A master that
+/// could not be read starts at 0 bytes, and the report says why. Error: `--atomic` on a
+/// cluster where a master has no atomic slot migration.
+pub(crate) fn add_methods(p: &mut Prediction, opts: &Options, reads: &NodeReads) -> Result<()> {
+    let used: Vec<(String, f64)> = p
+        .masters
+        .iter()
+        .map(|m| {
+            let used = reads.master(&m.address).map_or(0.0, |r| r.used);
+            (m.address.clone(), used)
+        })
+        .collect();
+    let without_atomic: Vec<String> = reads
+        .atomic
+        .iter()
+        .filter(|(_, &atomic)| !atomic)
+        .map(|(a, _)| a.clone())
+        .collect();
+    p.memory_note.clone_from(&reads.note);
+    p.memory_hint = reads.hint;
     if opts.atomic && !without_atomic.is_empty() {
         bail!(
             "--atomic needs Valkey 9 or later on every master (CLUSTER MIGRATESLOTS): not on {}",
@@ -429,14 +460,76 @@ pub(crate) fn add_methods(
     } else {
         Method::PerKey
     };
-    p.methods = vec![method::cost(&p.plan, &used, Method::PerKey, p.duration)];
-    // A master that could not be asked is taken to have it when the others all do (a master
-    // joining a Valkey 9 cluster, say), and the report says which could not be asked.
-    if without_atomic.is_empty() && unknown.len() < p.masters.len() {
-        p.methods
-            .push(method::cost(&p.plan, &used, Method::Atomic, p.duration));
+    // A master that could not be asked is taken to have atomic migration when the others all
+    // do (a master joining a Valkey 9 cluster, say), and the report says which could not be.
+    let atomic = without_atomic.is_empty() && !reads.atomic.is_empty();
+    let costs = |steps: &[StepCost], seconds: f64| {
+        let mut methods = vec![method::cost(steps, &used, Method::PerKey, seconds)];
+        if atomic {
+            methods.push(method::cost(steps, &used, Method::Atomic, seconds));
+        }
+        methods
+    };
+    p.methods = costs(&p.plan, p.duration);
+    if let Some(c) = p.by_weight.as_mut() {
+        c.methods = costs(&c.steps, p.duration);
     }
+    add_capacity(p, opts, reads);
     Ok(())
+}
+
+/// Fills in each node's capacity under both plans (see [`super::capacity`]).
+fn add_capacity(p: &mut Prediction, opts: &Options, reads: &NodeReads) {
+    if reads.masters.is_empty() {
+        return;
+    }
+    // Per slot, the memory and DUMP bytes of its biggest big key: one batch of its own.
+    let mut big: BTreeMap<u16, (f64, f64)> = BTreeMap::new();
+    for k in &p.big_keys {
+        let e = big.entry(k.slot).or_default();
+        if k.memory > e.0 {
+            *e = (k.memory, k.dump);
+        }
+    }
+    let redis_cli = batches(
+        p.plan.iter().flat_map(|s| {
+            s.slots
+                .iter()
+                .filter_map(|&slot| Some((s.from.as_deref()?, s.to.as_deref()?, slot)))
+        }),
+        &big,
+    );
+    let mut plans = vec![PlanCosts {
+        plan: "redis-cli",
+        methods: &p.methods,
+        batches: &redis_cli,
+    }];
+    let weight_name = p
+        .by_weight
+        .as_ref()
+        .map(|c| format!("by {}", c.plan.by.name()));
+    let weight_batches = p.by_weight.as_ref().map(|c| {
+        batches(
+            c.plan
+                .moves
+                .iter()
+                .map(|m| (m.from.as_str(), m.to.as_str(), m.slot)),
+            &big,
+        )
+    });
+    if let (Some(c), Some(name), Some(b)) = (&p.by_weight, &weight_name, &weight_batches) {
+        plans.push(PlanCosts {
+            plan: name,
+            methods: &c.methods,
+            batches: b,
+        });
+    }
+    p.capacity = Some(capacity(
+        &reads.masters,
+        &reads.replicas,
+        &plans,
+        opts.headroom,
+    ));
 }
 
 /// `(name, value)` pairs as a JSON object.

@@ -11,6 +11,7 @@
 //! access time (LRU or LFU) as a `GET` would; on 7.2 and later the connection is made with
 //! `CLIENT NO-TOUCH on`, so that it does not.
 
+use super::big_keys::BigKey;
 use super::change::MasterChange;
 use super::estimate::Sizes;
 use super::options::{Options, WeightBy};
@@ -41,6 +42,8 @@ struct MasterPass {
     touched: Option<String>,
     /// Whether the sizes came by script ([`super::sizing::Sizer::by_script`]).
     by_script: Option<bool>,
+    /// The big keys met.
+    big_keys: Vec<BigKey>,
 }
 
 /// Predicts `change` read-only (see the module docs).
@@ -121,6 +124,7 @@ pub(crate) fn predict_readonly(
         steps,
         writes: Vec::new(),
         notes,
+        big_keys: read.big_keys,
     })
 }
 
@@ -171,6 +175,7 @@ struct Read {
     touched: Vec<String>,
     /// How each master's sizes came ([`MasterPass::by_script`]).
     ways: Vec<Option<bool>>,
+    big_keys: Vec<BigKey>,
 }
 
 /// Every master that serves slots read by [`pass`], masters in parallel.
@@ -213,6 +218,7 @@ fn read_masters(
         unreadable: Unreadable::default(),
         touched: Vec::new(),
         ways: Vec::new(),
+        big_keys: Vec::new(),
     };
     for (m, r) in serving.iter().zip(results) {
         let p = r?;
@@ -223,6 +229,7 @@ fn read_masters(
         read.sizes.extend(p.sizes);
         read.unreadable.add(p.unreadable);
         read.ways.push(p.by_script);
+        read.big_keys.extend(p.big_keys);
         if let Some(why) = p.touched {
             read.touched.push(format!("{} ({why})", m.address));
         }
@@ -286,6 +293,7 @@ fn pass(
         unreadable: sizer.unreadable,
         touched,
         by_script: sizer.by_script,
+        big_keys: std::mem::take(&mut sizer.big_keys),
     })
 }
 

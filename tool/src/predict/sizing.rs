@@ -7,6 +7,7 @@
 //! A key that has expired meanwhile (`DUMP` replies nil) is not live, and is not counted: it
 //! would not be migrated either.
 
+use super::big_keys::{self, BigKey, KeyKind, BIG_KEY_MEMORY};
 use super::estimate::Sizes;
 use super::options::{Options, SizesBy};
 use super::steps::RebalanceStep;
@@ -47,6 +48,13 @@ pub(crate) struct Sizer<'a> {
     /// Names waiting to be sized, per slot, and how many in all.
     pending: BTreeMap<u16, Vec<Vec<u8>>>,
     pending_keys: usize,
+    /// Big keys met ([`super::big_keys`]).
+    big_seen: Vec<big_keys::Seen>,
+    /// What the keys measured weigh, per kind: what a big key's `DUMP` bytes and hold are
+    /// estimated from.
+    kinds: big_keys::Kinds,
+    /// The big keys, described by [`Sizer::finish`].
+    pub big_keys: Vec<BigKey>,
 }
 
 /// Names [`Sizer`] keeps waiting at most before it sizes them all (a few hundred KiB of names).
@@ -132,6 +140,9 @@ impl<'a> Sizer<'a> {
             by_script: (opts.sizes_by == SizesBy::Dump).then_some(false),
             pending: BTreeMap::new(),
             pending_keys: 0,
+            big_seen: Vec::new(),
+            kinds: big_keys::Kinds::default(),
+            big_keys: Vec::new(),
         }
     }
 
@@ -191,9 +202,23 @@ impl<'a> Sizer<'a> {
         }
     }
 
-    /// Sizes every name still waiting. Call once, after the last [`Sizer::measure`].
+    /// Sizes every name still waiting, then estimates the big keys met and describes them
+    /// ([`big_keys::describe`]). Call once, after the last [`Sizer::measure`].
     pub(crate) fn finish(&mut self, con: &mut NodeConnection) -> Result<()> {
-        self.flush(con, None)
+        self.flush(con, None)?;
+        let seen = std::mem::take(&mut self.big_seen);
+        let at = self.master.address.clone();
+        self.big_keys = self
+            .holds
+            .time(&at, || big_keys::describe(con, seen, &self.kinds))?;
+        for k in &self.big_keys {
+            let entry = self.sizes.entry(k.slot).or_default();
+            entry.keys += 1;
+            entry.big += 1;
+            entry.big_dump += k.dump;
+            entry.big_memory += k.memory;
+        }
+        Ok(())
     }
 
     /// Sizes the names waiting in `slots` (`None`: every slot), a pipeline of up to
@@ -289,8 +314,21 @@ impl<'a> Sizer<'a> {
             sized += sizes.len();
             left.extend(part.iter().skip(sizes.len()).cloned());
             for (name, size) in part.iter().zip(sizes) {
-                let Some((d, memory)) = size else {
-                    continue; // gone meanwhile: not live, not moved
+                let (d, memory) = match size {
+                    KeySize::Gone => continue, // gone meanwhile: not live, not moved
+                    KeySize::Big { memory, kind } => {
+                        self.big_seen.push(big_keys::Seen {
+                            name: name.clone(),
+                            slot: key_slot(name),
+                            memory,
+                            kind,
+                        });
+                        continue;
+                    }
+                    KeySize::Measured { dump, memory, kind } => {
+                        self.kinds.note(name, dump, memory, kind.as_ref());
+                        (dump, memory)
+                    }
                 };
                 let entry = self.sizes.entry(key_slot(name)).or_default();
                 entry.keys += 1;
@@ -331,26 +369,69 @@ pub(crate) fn sizes_note(ways: &[Option<bool>], sizes_by: SizesBy) -> Option<Str
 }
 
 /// The script that gives a batch of keys' sizes without their payloads: for each key (its
-/// `KEYS`, all of one hash slot), the length of its `DUMP` payload and its `MEMORY USAGE ...
-/// SAMPLES 0`, or -1 and -1 for a key that is gone, until the payloads serialized reach
-/// `ARGV[1]` bytes: the keys after that are left for another call (at least one key is always
-/// sized). Read-only (`EVAL_RO`); it serializes each value on the server, as `DUMP` does.
+/// `KEYS`, all of one hash slot), five values: first `MEMORY USAGE ... SAMPLES 5` (O(1) for a
+/// string, 5 elements of a collection): -2 and that estimate for a key of `ARGV[2]` bytes or
+/// more (a big key, never serialized here), else the length of its `DUMP` payload and its
+/// `MEMORY USAGE ... SAMPLES 0`; -1 and -1 for a key that is gone; then its `TYPE`, its `OBJECT
+/// ENCODING` and its O(1) length (`STRLEN`, `HLEN`, `LLEN`, `SCARD`, `ZCARD`, `XLEN`; 0
+/// otherwise); until the payloads serialized reach `ARGV[1]` bytes: the keys after that are
+/// left for another call (at least one key is always sized). Read-only (`EVAL_RO`); it
+/// serializes each value under the bound on the server, as `DUMP` does.
 pub(crate) const LENGTHS: &str = "local out = {} \
     local total = 0 \
     local budget = tonumber(ARGV[1]) \
+    local big = tonumber(ARGV[2]) \
+    local lengths = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', \
+      zset = 'ZCARD', stream = 'XLEN'} \
     for _, k in ipairs(KEYS) do \
       if total >= budget then break end \
-      local d = redis.call('DUMP', k) \
-      if d then \
-        total = total + #d \
-        out[#out + 1] = #d \
-        out[#out + 1] = redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0') \
+      local m = redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '5') \
+      local d = nil \
+      if not m then \
+        out[#out + 1] = -1 \
+        out[#out + 1] = -1 \
+      elseif m >= big then \
+        out[#out + 1] = -2 \
+        out[#out + 1] = m \
       else \
-        out[#out + 1] = -1 \
-        out[#out + 1] = -1 \
+        d = redis.call('DUMP', k) \
+        if d then \
+          total = total + #d \
+          out[#out + 1] = #d \
+          out[#out + 1] = redis.call('MEMORY', 'USAGE', k, 'SAMPLES', '0') \
+        else \
+          out[#out + 1] = -1 \
+          out[#out + 1] = -1 \
+        end \
+      end \
+      if m and (d or m >= big) then \
+        local t = redis.call('TYPE', k)['ok'] \
+        out[#out + 1] = t \
+        out[#out + 1] = redis.call('OBJECT', 'ENCODING', k) or '' \
+        local c = lengths[t] \
+        if c then out[#out + 1] = redis.call(c, k) else out[#out + 1] = 0 end \
+      else \
+        out[#out + 1] = '' \
+        out[#out + 1] = '' \
+        out[#out + 1] = 0 \
       end \
     end \
     return out";
+
+/// What sizing found of one key (its kind where the script read it).
+#[derive(Debug, Clone, PartialEq)]
+enum KeySize {
+    /// Gone meanwhile (expired or deleted): not live, not moved.
+    Gone,
+    /// A big key ([`BIG_KEY_MEMORY`]): its `MEMORY USAGE ... SAMPLES 5`, never serialized.
+    Big { memory: f64, kind: Option<KeyKind> },
+    /// Its `DUMP` length and `MEMORY USAGE ... SAMPLES 0`.
+    Measured {
+        dump: f64,
+        memory: f64,
+        kind: Option<KeyKind>,
+    },
+}
 
 /// Keys a [`LENGTHS`] call sizes at most, and the bytes of payload after which it stops: a
 /// call serializes at most 100 values and about 128 KiB (measured: 100 values of 4 KiB, 410
@@ -376,7 +457,7 @@ fn size_by_script(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Calls, 
         for name in &names[i..i + n] {
             pipe.arg(name.as_slice());
         }
-        pipe.arg(SCRIPT_BYTES);
+        pipe.arg(SCRIPT_BYTES).arg(BIG_KEY_MEMORY);
         calls.push(n);
         i += n;
     }
@@ -389,11 +470,30 @@ fn size_by_script(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Calls, 
         text,
     };
     for (n, reply) in calls.into_iter().zip(replies) {
-        let lengths: Vec<i64> = redis::from_redis_value(&reply).map_err(|e| odd(e.to_string()))?;
-        let sizes: Vec<Option<(f64, f64)>> = lengths
-            .chunks_exact(2)
+        let values = crate::reply::array(&reply).map_err(|e| odd(e.to_string()))?;
+        let sizes: Vec<KeySize> = values
+            .chunks_exact(5)
             .take(n)
-            .map(|pair| (pair[0] >= 0).then(|| (pair[0] as f64, pair[1].max(0) as f64)))
+            .map(|v| {
+                let int = |x: &Value| crate::reply::int(x).unwrap_or(-1);
+                let text = |x: &Value| crate::reply::text(x).unwrap_or_default();
+                let kind = Some(KeyKind {
+                    kind: text(&v[2]),
+                    encoding: text(&v[3]),
+                    length: u64::try_from(int(&v[4])).unwrap_or(0),
+                })
+                .filter(|k| !k.kind.is_empty());
+                let memory = int(&v[1]).max(0) as f64;
+                match int(&v[0]) {
+                    -2 => KeySize::Big { memory, kind },
+                    d if d >= 0 => KeySize::Measured {
+                        dump: d as f64,
+                        memory,
+                        kind,
+                    },
+                    _ => KeySize::Gone,
+                }
+            })
             .collect();
         if sizes.is_empty() && n > 0 {
             return Err(odd("the sizes' script sized no key".into()));
@@ -404,40 +504,59 @@ fn size_by_script(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Calls, 
 }
 
 /// Per call of a pipeline: the names it covered, and the sizes of its first names.
-type Calls = Vec<(usize, Vec<Option<(f64, f64)>>)>;
+type Calls = Vec<(usize, Vec<KeySize>)>;
 
 /// Keys a pipeline of `DUMP`s (and `MEMORY USAGE`) carries at most.
 const DUMP_KEYS: usize = 128;
 
-/// [`size_by_script`] by `DUMP` (its payload measured here) and `MEMORY USAGE`, every name.
-fn size_by_dump(
-    con: &mut NodeConnection,
-    names: &[Vec<u8>],
-) -> Result<Vec<Option<(f64, f64)>>, NodeError> {
+/// [`size_by_script`] by `DUMP` (its payload measured here) and `MEMORY USAGE`, every name:
+/// first `MEMORY USAGE ... SAMPLES 5` of each (big keys are not serialized), then `DUMP` and
+/// `MEMORY USAGE ... SAMPLES 0` of the others.
+fn size_by_dump(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Vec<KeySize>, NodeError> {
     let mut pipe = redis::pipe();
     for name in names {
-        pipe.cmd("DUMP").arg(name.as_slice());
         pipe.cmd("MEMORY")
             .arg("USAGE")
             .arg(name.as_slice())
             .arg("SAMPLES")
-            .arg(0);
+            .arg(5);
+    }
+    let estimates: Vec<Option<u64>> = con.pipeline(&pipe, "MEMORY USAGE")?;
+    let mut pipe = redis::pipe();
+    for (name, estimate) in names.iter().zip(&estimates) {
+        if estimate.is_some_and(|m| m < BIG_KEY_MEMORY) {
+            pipe.cmd("DUMP").arg(name.as_slice());
+            pipe.cmd("MEMORY")
+                .arg("USAGE")
+                .arg(name.as_slice())
+                .arg("SAMPLES")
+                .arg(0);
+        }
     }
     let replies: Vec<Value> = con.pipeline(&pipe, "DUMP")?;
     let mut replies = replies.into_iter();
     let mut sizes = Vec::with_capacity(names.len());
-    for _ in names {
-        let dump = replies.next();
-        let memory = replies.next();
-        sizes.push(match dump {
-            Some(Value::BulkString(payload)) => {
-                let m = match memory {
-                    Some(Value::Int(n)) => n.max(0) as f64,
-                    _ => 0.0,
-                };
-                Some((payload.len() as f64, m))
+    for estimate in estimates {
+        sizes.push(match estimate {
+            None => KeySize::Gone,
+            Some(m) if m >= BIG_KEY_MEMORY => KeySize::Big {
+                memory: m as f64,
+                kind: None,
+            },
+            Some(_) => {
+                let (dump, memory) = (replies.next(), replies.next());
+                match dump {
+                    Some(Value::BulkString(payload)) => KeySize::Measured {
+                        dump: payload.len() as f64,
+                        memory: match memory {
+                            Some(Value::Int(n)) => n.max(0) as f64,
+                            _ => 0.0,
+                        },
+                        kind: None,
+                    },
+                    _ => KeySize::Gone,
+                }
             }
-            _ => None,
         });
     }
     Ok(sizes)
@@ -446,7 +565,8 @@ fn size_by_dump(
 /// Measures the keys of the slots `plan` moves, on their masters (see the module docs):
 /// names by `CLUSTER GETKEYSINSLOT` for a slot of at most [`GETKEYS_MAX`] keys (by `counts`),
 /// else by a `SCAN` of the master that keeps those slots' keys; masters in parallel. Error:
-/// keys the user (`user`, for the message) may not read ([`Unreadable::check`]).
+/// keys the user (`user`, for the message) may not read ([`Unreadable::check`]). Returns the
+/// sizes, how they were read (for the report), and the big keys met.
 pub(crate) fn size_moved_slots(
     topo: &LiveCluster,
     plan: &[RebalanceStep<String>],
@@ -454,7 +574,7 @@ pub(crate) fn size_moved_slots(
     opts: &Options,
     holds: &Holds,
     user: &str,
-) -> Result<(Sizes, Option<String>)> {
+) -> Result<(Sizes, Option<String>, Vec<BigKey>)> {
     let mut by_master: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
     for m in plan {
         for &slot in &m.slots {
@@ -463,7 +583,7 @@ pub(crate) fn size_moved_slots(
             }
         }
     }
-    let results: Vec<Result<(Sizes, Unreadable, Option<bool>)>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Sizer>> = std::thread::scope(|scope| {
         let handles: Vec<_> = by_master
             .iter()
             .map(|(&i, slots)| {
@@ -480,28 +600,30 @@ pub(crate) fn size_moved_slots(
             .collect()
     });
     let (mut all, mut unreadable, mut ways) = (Sizes::new(), Unreadable::default(), Vec::new());
+    let mut big_keys = Vec::new();
     for r in results {
-        let (sizes, u, by_script) = r?;
-        all.extend(sizes);
-        unreadable.add(u);
-        ways.push(by_script);
+        let sizer = r?;
+        all.extend(sizer.sizes);
+        unreadable.add(sizer.unreadable);
+        ways.push(sizer.by_script);
+        big_keys.extend(sizer.big_keys);
     }
     unreadable.check(user)?;
-    Ok((all, sizes_note(&ways, opts.sizes_by)))
+    Ok((all, sizes_note(&ways, opts.sizes_by), big_keys))
 }
 
 /// The most keys `CLUSTER GETKEYSINSLOT` is asked for at once (it has no cursor, and holds the
 /// master for about 4 ms per 16384 keys); bigger slots are found by `SCAN`.
 pub(crate) const GETKEYS_MAX: u64 = 16384;
 
-/// [`size_moved_slots`] on one master.
-fn size_master(
-    m: &Master,
+/// [`size_moved_slots`] on one master: its sizer, finished.
+fn size_master<'a>(
+    m: &'a Master,
     slots: &[u16],
     counts: &[u64],
     opts: &Options,
-    holds: &Holds,
-) -> Result<(Sizes, Unreadable, Option<bool>)> {
+    holds: &'a Holds,
+) -> Result<Sizer<'a>> {
     let mut con = m.link.connect()?;
     let mut sizer = Sizer::new(m, opts, holds);
     let mut big: Vec<u16> = Vec::new();
@@ -538,5 +660,5 @@ fn size_master(
         })?;
     }
     sizer.finish(&mut con)?;
-    Ok((sizer.sizes, sizer.unreadable, sizer.by_script))
+    Ok(sizer)
 }

@@ -250,7 +250,8 @@ pub(crate) fn predict_module(
     }
     bar.finish_and_clear();
     let mark = Instant::now();
-    let (sizes, sizes_note) = size_moved_slots(topo, &plan, &counts, opts, holds, access.user())?;
+    let (sizes, sizes_note, big_keys) =
+        size_moved_slots(topo, &plan, &counts, opts, holds, access.user())?;
     steps.push((
         "the bytes of the moved slots' keys (GETKEYSINSLOT, DUMP, MEMORY USAGE)".to_string(),
         mark.elapsed().as_secs_f64(),
@@ -270,6 +271,7 @@ pub(crate) fn predict_module(
         writes: std::mem::take(&mut run.copies.log),
         notes: sizes_note.into_iter().collect(),
         slot_load: None,
+        big_keys,
     })
 }
 

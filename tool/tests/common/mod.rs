@@ -4,6 +4,8 @@
 #![allow(dead_code, unused_imports)]
 
 pub use ringslot_harness::programs::{csv_table, Noise};
+
+pub mod live;
 use std::process::Output;
 
 /// Runs `ringslot args...`.

@@ -47,7 +47,14 @@ pub(super) fn by_weight_section(c: &WeightComparison) -> String {
             let keys = slots;
             per.push(vec![
                 m.clone(),
-                c.capacities.get(i).copied().unwrap_or(0).to_string(),
+                {
+                    let c = c.capacities.get(i).copied().unwrap_or(0.0);
+                    if c.fract() == 0.0 {
+                        format!("{c:.0}")
+                    } else {
+                        format!("{c:.3}")
+                    }
+                },
                 format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
                 slots(&cli.slots_after),
                 keys(&cli.keys_after),
@@ -80,7 +87,79 @@ pub(super) fn by_weight_section(c: &WeightComparison) -> String {
                 .join(", ")
         )
     };
-    let verdict = match c.plans.as_slice() {
+    let verdict = verdict(c, by, pct);
+    let carry = if c.plan.moves.is_empty() {
+        String::new()
+    } else {
+        " redis-cli cannot move chosen slots (its reshard picks them): to carry this plan \
+         out, save the JSON (`ringslot predict ... --by BY --json > plan.json`), look at \
+         `ringslot apply plan.json --url ... --dry-run`, then run it without --dry-run \
+         (\"What to run\" above is redis-cli's plan)."
+            .replace("BY", by)
+    };
+    format!(
+        "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
+         this plan evens {by} (each master within {pct:.1}% of its share by capacity: {}), \
+         moving slots whole and as little {by} as its heuristic finds (engine/src/by_weight.rs: \
+         within 2% of the least any plan must move on its tests).{oversized}{}{}\n\n{}\n{}\n\
+         Its moves: {}. The slots \
+         one by one are in the JSON (`--json`, field `by_weight.moves`).{carry} It evens \
+         {by}, not keys (see the keys' peak-to-mean), and has no duration estimate yet.\n\n\
+         {verdict}\n",
+        if c.by_maxmemory {
+            "each master's maxmemory, so that they end at even fill ratios, 0 for leaving ones"
+        } else {
+            "1 a master, --weight for joining ones, 0 for leaving ones"
+        },
+        if c.capped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " The shares of {} were cut so that the memory the plan sends each fits under \
+                 its maxmemory (and its replicas') less the headroom, a batch kept free.",
+                c.capped.join(", ")
+            )
+        },
+        match c.pinned_cost {
+            Some((free, pinned)) if (free - pinned).abs() < 0.0005 => format!(
+                " Slot(s) {} stay where they are: a key in each is too big to move within \
+                 --max-hold (see \"Big keys\"); moving them too would not even the masters \
+                 more (peak-to-mean {:.3} by {by} either way).",
+                c.pinned
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                pinned
+            ),
+            Some((free, pinned)) => format!(
+                " Slot(s) {} stay where they are: a key in each is too big to move within \
+                 --max-hold (see \"Big keys\"); moving them too would leave the masters at a \
+                 peak-to-mean of {:.3} by {by} instead of {:.3} (--move-big-keys).",
+                c.pinned
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                free,
+                pinned
+            ),
+            None => String::new(),
+        },
+        plans.markdown(),
+        per.markdown(),
+        if moves.is_empty() {
+            "none".to_string()
+        } else {
+            moves.join("; ")
+        }
+    )
+}
+
+/// What to run, in a sentence: the plan by weight, redis-cli's, or neither reaches the
+/// tolerance (`pct`, percent) by `by`.
+fn verdict(c: &WeightComparison, by: &str, pct: f64) -> String {
+    match c.plans.as_slice() {
         [cli, weighted] if weighted.slots_moved == 0 && weighted.within => format!(
             "Nothing to move by {by}: every master is within {pct:.1}% of its share already. \
              redis-cli's rebalance would move {} slots ({}) to even slot counts{}: where {by} \
@@ -121,31 +200,5 @@ pub(super) fn by_weight_section(c: &WeightComparison) -> String {
             mib(cli.bytes_moved)
         ),
         _ => String::new(),
-    };
-    let carry = if c.plan.moves.is_empty() {
-        String::new()
-    } else {
-        " redis-cli cannot move chosen slots (its reshard picks them): to carry this plan \
-         out, save the JSON (`ringslot predict ... --by BY --json > plan.json`), look at \
-         `ringslot apply plan.json --url ... --dry-run`, then run it without --dry-run \
-         (\"What to run\" above is redis-cli's plan)."
-            .replace("BY", by)
-    };
-    format!(
-        "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
-         this plan evens {by} (each master within {pct:.1}% of its share by capacity: 1 a \
-         master, --weight for joining ones, 0 for leaving ones), moving slots whole and as \
-         little {by} as its heuristic finds (engine/src/by_weight.rs: within 2% of the least \
-         any plan must move on its tests).{oversized}\n\n{}\n{}\nIts moves: {}. The slots \
-         one by one are in the JSON (`--json`, field `by_weight.moves`).{carry} It evens \
-         {by}, not keys (see the keys' peak-to-mean), and has no duration estimate yet.\n\n\
-         {verdict}\n",
-        plans.markdown(),
-        per.markdown(),
-        if moves.is_empty() {
-            "none".to_string()
-        } else {
-            moves.join("; ")
-        }
-    )
+    }
 }

@@ -7,6 +7,7 @@
 //! program sets what a real change measured beside the prediction).
 
 mod by_weight;
+mod limits;
 mod methods;
 mod plan;
 
@@ -17,6 +18,7 @@ use super::prediction::Prediction;
 use crate::output::{self, fixed, Table};
 use anyhow::Result;
 use by_weight::by_weight_section;
+use limits::{big_keys_section, capacity_section};
 use methods::{duration_text, methods_section};
 use plan::{
     head, masters_table, moves_table, notes_section, scheme_check, schemes_table, what_to_run,
@@ -52,6 +54,9 @@ pub struct Report {
     pub masters: Table,
     /// "A plan by ..., beside redis-cli's" (`--by`).
     pub by_weight: Option<String>,
+    /// "Memory against each node's limit" and "Big keys".
+    pub capacity: Option<String>,
+    pub big_keys: Option<String>,
     /// "Not measured, and what the run did".
     pub notes: Option<String>,
     /// "What to run": the commands that carry the plan out.
@@ -105,9 +110,15 @@ impl Report {
             self.scheme_check,
             self.masters.markdown()
         );
-        for part in [&self.by_weight, &self.notes, &self.what_to_run]
-            .into_iter()
-            .flatten()
+        for part in [
+            &self.by_weight,
+            &self.capacity,
+            &self.big_keys,
+            &self.notes,
+            &self.what_to_run,
+        ]
+        .into_iter()
+        .flatten()
         {
             md.push_str(part);
         }
@@ -161,6 +172,8 @@ pub fn report(p: &Prediction, change: &MasterChange, opts: &Options) -> Report {
         scheme_check: scheme_check(p),
         masters: masters_table(p),
         by_weight: p.by_weight.as_ref().map(by_weight_section),
+        capacity: capacity_section(p),
+        big_keys: big_keys_section(p),
         notes: notes_section(p),
         what_to_run: what_to_run(p),
         beside: Vec::new(),

@@ -95,8 +95,10 @@ pub(super) fn head(p: &Prediction, change: &MasterChange, opts: &Options) -> Str
         ),
         _ => String::new(),
     };
+    let risks: String = p.risks.iter().map(|r| format!("- {r}\n")).collect();
     format!(
-        "# ringslot on a Redis Cluster: {label}\n\n{}\n\n{masters}, {} live keys. The plan \
+        "# ringslot on a Redis Cluster: {label}\n\n## Before you run this\n\n{risks}\n{}\n\n\
+         {masters}, {} live keys. The plan \
          (what redis-cli's rebalance does when run against {}: the commands are under \
          \"What to run\") moves {slots_planned} slots holding {} keys: {} bytes of DUMP \
          payloads ({}), taking {} bytes of memory on their targets.{nothing}{sample_note}",

@@ -1,0 +1,530 @@
+//! Production's limits (issue 40), on real clusters started here, on every server: masters and
+//! replicas with `maxmemory` and `allkeys-lru` (as caches are configured), big keys, a client
+//! writing and reading throughout. `predict` names the node redis-cli's rebalance would take
+//! past its limit and the big keys; the plan by memory keeps within every node's room and
+//! follows each master's `maxmemory`; `apply` refuses, before any write, a plan the cluster
+//! has no room for now, completes one it has room for with nothing evicted, every key and
+//! acknowledged write intact and every replica equal to its master; a client filling the
+//! target stops it before the target's limit less the headroom, and the same command finishes
+//! once room is made; a big key moves alone, and a slot whose key would hold its master past
+//! `--max-hold` stays where it is unless `--move-big-keys`.
+
+mod common;
+
+use common::live::*;
+use common::{ok, ringslot};
+use ringslot_engine::key_slot;
+use ringslot_harness::cluster::Cluster;
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A field of `INFO` on `server`, as a number (0 where absent).
+fn info(server: &Server, section: &str, name: &str) -> f64 {
+    let text = text(&q(&mut server.client(), &format!("INFO {section}")));
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `CONFIG SET maxmemory <bytes>` and `maxmemory-policy allkeys-lru` on `servers`.
+fn set_maxmemory(servers: &[&Server], bytes: u64) {
+    for s in servers {
+        q(&mut s.client(), &format!("CONFIG SET maxmemory {bytes}"));
+        q(&mut s.client(), "CONFIG SET maxmemory-policy allkeys-lru");
+    }
+}
+
+/// `HSET key field:i value...` for `fields` fields, pipelined to the key's owner.
+fn big_hash(cluster: &Cluster, key: &str, fields: usize) {
+    let owner = slot_owners(cluster)[usize::from(key_slot(key.as_bytes()))]
+        .clone()
+        .unwrap();
+    let server = cluster.nodes.iter().find(|s| s.address() == owner).unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..fields {
+        pipe.cmd("HSET")
+            .arg(key)
+            .arg(format!("field:{i}"))
+            .arg(format!("value-{i}-of-a-big-hash"))
+            .ignore();
+    }
+    let _: () = pipe.query(&mut server.client()).unwrap();
+}
+
+/// Waits until each replica of `cluster` has acknowledged its master's replication offset
+/// (the client stopped), then asserts that it holds what its master holds (`DEBUG DIGEST`).
+fn assert_replicas_equal(cluster: &Cluster) {
+    for r in &cluster.nodes {
+        let replication = text(&q(&mut r.client(), "INFO replication"));
+        if !replication.contains("role:slave") {
+            continue;
+        }
+        let field = |t: &str, name: &str| -> String {
+            t.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        let (host, port) = (
+            field(&replication, "master_host"),
+            field(&replication, "master_port"),
+        );
+        let master = cluster
+            .nodes
+            .iter()
+            .find(|s| s.address() == format!("{host}:{port}"))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let theirs = info(master, "replication", "master_repl_offset");
+            let ours = info(r, "replication", "slave_repl_offset");
+            if ours >= theirs {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica {} stays behind its master {}",
+                r.address(),
+                master.address()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            text(&q(&mut r.client(), "DEBUG DIGEST")),
+            text(&q(&mut master.client(), "DEBUG DIGEST")),
+            "replica {} differs from its master {}",
+            r.address(),
+            master.address()
+        );
+    }
+}
+
+/// Every master's `MEMORY USAGE` of its data keys (not the client's `w:` keys), by address.
+fn memory_by_master(cluster: &Cluster) -> BTreeMap<String, f64> {
+    let mut by = BTreeMap::new();
+    for s in &cluster.nodes {
+        let mut con = s.client();
+        if !text(&q(&mut con, "INFO replication")).contains("role:master") {
+            continue;
+        }
+        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        keys.retain(|k| !k.starts_with(b"w:"));
+        let mut total = 0.0;
+        for chunk in keys.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for k in chunk {
+                pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
+            }
+            let sizes: Vec<Option<u64>> = pipe.query(&mut con).unwrap();
+            total += sizes.into_iter().flatten().sum::<u64>() as f64;
+        }
+        by.insert(s.address(), total);
+    }
+    by
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_rebalance_keeps_every_node_within_its_limit_and_every_replica_whole() {
+    // Three masters of different maxmemory (24, 24 and 48 MB), a replica of the first; small
+    // keys in every type, hot tags, a big hash and a big string; a fourth master joins with
+    // its replica, as small as a cache node can be.
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    let mb = 1u64 << 20;
+    let replica0 = cluster
+        .add_replica(0, || Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (i, limit) in [
+        (0, 24 * mb),
+        (1, 24 * mb),
+        (2, 48 * mb),
+        (replica0, 24 * mb),
+    ] {
+        set_maxmemory(&[&cluster.nodes[i]], limit);
+    }
+    fill(&cluster, 16000, &[(60, 4096), (30, 8192)]);
+    big_hash(&cluster, "{big}:hash", 9000);
+    let string_owner = slot_owners(&cluster)[usize::from(key_slot(b"{big2}:string"))]
+        .clone()
+        .unwrap();
+    let owner = cluster
+        .nodes
+        .iter()
+        .find(|s| s.address() == string_owner)
+        .unwrap();
+    call(
+        &mut owner.client(),
+        &[b"SET", b"{big2}:string", &vec![b's'; 600 * 1024]],
+    )
+    .unwrap();
+    let joining = cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let joining_replica = cluster
+        .add_replica(joining, || Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let joining_address = cluster.nodes[joining].address();
+    let pair = [&cluster.nodes[joining], &cluster.nodes[joining_replica]];
+    let used = info(&cluster.nodes[joining], "memory", "used_memory") as u64;
+    // Room for about a megabyte: redis-cli's rebalance would send it a quarter of the data.
+    set_maxmemory(&pair, used + mb);
+    let url = cluster.nodes[0].url();
+    let predict = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "predict",
+            "--url",
+            &url,
+            "--rebalance",
+            "--by",
+            "memory",
+            "--max-keys-per-sec",
+            "0",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let tight = predict(&[]);
+    let p = &tight["prediction"];
+    // The risks name the joining master under redis-cli's plan, first of all.
+    let risks = p["risks"].to_string();
+    assert!(risks.contains(&joining_address), "{risks}");
+    let node = p["capacity"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["memory"]["address"] == joining_address.as_str())
+        .unwrap_or_else(|| panic!("{} in {}", joining_address, p["capacity"]));
+    let redis_cli_peak = node["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["plan"].as_str().unwrap().contains("redis-cli"))
+        .unwrap();
+    assert_eq!(redis_cli_peak["verdict"], "crosses", "{node}");
+    // The big keys are listed, from their lengths and MEMORY USAGE.
+    let big: Vec<&str> = p["big_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert!(big.contains(&"{big}:hash"), "{big:?}");
+    // The plan by memory cut the joining master's share to its room.
+    let capped = p["by_weight"]["capped"].to_string();
+    assert!(capped.contains(&joining_address), "{}", p["by_weight"]);
+
+    // With room (24 MB like its peers), the plan by memory follows each master's maxmemory.
+    set_maxmemory(&pair, 24 * mb);
+    let roomy = predict(&[]);
+    let weight = &roomy["prediction"]["by_weight"];
+    assert_eq!(weight["by_maxmemory"], true, "{weight}");
+    assert_eq!(weight["capped"], serde_json::json!([]), "{weight}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, serde_json::to_string(&roomy).unwrap()).unwrap();
+    let path = path.to_str().unwrap();
+
+    // Room taken away since: refused before any write.
+    let owners_before = slot_owners(&cluster);
+    let before = keyspace(&cluster);
+    set_maxmemory(&pair, used + mb / 2);
+    let refused = ringslot(&["apply", path, "--url", &url, "--yes"]);
+    let err = stderr(&refused);
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("refused before any write")
+            && err.contains(&joining_address)
+            && err.contains("maxmemory"),
+        "{err}"
+    );
+    assert_eq!(
+        slot_owners(&cluster),
+        owners_before,
+        "a refused apply moved slots"
+    );
+    check_clean(&cluster);
+
+    // Room given back: the apply completes with a client writing and reading throughout.
+    set_maxmemory(&pair, 24 * mb);
+    let evicted_before: Vec<f64> = cluster
+        .nodes
+        .iter()
+        .map(|s| info(s, "stats", "evicted_keys"))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (out, (mut app, acked)) = std::thread::scope(|scope| {
+        let handle = scope.spawn(|| traffic(&cluster, stop.clone()));
+        let out = ringslot(&["apply", path, "--url", &url, "--yes"]);
+        stop.store(true, Ordering::SeqCst);
+        (out, handle.join().unwrap())
+    });
+    assert!(out.status.success(), "apply failed:\n{}", stderr(&out));
+    for (s, was) in cluster.nodes.iter().zip(&evicted_before) {
+        assert_eq!(
+            info(s, "stats", "evicted_keys"),
+            *was,
+            "{} evicted keys during the apply",
+            s.address()
+        );
+    }
+    assert!(
+        app.errors.is_empty(),
+        "the client saw errors: {:?}",
+        app.errors
+    );
+    let last: BTreeMap<String, String> = acked.into_iter().collect();
+    for (key, value) in &last {
+        let got = app.exec(
+            &redis::cmd("GET").arg(key).clone(),
+            key_slot(key.as_bytes()),
+        );
+        assert_eq!(got.map(|v| text(&v)), Some(value.clone()), "{key} lost");
+    }
+    cluster.converge().unwrap();
+    check_clean(&cluster);
+    assert_same(&before, &keyspace(&cluster), "before and after the apply");
+    assert_replicas_equal(&cluster);
+
+    // Even fill ratios: each master's MEMORY USAGE over its maxmemory within the plan's
+    // tolerance (by the weight the plan evens); used_memory itself, reported.
+    let limits: BTreeMap<String, f64> = [(0, 24.0), (1, 24.0), (2, 48.0), (joining, 24.0)]
+        .iter()
+        .map(|&(i, l)| (cluster.nodes[i].address(), l * mb as f64))
+        .collect();
+    let fill = |by: &BTreeMap<String, f64>| -> Vec<f64> {
+        limits.iter().map(|(a, l)| by[a] / l).collect()
+    };
+    let spread = |ratios: &[f64]| {
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        ratios.iter().fold(0.0f64, |a, &r| a.max(r)) / mean
+    };
+    let by_memory = spread(&fill(&memory_by_master(&cluster)));
+    let tolerance = weight["tolerance"].as_f64().unwrap();
+    let used: BTreeMap<String, f64> = limits
+        .keys()
+        .map(|a| {
+            let s = cluster.nodes.iter().find(|s| s.address() == *a).unwrap();
+            (a.clone(), info(s, "memory", "used_memory"))
+        })
+        .collect();
+    eprintln!(
+        "fill ratios' peak-to-mean after the apply: {by_memory:.3} by MEMORY USAGE, {:.3} by \
+         used_memory",
+        spread(&fill(&used))
+    );
+    assert_eq!(weight["within"], true, "{weight}");
+    assert!(
+        by_memory <= 1.0 + tolerance * 1.5,
+        "fill ratios by MEMORY USAGE {by_memory:.3} past the tolerance {tolerance}"
+    );
+}
+
+/// A hash tag whose keys fall in `slot`.
+fn tag_of(slot: u16) -> String {
+    (0u64..)
+        .map(|i| format!("f{i}"))
+        .find(|t| key_slot(format!("{{{t}}}").as_bytes()) == slot)
+        .unwrap()
+}
+
+#[test]
+fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 12000, &[(60, 4096)]);
+    let joining = cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let target = cluster.nodes[joining].address();
+    let url = cluster.nodes[0].url();
+    let plan: serde_json::Value = serde_json::from_str(&ok(&[
+        "predict",
+        "--url",
+        &url,
+        "--rebalance",
+        "--by",
+        "memory",
+        "--max-keys-per-sec",
+        "0",
+        "--json",
+    ]))
+    .unwrap();
+    let moves = plan["prediction"]["by_weight"]["moves"].as_array().unwrap();
+    let incoming: f64 = moves
+        .iter()
+        .filter(|m| m["to"] == target.as_str())
+        .map(|m| m["memory"].as_f64().unwrap())
+        .sum();
+    let first = moves.iter().find(|m| m["to"] == target.as_str()).unwrap();
+    let slot = first["slot"].as_u64().unwrap() as u16;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let path = path.to_str().unwrap();
+    // Room for the plan and 1.5 MB more, less the 10% headroom.
+    let used = info(&cluster.nodes[joining], "memory", "used_memory");
+    let limit = ((used + incoming + 1.5 * 1048576.0 + 1048576.0) / 0.9) as u64;
+    set_maxmemory(&[&cluster.nodes[joining]], limit);
+
+    // The apply, slowed; a client writes 20 KB every 50 ms into the first slot it moves
+    // (through its source until it moves), until the apply stops.
+    let tag = tag_of(slot);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args([
+            "apply",
+            path,
+            "--url",
+            &url,
+            "--yes",
+            "--max-bytes-per-sec",
+            "100000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut app = AppClient::new(&cluster);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut written = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the apply did not stop");
+        let key = format!("w:{{{tag}}}:{written}");
+        let set = redis::cmd("SET").arg(&key).arg(vec![b'v'; 20_000]).clone();
+        app.exec(&set, slot);
+        written += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "the apply ran to its end: {err}");
+    assert!(
+        err.contains("stopped before a MIGRATE")
+            && err.contains(&target)
+            && err.contains("maxmemory"),
+        "{err}"
+    );
+    assert_eq!(
+        info(&cluster.nodes[joining], "stats", "evicted_keys"),
+        0.0,
+        "the target evicted keys"
+    );
+    assert!(app.errors.is_empty(), "{:?}", app.errors);
+    eprintln!(
+        "the client wrote {written} values of 20 KB; the apply stopped: {}",
+        err.lines().last().unwrap_or("")
+    );
+
+    // Room made: the same command finishes.
+    set_maxmemory(&[&cluster.nodes[joining]], limit * 4);
+    let out = ringslot(&["apply", path, "--url", &url, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    cluster.converge().unwrap();
+    check_clean(&cluster);
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    assert_eq!(info(&cluster.nodes[joining], "stats", "evicted_keys"), 0.0);
+}
+
+#[test]
+fn a_big_key_moves_alone_and_past_max_hold_stays_unless_asked() {
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 3000, &[]);
+    big_hash(&cluster, "{big}:hash", 30000);
+    let slot = key_slot(b"{big}:hash");
+    let owner = slot_owners(&cluster)[usize::from(slot)].clone().unwrap();
+    let url = cluster.nodes[0].url();
+    let predict = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "predict",
+            "--url",
+            &url,
+            "--by",
+            "memory",
+            "--json",
+            "--max-hold",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    // A master joins: past --max-hold, the big key's slot stays where it is unless asked.
+    let moved_slots = |p: &serde_json::Value| -> Vec<u64> {
+        p["prediction"]["by_weight"]["moves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["slot"].as_u64().unwrap())
+            .collect()
+    };
+    let pinned = predict(&["--add", "10.9.9.9:7000"]);
+    assert_eq!(
+        pinned["prediction"]["by_weight"]["pinned"],
+        serde_json::json!([slot]),
+        "{}",
+        pinned["prediction"]["by_weight"]
+    );
+    assert!(!moved_slots(&pinned).contains(&u64::from(slot)));
+    let asked = predict(&["--add", "10.9.9.9:7000", "--move-big-keys"]);
+    assert_eq!(
+        asked["prediction"]["by_weight"]["pinned"],
+        serde_json::json!([])
+    );
+
+    // Its master leaves: every slot moves, the big key's too, in a MIGRATE of its own.
+    let drain = predict(&["--del", &owner]);
+    assert!(moved_slots(&drain).contains(&u64::from(slot)));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, serde_json::to_string(&drain).unwrap()).unwrap();
+    let source = cluster.nodes.iter().find(|s| s.address() == owner).unwrap();
+    q(&mut source.client(), "CONFIG SET slowlog-max-len 100000");
+    q(&mut source.client(), "CONFIG SET slowlog-log-slower-than 0");
+    q(&mut source.client(), "SLOWLOG RESET");
+    let before = keyspace(&cluster);
+    let out = ringslot(&["apply", path.to_str().unwrap(), "--url", &url, "--yes"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("moving big key \"{big}:hash\""), "{err}");
+    let valkey = text(&q(&mut source.client(), "INFO server")).contains("server_name:valkey");
+    assert_eq!(err.contains("--atomic"), valkey, "{err}");
+    q(
+        &mut source.client(),
+        "CONFIG SET slowlog-log-slower-than 10000",
+    );
+    let log = q(&mut source.client(), "SLOWLOG GET 100000");
+    let migrates: Vec<Vec<String>> = array(&log)
+        .iter()
+        .map(|e| {
+            array(&array(e)[3])
+                .iter()
+                .map(text)
+                .collect::<Vec<String>>()
+        })
+        .filter(|c| c[0].eq_ignore_ascii_case("MIGRATE") && c.iter().any(|a| a == "{big}:hash"))
+        .collect();
+    assert_eq!(migrates.len(), 1, "{migrates:?}");
+    let keys = migrates[0].iter().position(|a| a == "KEYS").unwrap();
+    assert_eq!(
+        migrates[0].len(),
+        keys + 2,
+        "the big key alone: {:?}",
+        migrates[0]
+    );
+    cluster.converge().unwrap();
+    check_clean(&cluster);
+    assert_same(&before, &keyspace(&cluster), "before and after the drain");
+}
