@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-big-keys bench-compat clean
 
 all: release
 
@@ -163,6 +163,16 @@ bench-whatif: release
 bench-apply: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-apply.sh
+
+## bench-big-keys: the trial of issue 40 at full size on a throw-away cluster (ports
+## 30301-30305: 3 masters, a joining master and its replica; KEYS keys, default 150000, a hash of
+## FIELDS fields, default 400000, and a string of STRING_MB MiB, default 48): the longest command
+## of the tool on each master while it predicts read-only and applies with the defaults, and
+## the big keys' estimated DUMP bytes and holds against measured ones (scripts/bench-big-keys.sh;
+## REDIS_SERVER=.../valkey-server for another server); report in bench/out/big-keys.md.
+bench-big-keys: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-big-keys.sh
 
 ## bench-cluster: throw-away Redis Clusters on ports 30001 and up (1M keys of 16 B to 1 KiB,
 ## and a hot hash tag of 20000 keys of 4 KiB), where each change is predicted both ways

@@ -443,6 +443,7 @@ fn the_plan_files_fields_are_the_ones_its_page_lists() {
             keys: 1,
             bytes: 10.0,
             memory: Some(100.0),
+            big: Some(600_000.0),
         }],
     };
     let mut written = BTreeSet::new();

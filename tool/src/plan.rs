@@ -63,6 +63,12 @@ pub struct SlotMove {
     /// instead (and says so: `DUMP` bytes, being compressed, understate memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<f64>,
+    /// The memory of its big keys (512 KiB or more by `MEMORY USAGE`), each of which a
+    /// `MIGRATE` carries whole whatever `--batch-bytes` says: what `apply` counts as the batch
+    /// on top of a node's memory for this move. Absent where it has none, and in plans made
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub big: Option<f64>,
 }
 
 /// What a plan by weight evens (`--by`).
@@ -300,6 +306,7 @@ mod tests {
                 keys: 2,
                 bytes: 300.0,
                 memory: None,
+                big: None,
             }],
         };
         let text = serde_json::to_string(&plan).unwrap();

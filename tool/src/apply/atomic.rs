@@ -128,6 +128,9 @@ impl Prepared {
         if let Some(why) = self.atomic_refusal()? {
             bail!("{why}");
         }
+        if let Some(limits) = self.limits.as_mut() {
+            limits.mark_start()?;
+        }
         self.finish_half_done(&moves, &mut applied, on)?;
         for g in groups(&moves, self.position.done) {
             if INTERRUPTED.load(Ordering::SeqCst) {
@@ -410,6 +413,7 @@ mod tests {
             keys: 1,
             bytes: 1.0,
             memory: None,
+            big: None,
         }
     }
 

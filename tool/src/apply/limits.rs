@@ -16,7 +16,7 @@
 
 use crate::cluster::connection::NodeConnection;
 use crate::cluster::link::Link;
-use crate::cluster::memory::{read_memory, replicas_of, NodeMemory};
+use crate::cluster::memory::{read_memory, replicas_of, NodeMemory, ReplicaLink};
 use crate::cluster::topology::nodes_on;
 use crate::plan::SlotMove;
 use anyhow::{bail, Result};
@@ -41,8 +41,10 @@ pub(crate) const REPLICA_WAIT: Duration = Duration::from_secs(60);
 pub(crate) struct Stand {
     /// For a replica, its master's address.
     pub replica_of: Option<String>,
-    /// Its memory when the run began, and as last read.
+    /// Its memory when the run began (for a master, read again as the run starts: see
+    /// [`Limits::mark_start`]).
     pub start: NodeMemory,
+    /// Its memory as last read.
     pub last: NodeMemory,
 }
 
@@ -64,7 +66,11 @@ impl Stand {
 pub(crate) struct Standing {
     /// Part of each limit kept free (a fraction, `--headroom` / 100).
     pub headroom: f64,
+    /// The nodes whose memory is watched, by address (`ip:port`).
     pub nodes: BTreeMap<String, Stand>,
+    /// Replicas whose memory could not be read, with their master's address: only their
+    /// master's view of their link and lag is checked.
+    pub lag_only: Vec<(String, String)>,
 }
 
 /// A watched node's connection, when it was last read and the bytes moved to it since.
@@ -92,7 +98,7 @@ pub(crate) enum Crossing {
         /// The slot whose move would take it there.
         slot: u16,
     },
-    /// The node evicted keys during the run.
+    /// The master at `node` (`ip:port`) evicted `keys` keys since the run began.
     Evicted { node: String, keys: u64 },
 }
 
@@ -137,6 +143,8 @@ impl fmt::Display for Crossing {
 pub(crate) struct Limits {
     standing: Standing,
     readers: BTreeMap<String, Reader>,
+    /// When each master's replicas were last found streaming and within the bound.
+    lag_checked: BTreeMap<String, Instant>,
 }
 
 /// The host of an `ip:port` address.
@@ -145,13 +153,32 @@ fn host(address: &str) -> &str {
 }
 
 impl Standing {
-    /// The replicas of the master at `master`.
+    /// The replicas of the master at `master` whose memory is watched.
     fn replicas(&self, master: &str) -> Vec<String> {
         self.nodes
             .iter()
             .filter(|(_, w)| w.replica_of.as_deref() == Some(master))
             .map(|(a, _)| a.clone())
             .collect()
+    }
+
+    /// Every replica of the master at `master` the run knows: the watched ones and those only
+    /// its master's view is checked for ([`Standing::lag_only`]).
+    fn all_replicas(&self, master: &str) -> Vec<String> {
+        let mut all = self.replicas(master);
+        all.extend(
+            self.lag_only
+                .iter()
+                .filter(|(_, m)| m == master)
+                .map(|(r, _)| r.clone()),
+        );
+        all
+    }
+
+    /// Forgets the replica at `address` (it no longer replicates the master it did).
+    fn forget(&mut self, address: &str) {
+        self.nodes.remove(address);
+        self.lag_only.retain(|(r, _)| r != address);
     }
 
     /// The limit of the node at `address` less the headroom, bytes, what it is, and what
@@ -172,6 +199,12 @@ impl Standing {
                 means,
             ));
         }
+        if m.system <= 0.0 {
+            // The node does not say its host's RAM: nothing to hold it to.
+            return None;
+        }
+        // The other nodes of the host as last read (a target and its replica on one host are
+        // each judged with the other as it stands, not as it will grow).
         let others: f64 = self
             .nodes
             .iter()
@@ -209,17 +242,28 @@ impl Standing {
     /// its replicas grow by each move's memory on the target (its `memory`, or its `DUMP`
     /// bytes in a plan made before it had one), a source and its replicas shrink by it once
     /// the move is done; each node's peak has a batch on top (`batch`: the most a `MIGRATE`
-    /// carries, or the slot's bytes where less). The first node that would cross its limit,
-    /// if any.
-    pub(crate) fn check_plan(&self, moves: &[SlotMove], batch: u64) -> Option<Crossing> {
+    /// carries, or the slot's bytes where less, or its big keys, which move whole). A master
+    /// in `drained` turns replica of the target of its last move, and copies the target's
+    /// whole dataset: it and its replicas are judged at the target's memory then. The first
+    /// node that would cross its limit, if any.
+    pub(crate) fn check_plan(
+        &self,
+        moves: &[SlotMove],
+        batch: u64,
+        drained: &[String],
+    ) -> Option<Crossing> {
         let mut memory: BTreeMap<&str, f64> = self
             .nodes
             .iter()
             .map(|(a, w)| (a.as_str(), w.base()))
             .collect();
-        for m in moves {
+        for (i, m) in moves.iter().enumerate() {
             let size = m.memory.unwrap_or(m.bytes).max(0.0);
-            let transient = m.bytes.max(size).min(batch as f64);
+            let transient = m
+                .bytes
+                .max(size)
+                .min(batch as f64)
+                .max(m.big.unwrap_or(0.0));
             let mut grows = vec![m.to.clone()];
             grows.extend(self.replicas(&m.to));
             for node in &grows {
@@ -241,6 +285,15 @@ impl Standing {
             for node in &shrinks {
                 if let Some(x) = memory.get_mut(node.as_str()) {
                     *x = (*x - size).max(0.0);
+                }
+            }
+            let last_from_it = !moves.iter().skip(i + 1).any(|n| n.from == m.from);
+            if last_from_it && drained.contains(&m.from) {
+                let target = memory.get(m.to.as_str()).copied().unwrap_or(0.0);
+                for node in &shrinks {
+                    if let Some(c) = self.judge(node, target, m.slot) {
+                        return Some(c);
+                    }
                 }
             }
         }
@@ -279,6 +332,7 @@ impl Limits {
         let mut nodes = BTreeMap::new();
         let mut readers = BTreeMap::new();
         let mut unread = Vec::new();
+        let mut lag_only = Vec::new();
         let all = masters
             .iter()
             .map(|(a, l)| (a, l, None))
@@ -291,6 +345,7 @@ impl Limits {
                 (Ok(read), _) => read,
                 (Err(e), Some(master)) => {
                     unread.push(format!("replica {address} of {master}: {e}"));
+                    lag_only.push((address.clone(), master.clone()));
                     continue;
                 }
                 (Err(e), None) => return Err(e.into()),
@@ -313,8 +368,13 @@ impl Limits {
             );
         }
         let limits = Limits {
-            standing: Standing { headroom, nodes },
+            standing: Standing {
+                headroom,
+                nodes,
+                lag_only,
+            },
             readers,
+            lag_checked: BTreeMap::new(),
         };
         Ok((limits, unread))
     }
@@ -397,12 +457,18 @@ impl Limits {
         Ok(None)
     }
 
-    /// The `INFO replication` of the master at `master`, and its replicas the run watches;
-    /// `None` where it is not a master now (a master the plan drained turns replica of the
-    /// node that took its last slot). A watched replica that its master's `CLUSTER NODES`
-    /// no longer lists as its own (it followed its drained master elsewhere) is watched no
-    /// more.
-    fn replication(&mut self, master: &str) -> Result<Option<(String, Vec<String>)>> {
+    /// The `INFO replication` of the master at `master`, and each replica the run knows of it
+    /// with its entry there: matched by address, else (a replica announced there under
+    /// another address, as `replica-announce-ip` makes it) paired with an entry no known
+    /// replica matched when as many are left on both sides; `None`: not connected. `None` for
+    /// all where it is not a master now (a master the plan drained turns replica of the node
+    /// that took its last slot). A replica that its master's `CLUSTER NODES` no longer lists
+    /// as its own (it followed its drained master elsewhere) is forgotten.
+    #[allow(clippy::type_complexity)]
+    fn replication(
+        &mut self,
+        master: &str,
+    ) -> Result<Option<(String, Vec<(String, Option<ReplicaLink>)>)>> {
         let Some(r) = self.readers.get_mut(master) else {
             return Ok(None);
         };
@@ -411,11 +477,9 @@ impl Limits {
             return Ok(None);
         }
         let listed = replicas_of(&text);
-        let mut expected = self.standing.replicas(master);
-        if expected
-            .iter()
-            .any(|e| !listed.iter().any(|l| l.address == *e))
-        {
+        let mut expected = self.standing.all_replicas(master);
+        let unlisted = |e: &String| !listed.iter().any(|l| l.address == *e);
+        if expected.iter().any(unlisted) {
             let view = nodes_on(&mut r.con)?;
             let own = myself(&view).map(|m| m.id.clone());
             let gone: Vec<String> = expected
@@ -428,19 +492,37 @@ impl Limits {
                 .cloned()
                 .collect();
             for g in &gone {
-                self.standing.nodes.remove(g);
+                self.standing.forget(g);
                 self.readers.remove(g);
             }
             expected.retain(|e| !gone.contains(e));
         }
-        Ok(Some((text, expected)))
+        let spare: Vec<&ReplicaLink> = listed
+            .iter()
+            .filter(|l| !expected.contains(&l.address))
+            .collect();
+        let pair = expected.iter().filter(|e| unlisted(e)).count() == spare.len();
+        let mut spare = spare.into_iter();
+        let links = expected
+            .into_iter()
+            .map(|e| {
+                let link = match listed.iter().find(|l| l.address == e) {
+                    Some(l) => Some(l.clone()),
+                    None if pair => spare.next().cloned(),
+                    None => None,
+                };
+                (e, link)
+            })
+            .collect();
+        Ok(Some((text, links)))
     }
 
     /// Waits while a replica of `masters` is not streaming (`state` other than `online`, or
     /// absent from its master's `INFO replication`) or lags past [`REPLICA_LAG_BOUND`]
-    /// bytes, at most [`REPLICA_WAIT`], calling `waiting` once with what it waits for.
-    /// Error: still so after the wait (the node, its state, its lag), or a master that no
-    /// longer answers.
+    /// bytes, at most [`REPLICA_WAIT`], calling `waiting` once with what it waits for. A
+    /// master is read at most every [`WATCH_EVERY`] unless a replica of it lagged when last
+    /// read. Error: still so after the wait (the node, its state, its lag), or a master that
+    /// no longer answers.
     pub(crate) fn wait_for_replicas(
         &mut self,
         masters: &[&str],
@@ -454,9 +536,9 @@ impl Limits {
             };
             if began.elapsed() >= REPLICA_WAIT {
                 bail!(
-                    "{behind} after {} s of waiting: the run stopped between slots (none left \
-                     open). Once the replica streams again (INFO replication), run the same \
-                     command to go on",
+                    "{behind} after {} s of waiting: the run stopped before its next slot (a \
+                     slot it was moving stays as it was). Once the replica streams again (INFO \
+                     replication), run the same command to go on",
                     REPLICA_WAIT.as_secs()
                 );
             }
@@ -472,36 +554,44 @@ impl Limits {
     }
 
     /// The first replica of `masters` that is not streaming or lags past
-    /// [`REPLICA_LAG_BOUND`] bytes, in words.
+    /// [`REPLICA_LAG_BOUND`] bytes, in words (masters read within [`WATCH_EVERY`] and found
+    /// well are skipped).
     fn replica_behind(&mut self, masters: &[&str]) -> Result<Option<String>> {
         for master in masters {
-            if self.standing.replicas(master).is_empty() {
+            if self.standing.all_replicas(master).is_empty() {
                 continue;
             }
-            let Some((text, expected)) = self.replication(master)? else {
+            if self
+                .lag_checked
+                .get(*master)
+                .is_some_and(|t| t.elapsed() < WATCH_EVERY)
+            {
+                continue;
+            }
+            let Some((_, links)) = self.replication(master)? else {
                 continue;
             };
-            let links = replicas_of(&text);
-            for r in expected {
-                match links.iter().find(|l| l.address == r) {
-                    None => {
-                        return Ok(Some(format!(
-                            "replica {r} is not connected to its master {master}"
-                        )))
-                    }
-                    Some(l) if l.state != "online" => {
-                        return Ok(Some(format!(
-                            "replica {r} of {master} is in state {} (not streaming)",
-                            l.state
-                        )))
-                    }
-                    Some(l) if l.lag_bytes > REPLICA_LAG_BOUND => {
-                        return Ok(Some(format!(
-                            "replica {r} of {master} lags {} bytes behind it (the bound is {})",
-                            l.lag_bytes, REPLICA_LAG_BOUND
-                        )))
-                    }
-                    Some(_) => {}
+            let behind = links.into_iter().find_map(|(r, link)| match link {
+                None => Some(format!(
+                    "replica {r} is not connected to its master {master}"
+                )),
+                Some(l) if l.state != "online" => Some(format!(
+                    "replica {r} of {master} is in state {} (not streaming)",
+                    l.state
+                )),
+                Some(l) if l.lag_bytes > REPLICA_LAG_BOUND => Some(format!(
+                    "replica {r} of {master} lags {} bytes behind it (the bound is {})",
+                    l.lag_bytes, REPLICA_LAG_BOUND
+                )),
+                Some(_) => None,
+            });
+            match behind {
+                Some(why) => {
+                    self.lag_checked.remove(*master);
+                    return Ok(Some(why));
+                }
+                None => {
+                    self.lag_checked.insert(master.to_string(), Instant::now());
                 }
             }
         }
@@ -519,7 +609,7 @@ impl Limits {
         };
         let mut marks: Vec<(String, u64)> = Vec::new();
         for master in masters {
-            if self.standing.replicas(master).is_empty() {
+            if self.standing.all_replicas(master).is_empty() {
                 continue;
             }
             if let Some((text, _)) = self.replication(master)? {
@@ -529,22 +619,19 @@ impl Limits {
         let began = Instant::now();
         for (master, mark) in marks {
             loop {
-                let Some((text, expected)) = self.replication(&master)? else {
+                let Some((text, links)) = self.replication(&master)? else {
                     break;
                 };
                 let now = offset_of(&text);
                 // A replica's lag is counted from the offset now: it acknowledged the offset
                 // now less its lag.
-                let links = replicas_of(&text);
-                let behind: Vec<String> = expected
-                    .iter()
-                    .filter(|r| {
-                        links
-                            .iter()
-                            .find(|l| l.address == **r)
+                let behind: Vec<String> = links
+                    .into_iter()
+                    .filter(|(_, l)| {
+                        l.as_ref()
                             .is_none_or(|l| now.saturating_sub(l.lag_bytes) < mark)
                     })
-                    .cloned()
+                    .map(|(r, _)| r)
                     .collect();
                 if behind.is_empty() {
                     break;
@@ -586,24 +673,66 @@ impl Limits {
         for a in &involved {
             self.reread(a)?;
         }
-        Ok(self.standing.check_plan(moves, batch))
+        Ok(self.standing.check_plan(moves, batch, &[]))
     }
 
-    /// Each watched master's `evicted_keys` growth since the run began, where it grew (each
-    /// read again).
-    pub(crate) fn evictions(&mut self) -> Result<Vec<(String, u64)>> {
-        let addresses: Vec<String> = self.readers.keys().cloned().collect();
-        let mut out = Vec::new();
-        for a in addresses {
+    /// Each watched master with a `maxmemory`, but those in `drained` (a master the plan
+    /// drained turns replica): (address, `used_memory`, `maxmemory`), as last read.
+    pub(crate) fn fill(&self, drained: &[String]) -> Vec<(String, f64, f64)> {
+        self.standing
+            .nodes
+            .iter()
+            .filter(|(a, w)| {
+                w.replica_of.is_none() && w.last.maxmemory > 0.0 && !drained.contains(a)
+            })
+            .map(|(a, w)| (a.clone(), w.last.used, w.last.maxmemory))
+            .collect()
+    }
+
+    /// Reads the masters again and takes that as where the run begins: what they evicted
+    /// while the operator was asked to confirm is not the run's. Error: a master that no
+    /// longer answers.
+    pub(crate) fn mark_start(&mut self) -> Result<()> {
+        let masters: Vec<String> = self
+            .standing
+            .nodes
+            .iter()
+            .filter(|(_, w)| w.replica_of.is_none())
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in masters {
             self.reread(&a)?;
+            if let Some(w) = self.standing.nodes.get_mut(&a) {
+                w.start = w.last.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Each watched master's `evicted_keys` growth since the run began, where it grew, each
+    /// master read again; a master that does not answer now is left out (the run is over: its
+    /// moves are done).
+    pub(crate) fn evictions(&mut self) -> Vec<(String, u64)> {
+        let masters: Vec<String> = self
+            .standing
+            .nodes
+            .iter()
+            .filter(|(_, w)| w.replica_of.is_none())
+            .map(|(a, _)| a.clone())
+            .collect();
+        let mut out = Vec::new();
+        for a in masters {
+            if self.reread(&a).is_err() {
+                continue;
+            }
             if let Some(w) = self.standing.nodes.get(&a) {
                 let grew = w.last.evicted_keys.saturating_sub(w.start.evicted_keys);
-                if grew > 0 && w.replica_of.is_none() {
+                if grew > 0 {
                     out.push((a, grew));
                 }
             }
         }
-        Ok(out)
+        out
     }
 }
 
@@ -633,6 +762,7 @@ mod tests {
         Standing {
             headroom: 0.1,
             nodes,
+            lag_only: Vec::new(),
         }
     }
 
@@ -644,6 +774,7 @@ mod tests {
             keys: 10,
             bytes: memory,
             memory: Some(memory),
+            big: None,
         }
     }
 
@@ -657,8 +788,8 @@ mod tests {
         ]);
         let moves: Vec<SlotMove> = (0..10).map(|i| mv(i, "a:1", "j:1", 1e6)).collect();
         // 2 MB + 6 moves of 1 MB + a batch of 1 MB = 9 MB: at the limit, not past it.
-        assert_eq!(s.check_plan(&moves[..6], 1 << 20), None);
-        let Some(Crossing::Limit { node, slot, .. }) = s.check_plan(&moves, 1 << 20) else {
+        assert_eq!(s.check_plan(&moves[..6], 1 << 20, &[]), None);
+        let Some(Crossing::Limit { node, slot, .. }) = s.check_plan(&moves, 1 << 20, &[]) else {
             panic!("the plan crosses j:1's limit");
         };
         assert_eq!((node.as_str(), slot), ("j:1", 6));
@@ -670,7 +801,7 @@ mod tests {
         ]);
         let Some(Crossing::Limit {
             node, replica_of, ..
-        }) = s.check_plan(&moves, 1 << 20)
+        }) = s.check_plan(&moves, 1 << 20, &[])
         else {
             panic!("the plan crosses j:2's limit");
         };
@@ -678,11 +809,31 @@ mod tests {
         // Moving keys away frees room on a source that is a target later.
         let s = standing(&[("a:1", 7e6, 10e6, None), ("b:1", 1e6, 100e6, None)]);
         let there_and_back = [mv(1, "a:1", "b:1", 3e6), mv(2, "b:1", "a:1", 2e6)];
-        assert_eq!(s.check_plan(&there_and_back, 1 << 20), None);
-        let Some(c) = s.check_plan(&[mv(2, "b:1", "a:1", 2e6)], 1 << 20) else {
+        assert_eq!(s.check_plan(&there_and_back, 1 << 20, &[]), None);
+        let Some(c) = s.check_plan(&[mv(2, "b:1", "a:1", 2e6)], 1 << 20, &[]) else {
             panic!("a:1 would pass 9 MB: 7 + 2 + a batch");
         };
         assert!(c.to_string().contains("a:1 (master) would reach"), "{c}");
+    }
+
+    #[test]
+    fn a_big_key_counts_whole_and_a_drained_master_copies_its_target() {
+        // A move of 1 MB to a master with 2 MB of its 9 MB limit: its batch fits; a big key
+        // of 6.5 MB in it moves whole, past the limit.
+        let s = standing(&[("a:1", 50e6, 0.0, None), ("j:1", 2e6, 10e6, None)]);
+        let mut m = mv(1, "a:1", "j:1", 1e6);
+        assert_eq!(s.check_plan(std::slice::from_ref(&m), 1 << 20, &[]), None);
+        m.big = Some(6.5e6);
+        assert!(s.check_plan(&[m], 1 << 20, &[]).is_some());
+        // A master drained into a target of 30 MB becomes its replica and copies it all.
+        let s = standing(&[("a:1", 5e6, 10e6, None), ("t:1", 30e6, 100e6, None)]);
+        let drain = [mv(1, "a:1", "t:1", 1e6)];
+        assert_eq!(s.check_plan(&drain, 1 << 20, &[]), None);
+        let Some(Crossing::Limit { node, .. }) = s.check_plan(&drain, 1 << 20, &["a:1".into()])
+        else {
+            panic!("a:1 copies 31 MB into its 9 MB");
+        };
+        assert_eq!(node, "a:1");
     }
 
     #[test]

@@ -79,8 +79,11 @@ impl ApplyOptions {
         if self.batch_keys == 0 {
             bail!("--batch-keys needs at least 1 key");
         }
-        if !(0.0..1.0).contains(&self.headroom) {
-            bail!("--headroom is a percentage from 0 to under 100");
+        if !self.headroom.is_finite() || !(0.0..0.9).contains(&self.headroom) {
+            bail!(
+                "--headroom is a percentage, from 0 to under 90 (got {})",
+                self.headroom * 100.0
+            );
         }
         Ok(())
     }
@@ -131,6 +134,9 @@ pub(crate) struct Applied {
     /// The masters whose `evicted_keys` grew during the run, and by how many (a client's
     /// writes may evict too; the run stops at the first growth it sees).
     pub evicted: Vec<(String, u64)>,
+    /// After the run, each master with a `maxmemory`: (address, `used_memory`, `maxmemory`),
+    /// bytes.
+    pub fill: Vec<(String, f64, f64)>,
     /// Seconds the run took.
     pub seconds: f64,
 }
@@ -204,9 +210,36 @@ impl Prepared {
                 "{why}: its memory is not watched (its master's view of its link and lag is)"
             )));
         }
+        let mut to_go: Vec<SlotMove> = self.remaining().to_vec();
+        // A move left open has moved part of its keys, which the target's memory holds now:
+        // only what its source still holds is to come.
+        if self.position.next_open {
+            if let Some(m) = to_go.first_mut() {
+                let slot = m.slot.to_string();
+                let left =
+                    self.masters
+                        .node(&m.from)?
+                        .con
+                        .run(&["CLUSTER", "COUNTKEYSINSLOT", &slot])?;
+                let left = crate::reply::int(&left)?.max(0) as f64;
+                let part = if m.keys > 0 {
+                    (left / m.keys as f64).min(1.0)
+                } else {
+                    1.0
+                };
+                m.bytes *= part;
+                m.memory = m.memory.map(|x| x * part);
+            }
+        }
+        let drained: Vec<String> = self
+            .plan
+            .masters()
+            .into_iter()
+            .filter(|a| health::drains(&self.plan, a, self.plan.moves.len()))
+            .collect();
         let crossing = limits
             .standing()
-            .check_plan(self.remaining(), opts.batch_bytes);
+            .check_plan(&to_go, opts.batch_bytes, &drained);
         self.limits = Some(limits);
         Ok(crossing)
     }
@@ -227,6 +260,9 @@ impl Prepared {
     ) -> Result<Applied> {
         if let Some(why) = self.atomic_running()? {
             bail!("{why}");
+        }
+        if let Some(limits) = self.limits.as_mut() {
+            limits.mark_start()?;
         }
         let began = Instant::now();
         let mut applied = Applied::default();
@@ -269,11 +305,17 @@ impl Prepared {
     /// master held at the end ([`Limits::settle_replicas`]), and notes the masters whose
     /// `evicted_keys` grew during the run.
     fn settle(&mut self, applied: &mut Applied) -> Result<()> {
+        let masters: Vec<String> = self.plan.masters().into_iter().collect();
+        let drained: Vec<String> = masters
+            .iter()
+            .filter(|a| health::drains(&self.plan, a, self.plan.moves.len()))
+            .cloned()
+            .collect();
         if let Some(limits) = self.limits.as_mut() {
-            let masters: Vec<String> = self.plan.masters().into_iter().collect();
             let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
             limits.settle_replicas(&masters)?;
-            applied.evicted = limits.evictions()?;
+            applied.evicted = limits.evictions();
+            applied.fill = limits.fill(&drained);
         }
         Ok(())
     }

@@ -201,6 +201,7 @@ mod tests {
             keys: 1,
             bytes: 10.0,
             memory: None,
+            big: None,
         };
         SlotPlan {
             version: PLAN_VERSION,

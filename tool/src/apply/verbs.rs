@@ -186,12 +186,14 @@ impl Prepared {
             };
             let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
             let outcome = match big {
-                Some((key, size)) => self.migrate_big(m, &key, size, on),
+                Some((key, size)) => self.migrate_big(m, &key, size, false, on),
                 None => self.migrate(m, &names, false),
             };
             match outcome {
                 Ok(()) => {}
-                Err(e) if e.is(&Code::BusyKey) => self.resolve_busy(m, &names, opts, applied)?,
+                Err(e) if e.is(&Code::BusyKey) => {
+                    self.resolve_busy(m, &names, opts, applied, on)?
+                }
                 Err(e) => bail!("{}: MIGRATE to {}: {}", m.from, m.to, e.text),
             }
             keys += names.len() as u64;
@@ -259,6 +261,7 @@ impl Prepared {
         m: &SlotMove,
         key: &[u8],
         size: u64,
+        replace: bool,
         on: &mut dyn FnMut(Event),
     ) -> Result<(), NodeError> {
         let (hold, migrate_ms, reply_wait) =
@@ -296,16 +299,20 @@ impl Prepared {
         let write = Write::Migrate {
             to: &m.to,
             timeout_ms: migrate_ms,
-            replace: false,
+            replace,
             auth: &auth,
             keys: &keys,
         };
         let outcome = self.masters.write(&m.from, &write).map(|_| ());
-        if let Ok(source) = self.masters.node(&m.from) {
-            let wait = source.con.link_wait();
-            source.con.set_reply_wait(wait)?;
-        }
-        outcome
+        // The MIGRATE's own error first; a failure to set the wait back after it succeeded.
+        let restored = match self.masters.node(&m.from) {
+            Ok(source) => {
+                let wait = source.con.link_wait();
+                source.con.set_reply_wait(wait)
+            }
+            Err(_) => Ok(()),
+        };
+        outcome.and(restored)
     }
 
     /// After a `BUSYKEY`: each key of `keys` still on the source is compared with the target's
@@ -318,20 +325,33 @@ impl Prepared {
         keys: &[Vec<u8>],
         opts: &ApplyOptions,
         applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
     ) -> Result<()> {
         for k in keys {
             let name = String::from_utf8_lossy(k).into_owned();
-            let mut dump = redis::cmd("DUMP");
-            dump.arg(k.as_slice());
-            let ours: Option<Vec<u8>> = self.masters.node(&m.from)?.con.query(&dump)?;
-            let Some(ours) = ours else { continue };
-            let mut asking = redis::pipe();
-            asking.cmd("ASKING").cmd("DUMP").arg(k.as_slice());
-            let (_, theirs): ((), Option<Vec<u8>>) = self
-                .masters
-                .node(&m.to)?
-                .con
-                .pipeline(&asking, &format!("ASKING + DUMP {name}"))?;
+            let mut usage = redis::cmd("MEMORY");
+            usage.arg("USAGE").arg(k.as_slice());
+            let size: Option<u64> = self.masters.node(&m.from)?.con.query(&usage)?;
+            let size = size.unwrap_or(0);
+            // A big key's two DUMPs take their time: the waits are sized for it meanwhile.
+            let big = size >= BIG_KEY_MEMORY;
+            if big {
+                let (_, _, wait) =
+                    big_key_waits(size, self.migrate_timeout_ms(), self.access.timeout);
+                self.masters.node(&m.from)?.con.set_reply_wait(wait)?;
+                self.masters.node(&m.to)?.con.set_reply_wait(wait)?;
+            }
+            let compared = self.compare_copies(m, k, &name);
+            if big {
+                for at in [&m.from, &m.to] {
+                    let node = self.masters.node(at)?;
+                    let wait = node.con.link_wait();
+                    node.con.set_reply_wait(wait)?;
+                }
+            }
+            let Some((ours, theirs)) = compared? else {
+                continue;
+            };
             let replace = match theirs {
                 None => false,
                 Some(theirs) if theirs == ours => {
@@ -353,10 +373,39 @@ impl Prepared {
                     m.to
                 ),
             };
-            self.migrate(m, std::slice::from_ref(k), replace)
-                .map_err(|e| anyhow!("{}: MIGRATE {name} to {}: {}", m.from, m.to, e.text))?;
+            let moved = if big {
+                self.migrate_big(m, k, size, replace, on)
+            } else {
+                self.migrate(m, std::slice::from_ref(k), replace)
+            };
+            moved.map_err(|e| anyhow!("{}: MIGRATE {name} to {}: {}", m.from, m.to, e.text))?;
         }
         Ok(())
+    }
+
+    /// The `DUMP` payloads of key `k` (`name`) on `m`'s source and, by `ASKING`, on its
+    /// target; `None` where the source no longer has it.
+    #[allow(clippy::type_complexity)]
+    fn compare_copies(
+        &mut self,
+        m: &SlotMove,
+        k: &[u8],
+        name: &str,
+    ) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>> {
+        let mut dump = redis::cmd("DUMP");
+        dump.arg(k);
+        let ours: Option<Vec<u8>> = self.masters.node(&m.from)?.con.query(&dump)?;
+        let Some(ours) = ours else {
+            return Ok(None);
+        };
+        let mut asking = redis::pipe();
+        asking.cmd("ASKING").cmd("DUMP").arg(k);
+        let (_, theirs): ((), Option<Vec<u8>>) = self
+            .masters
+            .node(&m.to)?
+            .con
+            .pipeline(&asking, &format!("ASKING + DUMP {name}"))?;
+        Ok(Some((ours, theirs)))
     }
 }
 

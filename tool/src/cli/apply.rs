@@ -296,6 +296,22 @@ fn summary(applied: &Applied, atomic: bool) {
             applied.equal_copies.iter().take(10).collect::<Vec<_>>()
         );
     }
+    if applied.fill.len() > 1 {
+        let ratios: Vec<f64> = applied.fill.iter().map(|(_, u, m)| u / m).collect();
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let peak = ratios.iter().fold(0.0f64, |a, &r| a.max(r));
+        eprintln!(
+            "ringslot: used_memory over maxmemory after the run: {}; peak-to-mean {:.3} (the \
+             plan evens its weight; used_memory also counts each node's own overhead)",
+            applied
+                .fill
+                .iter()
+                .map(|(a, u, m)| format!("{a} {:.1}%", 100.0 * u / m))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if mean > 0.0 { peak / mean } else { 0.0 }
+        );
+    }
     for (node, keys) in &applied.evicted {
         eprintln!(
             "ringslot: {node} evicted {keys} keys during the run (its evicted_keys grew): a \

@@ -74,8 +74,9 @@ pub struct BigKey {
     pub memory: f64,
     /// Its `DUMP` bytes, estimated (see the module docs).
     pub dump: f64,
-    /// Whether the estimate comes from keys of its kind measured on its master (else from its
-    /// memory: an upper bound).
+    /// Whether its estimates come from keys of its type and encoding measured on its master,
+    /// its holds timed on one of them (else its `DUMP` bytes are its memory, an upper bound,
+    /// or its holds are timed on a key of another kind and no faster than 18 ns a byte).
     pub of_its_kind: bool,
     /// How long its `MIGRATE` would hold the source, and its `RESTORE` the target, seconds.
     pub hold_source: f64,
@@ -138,7 +139,7 @@ impl Kinds {
     }
 
     /// The estimated `DUMP` bytes of a key of `kind` and `memory`, the key whose timed `DUMP`
-    /// gives its rate, and whether keys of its kind were measured (see the module docs).
+    /// gives its rate, and whether that key is of its kind (see the module docs).
     fn estimate(&self, kind: &KeyKind, memory: f64) -> (f64, Option<&(Vec<u8>, f64)>, bool) {
         let same = self
             .by_kind
@@ -153,12 +154,13 @@ impl Kinds {
                 } else {
                     memory
                 };
-                let timed = w
-                    .largest
-                    .as_ref()
-                    .filter(|(_, d)| *d >= TIMED_DUMP_MIN)
-                    .or(self.all.largest.as_ref());
-                (dump, timed, true)
+                // Timed on the largest key of its kind where that is big enough to time; else
+                // on the largest of any kind, whose rate is then no more than a floor's worth
+                // (the caller takes the default rate where it is higher).
+                match w.largest.as_ref().filter(|(_, d)| *d >= TIMED_DUMP_MIN) {
+                    Some(timed) => (dump, Some(timed), true),
+                    None => (dump, self.all.largest.as_ref(), false),
+                }
             }
             None => (memory, self.all.largest.as_ref(), false),
         }

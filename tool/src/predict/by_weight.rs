@@ -488,6 +488,11 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
                 keys: keys as u64,
                 bytes,
                 memory: Some(memory),
+                big: u16::try_from(m.slot)
+                    .ok()
+                    .and_then(|s| sizes.get(&s))
+                    .map(|s| s.big_memory)
+                    .filter(|&b| b > 0.0),
             }
         })
         .collect();

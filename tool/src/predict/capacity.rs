@@ -105,8 +105,11 @@ pub struct Capacity {
 /// A plan's costs per method, and the batch each master's peak adds (bytes, by address: a
 /// master the plan neither sends from nor sends to has none, see [`batches`]).
 pub struct PlanCosts<'a> {
+    /// The plan's name (`redis-cli`, `by bytes`, ...).
     pub plan: &'a str,
+    /// Its memory per master under each way of moving slots ([`super::method`]).
     pub methods: &'a [MethodCost],
+    /// The batch on top of each master's peak, bytes, by address ([`batches`]).
     pub batches: &'a BTreeMap<String, f64>,
 }
 
@@ -180,6 +183,9 @@ pub fn capacity(
                         .get(&(host(&m.address), plan.to_string(), method))
                         .copied()
                         .unwrap_or(peak)
+                } else if replica_of.is_some() {
+                    // A replica does not evict: all it uses grows towards its limit.
+                    peak
                 } else {
                     peak - not_counted
                 };

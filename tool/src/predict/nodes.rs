@@ -38,21 +38,21 @@ impl NodeReads {
 
     /// Per master, the memory it may still take at its peak: its `maxmemory` less `headroom`
     /// (a fraction), less what it counts now and a batch ([`super::capacity::BATCH_MARGIN`]);
-    /// the least of that and the same of each of its replicas. A master without `maxmemory`
-    /// whose replicas have none is absent (no limit but its host's RAM).
+    /// the least of that and the same of each of its replicas (which do not evict: all they
+    /// use counts). A master without `maxmemory` whose replicas have none is absent (no limit
+    /// but its host's RAM).
     pub fn room(&self, headroom: f64) -> BTreeMap<String, f64> {
-        let room = |m: &NodeMemory| {
-            (m.maxmemory > 0.0).then_some(
-                m.maxmemory * (1.0 - headroom) - m.counted - super::capacity::BATCH_MARGIN,
-            )
+        let room = |m: &NodeMemory, now: f64| {
+            (m.maxmemory > 0.0)
+                .then_some(m.maxmemory * (1.0 - headroom) - now - super::capacity::BATCH_MARGIN)
         };
         let mut out = BTreeMap::new();
         for m in &self.masters {
-            let rooms = std::iter::once(room(m)).chain(
+            let rooms = std::iter::once(room(m, m.counted)).chain(
                 self.replicas
                     .iter()
                     .filter(|(_, master)| *master == m.address)
-                    .map(|(r, _)| room(r)),
+                    .map(|(r, _)| room(r, r.used)),
             );
             if let Some(least) = rooms.flatten().reduce(f64::min) {
                 out.insert(m.address.clone(), least);

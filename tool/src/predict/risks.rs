@@ -13,6 +13,14 @@ use super::report::mib;
 /// hard): a `RESTORE` payload past it can disconnect a replica, which then resyncs in full.
 const REPLICA_BUFFER_SOFT: f64 = 64.0 * 1024.0 * 1024.0;
 
+/// `proto-max-bulk-len` by default (512 MB): a `RESTORE` payload past it is refused.
+const PROTO_MAX_BULK_LEN: f64 = 512.0 * 1024.0 * 1024.0;
+
+/// `cluster-node-timeout` by default, seconds: a master that holds its main thread past it is
+/// taken for failed and its replica promoted (the tool cannot read the setting without
+/// `+config|get`).
+const CLUSTER_NODE_TIMEOUT: f64 = 15.0;
+
 /// The risks of `p`, whose nodes stand as `capacity` says.
 pub(crate) fn risks(
     p: &Prediction,
@@ -34,7 +42,11 @@ pub(crate) fn risks(
         .iter()
         .filter(|n| n.worst() == Verdict::InMargin)
     {
-        out.push(crossing(n, "within its margin", pct));
+        out.push(crossing(
+            n,
+            "past its limit less the headroom (apply refuses such a plan)",
+            pct,
+        ));
     }
     let atomic = p.methods.len() > 1;
     for k in &p.big_keys {
@@ -71,6 +83,18 @@ pub(crate) fn risks(
                     ));
                 }
             }
+        }
+        if k.hold_source > CLUSTER_NODE_TIMEOUT / 3.0 {
+            line.push_str(&format!(
+                " That is a third or more of the default cluster-node-timeout ({CLUSTER_NODE_TIMEOUT:.0} \
+                 s): a master held past its timeout is taken for failed and failed over."
+            ));
+        }
+        if k.dump > PROTO_MAX_BULK_LEN {
+            line.push_str(
+                " Its payload passes the default proto-max-bulk-len (512 MB): the target refuses \
+                 its RESTORE.",
+            );
         }
         if k.dump > REPLICA_BUFFER_SOFT {
             line.push_str(

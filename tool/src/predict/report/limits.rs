@@ -116,7 +116,8 @@ pub(super) fn big_keys_section(p: &Prediction) -> Option<String> {
         "\n## Big keys\n\nKeys of {} or more by MEMORY USAGE ... SAMPLES 5, never serialized to \
          be measured (a read of the tool asks a master for at most about 10 ms of work because of \
          one key): their length by STRLEN, HLEN, LLEN, SCARD, ZCARD or XLEN, their DUMP bytes \
-         at their master's DUMP-to-memory ratio, and what their MIGRATE would hold the source \
+         from the keys of their type and encoding measured on their master (DUMP bytes per \
+         element, else per byte of memory; their memory where none was measured), and what their MIGRATE would hold the source \
          and their RESTORE the target at the master's own serializing rate (SAMPLES 5 reads the \
          first elements the key's iterator meets, not a random sample: a collection whose first \
          elements differ from the rest is misjudged in proportion).\n\n{}",
