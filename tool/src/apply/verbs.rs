@@ -441,14 +441,15 @@ mod tests {
         // A key of 1 MB: the MIGRATE timeout stays the default, the tool waits about as long.
         let (_, ms, wait) = big_key_waits(1_000_000, 5000, Duration::from_secs(10));
         assert_eq!(ms, 5000);
-        assert!(wait.as_secs_f64() < 10.1, "{wait:?}");
-        // 45 MB (the trial's hash): about 0.9 s of hold; 300 MB (redis/redis#13122): 5.9 s.
+        assert!(wait.as_secs_f64() < 11.0, "{wait:?}");
+        // 45 MB (the trial's hash): about 2.4 s of hold at 18 ns a byte and 3 times a DUMP.
         let (hold, ms, _) = big_key_waits(45_000_000, 5000, Duration::from_secs(10));
-        assert!((0.85..0.95).contains(&hold.as_secs_f64()), "{hold:?}");
+        assert!((2.3..2.5).contains(&hold.as_secs_f64()), "{hold:?}");
         assert!(ms > 5000, "{ms}");
+        // 300 MB (redis/redis#13122): about 16 s, past the default cluster-node-timeout.
         let (hold, ms, wait) = big_key_waits(300_000_000, 5000, Duration::from_secs(10));
-        assert!((5.5..6.5).contains(&hold.as_secs_f64()), "{hold:?}");
-        assert!(ms > 5000 && ms as f64 > 4.0 * 0.33 * 5.5 * 1000.0, "{ms}");
+        assert!((15.0..17.0).contains(&hold.as_secs_f64()), "{hold:?}");
+        assert!(ms as f64 > 4.0 * 0.33 * 15.0 * 1000.0, "{ms}");
         assert!(
             wait.as_secs_f64() > hold.as_secs_f64() + ms as f64 / 1000.0,
             "{wait:?}"
