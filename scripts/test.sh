@@ -32,7 +32,8 @@ SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak m
 ALONE="module_limits bench_program"
 # The longest binaries (cluster rebalances), started first when the last run's times are
 # unknown (a fresh clone), so that the pool does not end on one of them.
-LONG="bench_cluster module_cluster slots_redis_cli bench_cache tool_predict tool_apply properties"
+LONG="bench_cluster module_cluster slots_redis_cli bench_cache tool_predict tool_apply tool_limits
+  properties"
 
 phases=()
 phase() { phases+=("$(printf '%-52s %6s s%s' "$1" "$2" "${3:-}")"); }

@@ -593,7 +593,8 @@ fn a_setslot_its_replicas_did_not_acknowledge_is_sent_again() {
     // replicate CLUSTER SETSLOT to a primary's replicas first and wait for them (2 s): the
     // target answers NOREPLICAS (not applied), and the apply sends it again until the replica,
     // let go once the test has seen a NOREPLICAS, acknowledges it. Redis 7.0 and 8.2 do not
-    // replicate SETSLOT: the apply runs through with the replica stopped.
+    // replicate SETSLOT: the apply moves every slot with the replica stopped, then waits for
+    // it to acknowledge the run's writes (it says so), and ends once the test lets it go.
     let mut cluster =
         Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
     fill(&cluster, 600, &[(20, 1024); 3]);
@@ -617,7 +618,7 @@ fn a_setslot_its_replicas_did_not_acknowledge_is_sent_again() {
         text(&q(&mut cluster.nodes[0].client(), "INFO server")).contains("server_name:valkey");
     let refused_before = errors_answered(&cluster.nodes[target], "NOREPLICAS");
     let stopped = Stopped::stop(cluster.nodes[replica].pid());
-    let running = Running::start(&["apply", &path, "--url", &url, "--yes"]);
+    let mut running = Running::start(&["apply", &path, "--url", &url, "--yes"]);
     if valkey {
         let deadline = Instant::now() + Duration::from_secs(120);
         while errors_answered(&cluster.nodes[target], "NOREPLICAS") == refused_before {
@@ -628,8 +629,12 @@ fn a_setslot_its_replicas_did_not_acknowledge_is_sent_again() {
         let (success, out) = running.finish();
         assert!(success, "{out}");
     } else {
-        let (success, out) = running.finish();
+        assert!(
+            running.wait_for("ringslot: waiting for ", 1),
+            "the apply ended with a replica stopped"
+        );
         drop(stopped);
+        let (success, out) = running.finish();
         assert!(success, "{out}");
         assert_eq!(
             errors_answered(&cluster.nodes[target], "NOREPLICAS"),

@@ -167,7 +167,7 @@ impl Prepared {
             }
             self.position.done = g.end;
         }
-        self.settle(&mut applied)?;
+        self.settle(&mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }

@@ -600,8 +600,13 @@ impl Limits {
 
     /// After the run: waits (at most [`REPLICA_WAIT`]) until every replica of `masters` has
     /// acknowledged its master's replication offset as it stood when the run ended, so that
-    /// each holds what its master held then. Error: one that has not by then.
-    pub(crate) fn settle_replicas(&mut self, masters: &[&str]) -> Result<()> {
+    /// each holds what its master held then; a wait is told once through `waiting`. Error:
+    /// one that has not by then.
+    pub(crate) fn settle_replicas(
+        &mut self,
+        masters: &[&str],
+        waiting: &mut dyn FnMut(String),
+    ) -> Result<()> {
         let offset_of = |text: &str| -> u64 {
             crate::reply::info_field(text, "master_repl_offset")
                 .and_then(|v| v.parse().ok())
@@ -617,6 +622,7 @@ impl Limits {
             }
         }
         let began = Instant::now();
+        let mut told = false;
         for (master, mark) in marks {
             loop {
                 let Some((text, links)) = self.replication(&master)? else {
@@ -635,6 +641,15 @@ impl Limits {
                     .collect();
                 if behind.is_empty() {
                     break;
+                }
+                if !told {
+                    waiting(format!(
+                        "waiting for replica(s) {} of {master} to acknowledge the run's last \
+                         writes (every move is done; at most {} s)",
+                        behind.join(", "),
+                        REPLICA_WAIT.as_secs()
+                    ));
+                    told = true;
                 }
                 if began.elapsed() >= REPLICA_WAIT {
                     bail!(

@@ -296,15 +296,15 @@ impl Prepared {
             });
         }
         self.position.close_last = false;
-        self.settle(&mut applied)?;
+        self.settle(&mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
 
     /// After the last move: waits until every replica of the plan's masters holds what its
     /// master held at the end ([`Limits::settle_replicas`]), and notes the masters whose
-    /// `evicted_keys` grew during the run.
-    fn settle(&mut self, applied: &mut Applied) -> Result<()> {
+    /// `evicted_keys` grew during the run. A wait is told once through `on`.
+    fn settle(&mut self, applied: &mut Applied, on: &mut dyn FnMut(Event)) -> Result<()> {
         let masters: Vec<String> = self.plan.masters().into_iter().collect();
         let drained: Vec<String> = masters
             .iter()
@@ -313,7 +313,7 @@ impl Prepared {
             .collect();
         if let Some(limits) = self.limits.as_mut() {
             let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
-            limits.settle_replicas(&masters)?;
+            limits.settle_replicas(&masters, &mut |text| on(Event::Notice(text)))?;
             applied.evicted = limits.evictions();
             applied.fill = limits.fill(&drained);
         }

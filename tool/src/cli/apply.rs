@@ -46,10 +46,10 @@ pub struct ApplyArgs {
     /// Valkey 9 or later (and a module loaded there must declare support for it).
     #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec"])]
     pub atomic: bool,
-    /// The part of each node's limit kept free, in percent: the run refuses, before its first
-    /// write, a plan that would take a master or a replica past its maxmemory (or, without
-    /// one, its host's RAM) less this, and stops (the slot left open, to go on when run again)
-    /// before a batch would
+    /// The part of each node's limit kept free, in percent (under 90): the run refuses,
+    /// before its first write, a plan that would take a master or a replica past its maxmemory
+    /// (or, without one, its host's RAM) less this, and stops before a batch that would (the
+    /// slot left open, to go on when run again)
     #[arg(long, value_name = "PCT", default_value_t = crate::predict::capacity::DEFAULT_HEADROOM)]
     pub headroom: f64,
     /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
