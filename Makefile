@@ -158,8 +158,9 @@ bench-whatif: release
 ## bench-apply: the plan by bytes carried out by `ringslot apply` beside redis-cli's rebalance,
 ## on two identical throw-away clusters (ports 30101-30104 and 30201-30204; KEYS keys of 16 B
 ## to 1 KiB, default 1000000, and HOT keys of one hot tag, default 20000, of 4 KiB): the time
-## of each and each master's keys and used_memory after (scripts/bench-apply.sh; ATOMIC=1
-## REDIS_SERVER=.../valkey-server for --atomic).
+## of each and each master's keys and used_memory after, and the commands each sent a slot
+## (scripts/bench-apply.sh; ATOMIC=1 REDIS_SERVER=.../valkey-server for --atomic; REPLICAS=1
+## for a replica per master).
 bench-apply: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-apply.sh

@@ -8,11 +8,18 @@
 # REDIS_SERVER=valkey-server 9); on cluster B: `redis-cli --cluster rebalance
 # --cluster-use-empty-masters`. Prints the time of each step and each master's keys and
 # used_memory after, with the peak-to-mean of used_memory (data only: an empty master's
-# used_memory is subtracted). Every server is stopped at the end, also on failure.
+# used_memory is subtracted). REPLICAS=1 gives every master a replica (ports 30105-30108 and
+# 30205-30208; the added master's replica added with it), as production runs. Every server is
+# stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS="${KEYS:-1000000}"
 HOT="${HOT:-20000}"
+REPLICAS="${REPLICAS:-0}"
+ports=(30101 30102 30103 30104 30201 30202 30203 30204)
+[ "$REPLICAS" = 1 ] && ports+=(30105 30106 30107 30108 30205 30206 30207 30208)
+nodes=4
+[ "$REPLICAS" = 1 ] && nodes=8
 SERVER="${REDIS_SERVER:-redis-server}"
 TOOL="${TOOL:-target/release/ringslot}"
 work="$(mktemp -d)"
@@ -23,7 +30,7 @@ cleanup() {
   [ -n "${KEEP:-}" ] && echo "bench-apply: kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
-for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
+for port in "${ports[@]}"; do
   if redis-cli -p "$port" ping >/dev/null 2>&1; then
     echo "bench-apply: port $port is in use" >&2; exit 1
   fi
@@ -34,7 +41,7 @@ for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
     --appendonly no --daemonize no --logfile "$work/$port/log" &
   pids+=($!)
 done
-for port in 30101 30102 30103 30104 30201 30202 30203 30204; do
+for port in "${ports[@]}"; do
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
 t() { date +%s.%N; }
@@ -42,8 +49,14 @@ since() { python3 -c "print(f'{$(t) - $1:.1f}')"; }
 echo "bench-apply: $("$SERVER" --version | cut -d' ' -f1-3), $KEYS keys + $HOT hot keys"
 python3 scripts/bench_apply_data.py "$KEYS" "$HOT" 7 "$work"
 for base in 3010 3020; do
-  redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
-    --cluster-replicas 0 --cluster-yes >/dev/null
+  if [ "$REPLICAS" = 1 ]; then
+    redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
+      "127.0.0.1:${base}5" "127.0.0.1:${base}6" "127.0.0.1:${base}7" \
+      --cluster-replicas 1 --cluster-yes >/dev/null
+  else
+    redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
+      --cluster-replicas 0 --cluster-yes >/dev/null
+  fi
   for _ in $(seq 300); do
     ok=1
     for i in 1 2 3; do
@@ -56,12 +69,29 @@ for base in 3010 3020; do
   done
   empty=$(redis-cli -p "${base}4" info memory | grep '^used_memory:' | cut -d: -f2 | tr -d '\r')
   redis-cli --cluster add-node "127.0.0.1:${base}4" "127.0.0.1:${base}1" >/dev/null
-  # Every node knows every other before anything moves.
-  for _ in $(seq 300); do
-    ok=1
-    for i in 1 2 3 4; do
-      [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 4 ] || ok=0
+  if [ "$REPLICAS" = 1 ]; then
+    # redis-cli adds a replica only once every node agrees on the configuration.
+    for _ in $(seq 300); do
+      ok=1
+      for i in 1 2 3 4 5 6 7; do
+        [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 7 ] || ok=0
+      done
+      [ "$ok" = 1 ] && break; sleep 0.2
     done
+    redis-cli --cluster add-node "127.0.0.1:${base}8" "127.0.0.1:${base}1" --cluster-slave \
+      --cluster-master-id "$(redis-cli -p "${base}4" cluster myid)" >/dev/null
+  fi
+  # Every node knows every other before anything moves, and every replica is in sync.
+  for _ in $(seq 600); do
+    ok=1
+    for i in $(seq "$nodes"); do
+      [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = "$nodes" ] || ok=0
+    done
+    if [ "$REPLICAS" = 1 ]; then
+      for i in 5 6 7 8; do
+        redis-cli -p "${base}$i" info replication | grep -q 'master_link_status:up' || ok=0
+      done
+    fi
     [ "$ok" = 1 ] && break; sleep 0.2
   done
 done
@@ -83,6 +113,31 @@ for port, keys, used in rows:
 print(f"  peak-to-mean of used_memory: {max(r[2] for r in rows) / mean:.3f}")
 PY
 }
+# commands BASE SLOTS: the commands every node of a cluster ran since its last CONFIG RESETSTAT
+# (INFO commandstats), per slot moved, most frequent first: where a tool's time a slot goes.
+resetstat() {
+  for i in $(seq "$nodes"); do redis-cli -p "$1$i" config resetstat >/dev/null; done
+}
+commands() {
+  python3 - "$1" "$nodes" "$2" <<'PY'
+import subprocess, sys
+base, nodes, slots = sys.argv[1], int(sys.argv[2]), max(int(sys.argv[3]), 1)
+calls, usec = {}, {}
+for i in range(1, nodes + 1):
+    info = subprocess.run(["redis-cli", "-p", f"{base}{i}", "info", "commandstats"],
+                          capture_output=True, text=True).stdout
+    for line in info.splitlines():
+        if not line.startswith("cmdstat_"):
+            continue
+        name, rest = line[len("cmdstat_"):].split(":", 1)
+        fields = dict(f.split("=") for f in rest.split(","))
+        calls[name] = calls.get(name, 0) + int(fields["calls"])
+        usec[name] = usec.get(name, 0) + int(fields["usec"])
+rows = sorted(calls.items(), key=lambda kv: -kv[1])
+print("  commands a slot (every node, INFO commandstats): " + ", ".join(
+    f"{name} {n / slots:.1f} ({usec[name] / slots / 1000:.2f} ms)" for name, n in rows[:12]))
+PY
+}
 s=$(t)
 "$TOOL" predict --url redis://127.0.0.1:30101 --rebalance --by "${BY:-bytes}" --max-keys-per-sec 0 \
   --json >"$work/plan.json" 2>"$work/predict.log"
@@ -96,16 +151,28 @@ for p in c["plans"]:
 PY
 atomic=()
 [ "${ATOMIC:-}" = 1 ] && atomic=(--atomic)
+resetstat 3010
+# The replicas' initial syncs left RDB files to write back: flushed first, so that neither
+# tool's SETSLOTs (each saves and fsyncs nodes.conf) wait behind them.
+sync
 s=$(t)
 "$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
-echo "A: ringslot apply ${atomic[*]}: $(since "$s") s ($(tail -1 "$work/apply.log"))"
+took=$(since "$s")
+moves=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prediction"]["by_weight"]["moves"]))' "$work/plan.json")
+echo "A: ringslot apply ${atomic[*]}: $took s, $moves slots, $(python3 -c "print(f'{$took * 1000 / max($moves, 1):.2f}')") ms a slot ($(tail -1 "$work/apply.log"))"
+commands 3010 "$moves"
 redis-cli --cluster check 127.0.0.1:30101 >"$work/check.log" 2>&1 || true
 echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check.log") OK, \
 $(grep -c -E '\[(WARNING|ERR)\]' "$work/check.log" || true) warnings or errors"
 sleep 2
 report 3010
+resetstat 3020
+sync
 s=$(t)
 redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
-echo "B: redis-cli --cluster rebalance: $(since "$s") s"
+took=$(since "$s")
+moves=$(redis-cli --cluster check 127.0.0.1:30204 2>/dev/null | grep -m1 '^127.0.0.1:30204' | sed -E 's/.* ([0-9]+) slots.*/\1/')
+echo "B: redis-cli --cluster rebalance: $took s, $moves slots to the added master, $(python3 -c "print(f'{$took * 1000 / max(${moves:-0}, 1):.2f}')") ms a slot"
+commands 3020 "${moves:-0}"
 sleep 2
 report 3020

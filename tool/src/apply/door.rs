@@ -163,10 +163,69 @@ impl Masters {
             .get_mut(at)
             .ok_or_else(|| refused(format!("{at} is not a master of the cluster")))?;
         let reply = node.con.run(&args);
+        self.answered();
+        reply
+    }
+
+    /// Sends `write` to every master in `at` before reading any answer, so that they carry it
+    /// out side by side (the `SETSLOT ... NODE` that closes a slot on the masters other than
+    /// its source and target, which wait for nothing but their own `nodes.conf`), then reads
+    /// the answers in `at`'s order, each counted as [`Masters::write`] counts one. An answer
+    /// per master, in `at`'s order; a master whose send failed has that error.
+    pub(crate) fn write_at_once(
+        &mut self,
+        at: &[String],
+        write: &Write,
+    ) -> Vec<Result<Value, NodeError>> {
+        let args = match write.args() {
+            Ok(args) => args,
+            Err(e) => {
+                let text = format!("{e:#}");
+                return at
+                    .iter()
+                    .map(|a| {
+                        Err(NodeError::tool(
+                            a,
+                            &format!("{} (not sent)", write.name()),
+                            &text,
+                        ))
+                    })
+                    .collect();
+            }
+        };
+        let sent: Vec<Result<(), NodeError>> = at
+            .iter()
+            .map(|a| match self.nodes.get_mut(a) {
+                Some(node) => node.con.send(&args),
+                None => Err(NodeError::tool(
+                    a,
+                    &format!("{} (not sent)", write.name()),
+                    &format!("{a} is not a master of the cluster"),
+                )),
+            })
+            .collect();
+        let mut answers = Vec::with_capacity(at.len());
+        for (a, sent) in at.iter().zip(sent) {
+            let answer = sent.and_then(|()| match self.nodes.get_mut(a) {
+                Some(node) => node.con.receive(&args),
+                None => Err(NodeError::tool(
+                    a,
+                    write.name(),
+                    "not a master of the cluster",
+                )),
+            });
+            self.answered();
+            answers.push(answer);
+        }
+        answers
+    }
+
+    /// Counts a write answered; the test hook ([`EXIT_AFTER_WRITES_VAR`]) may end the process
+    /// here.
+    fn answered(&mut self) {
         self.writes += 1;
         if self.stop_after == Some(self.writes) {
             std::process::exit(EXIT_AFTER_WRITES);
         }
-        reply
     }
 }

@@ -12,8 +12,11 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// How often a run checks every master's own view and `cluster_state` (the next move's two
-/// masters and the seed's view are checked before every slot).
+/// How often a run reads the seed's view (failing flags), every master's own view and their
+/// `cluster_state`; the next move's two masters' own views (a failover) are read before every
+/// slot. A second is far below the time a cluster takes to flag a node failing
+/// (`cluster-node-timeout`, 15 s by default), and reading everything before every slot cost
+/// five round trips a slot where the move itself takes about nine.
 pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the cluster's state stops a run.
@@ -132,17 +135,19 @@ impl Prepared {
     /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
     /// that has become a replica leaves the run: no failover.
     ///
-    /// The seed's view and the next move's two masters are read every time; every other
-    /// master at most every [`FULL_CHECK_EVERY`] (their `CLUSTER NODES` and `CLUSTER INFO`:
-    /// two round trips each, which on a cluster of 100 masters would cost more than the move).
+    /// The next move's two masters' own views (`CLUSTER NODES`) are read every time; the
+    /// seed's view, every master's own view and `CLUSTER INFO` at most every
+    /// [`FULL_CHECK_EVERY`] (on a cluster of 100 masters they would cost more than the move).
     pub(super) fn health(&mut self, next: usize) -> Result<Option<Stop>> {
-        let seed_view = nodes_on(&mut self.seed)?;
         let full = self
             .last_full_check
             .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
-        if full {
+        let seed_view = if full {
             self.last_full_check = Some(Instant::now());
-        }
+            nodes_on(&mut self.seed)?
+        } else {
+            Vec::new()
+        };
         let involved: Vec<String> = self
             .plan
             .moves
@@ -162,6 +167,9 @@ impl Prepared {
                 && drains(&self.plan, address, next)
             {
                 drained.push(address.clone());
+                continue;
+            }
+            if !full {
                 continue;
             }
             let info = n.con.text(&["CLUSTER", "INFO"])?;

@@ -352,7 +352,9 @@ impl Prepared {
         match self.move_slot(m, opts, limiter, applied, on) {
             Ok(moved) => Ok(moved),
             Err(e) => {
-                // A failed command may be the first sign of a failover: say so if it is.
+                // A failed command may be the first sign of a failover: say so if it is (every
+                // master and the seed's view read again).
+                self.last_full_check = None;
                 if let Ok(Some(why)) = self.health(next) {
                     bail!(
                         "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \

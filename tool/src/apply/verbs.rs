@@ -117,7 +117,11 @@ impl Prepared {
     /// first, it bumps its epoch and owns the slot, so that a crash of the source meanwhile
     /// leaves no slot without an owner. The source next, its refusals in
     /// [`TOLERATED_ON_SOURCE`]; the others last, so that none of them redirects clients to a
-    /// source that no longer has the keys.
+    /// source that no longer has the keys. The others are told at once
+    /// ([`Masters::write_at_once`](super::door::Masters::write_at_once)): nothing orders them
+    /// among themselves, and each answers only once it has saved its `nodes.conf` (an fsync;
+    /// one after another, they cost a save each). One that answers `NOREPLICAS` is told again
+    /// alone ([`Prepared::set_slot`]).
     fn close_slot(&mut self, m: &SlotMove) -> Result<()> {
         let to_id = self.masters.id(&m.to);
         let owner = SlotState::Node { owner: &to_id };
@@ -130,8 +134,20 @@ impl Prepared {
             .filter(|a| **a != m.to && **a != m.from)
             .cloned()
             .collect();
-        for other in others {
-            self.set_slot(&other, m.slot, owner, TOLERATED_ON_OTHERS)?;
+        let write = Write::SetSlot {
+            slot: m.slot,
+            state: owner,
+        };
+        let answers = self.masters.write_at_once(&others, &write);
+        for (other, answer) in others.iter().zip(answers) {
+            match answer {
+                Ok(_) => {}
+                Err(e) if TOLERATED_ON_OTHERS.contains(&e.code) => {}
+                Err(e) if e.is(&Code::NoReplicas) => {
+                    self.set_slot(other, m.slot, owner, TOLERATED_ON_OTHERS)?
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }

@@ -70,6 +70,25 @@ impl NodeConnection {
             .map_err(|e| self.error(command_words(args), &e))
     }
 
+    /// Sends the command `args` without reading its reply, which [`NodeConnection::receive`]
+    /// reads: commands sent to several nodes before any reply is read run on them side by side.
+    /// Error: the send failed.
+    pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<(), NodeError> {
+        let packed = crate::client::cmd(args).get_packed_command();
+        self.con
+            .send_packed_command(&packed)
+            .map_err(|e| self.error(command_words(args), &e))
+    }
+
+    /// The reply to the command `args` sent by [`NodeConnection::send`]; a server's error
+    /// reply is an error, as from [`NodeConnection::run`].
+    pub fn receive<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, NodeError> {
+        self.con
+            .recv_response()
+            .and_then(Value::extract_error)
+            .map_err(|e| self.error(command_words(args), &e))
+    }
+
     /// Runs `cmd`, its reply converted to `T` (a reply of another type is an error too).
     pub fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T, NodeError> {
         cmd.query(&mut self.con).map_err(|e| {
