@@ -160,7 +160,8 @@ bench-whatif: release
 ## to 1 KiB, default 1000000, and HOT keys of one hot tag, default 20000, of 4 KiB): the time
 ## of each and each master's keys and used_memory after, and the commands each sent a slot
 ## (scripts/bench-apply.sh; ATOMIC=1 REDIS_SERVER=.../valkey-server for --atomic; REPLICAS=1
-## for a replica per master).
+## for a replica per master; BY=slots: the apply carries out redis-cli's own plan, the same
+## slots redis-cli moves).
 bench-apply: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-apply.sh

@@ -27,7 +27,7 @@ pub struct SlotPlan {
     /// The plan file's format ([`PLAN_VERSION`]).
     #[serde(default = "first_version")]
     pub version: u32,
-    /// What the plan evens (`bytes`, `memory`, `keys`, `load`, `network`).
+    /// What the plan evens (`bytes`, `memory`, `keys`, `load`, `network`, `slots`).
     pub by: WeightBy,
     /// How far from its share each master may end, a fraction (0.05: 5%).
     pub tolerance: f64,
@@ -91,6 +91,11 @@ pub enum WeightBy {
     /// `network-bytes-in` plus `network-bytes-out`, counted as `cpu-usec` is; Valkey 8 and
     /// Redis 8.2 and later, with `cluster-slot-stats-enabled yes`).
     Network,
+    /// Slot counts, as `redis-cli --cluster rebalance` evens them: the plan is redis-cli's own
+    /// moves (its slots, grouped by source and target), so that `ringslot apply` carries out
+    /// what redis-cli would, with its own checks, limits and resume rule (and the two movers
+    /// compare on the same slots).
+    Slots,
 }
 
 impl WeightBy {
@@ -102,6 +107,7 @@ impl WeightBy {
             WeightBy::Keys => "keys",
             WeightBy::Load => "load",
             WeightBy::Network => "network",
+            WeightBy::Slots => "slots",
         }
     }
 }

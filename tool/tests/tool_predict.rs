@@ -841,6 +841,41 @@ fn a_plan_by_bytes_beside_redis_clis() {
         assert!(seen.insert(slot), "slot {slot} twice");
         assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
     }
+    // --by slots: the plan file is redis-cli's own plan, its figures redis-cli's to the byte.
+    let json: serde_json::Value = serde_json::from_str(&ok(&[
+        "predict",
+        "--url",
+        &seed,
+        "--json",
+        "--add",
+        "10.9.9.9:7000",
+        "--by",
+        "slots",
+        "--max-keys-per-sec",
+        "0",
+    ]))
+    .expect("a JSON object");
+    let c = &json["prediction"]["by_weight"];
+    assert_eq!(c["by"], "slots", "{json:#}");
+    let plans = c["plans"].as_array().expect("two plans");
+    for field in [
+        "slots_after",
+        "keys_after",
+        "bytes_after",
+        "slots_moved",
+        "keys_moved",
+    ] {
+        assert_eq!(plans[0][field], plans[1][field], "{field}: {c:#}");
+    }
+    let moves = c["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 4096, "{c:#}");
+    let mut seen = std::collections::BTreeSet::new();
+    for m in moves {
+        let slot = m["slot"].as_u64().unwrap() as usize;
+        assert!(seen.insert(slot), "slot {slot} twice");
+        assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
+        assert_eq!(m["to"], "10.9.9.9:7000", "{m}");
+    }
     // Read-only: the default way; --with-module is refused with --by.
     let refused = ringslot(&[
         "predict",

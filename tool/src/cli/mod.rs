@@ -115,7 +115,8 @@ pub struct PredictionArgs {
     /// moving as little of it as it can, side by side with redis-cli's: bytes (DUMP lengths),
     /// memory (MEMORY USAGE) or keys, which size every key (--bytes-sample N: N a slot), or load
     /// or network (CLUSTER SLOT-STATS cpu-usec, or network-bytes-in + network-bytes-out, with
-    /// cluster-slot-stats-enabled yes). Read-only way only.
+    /// cluster-slot-stats-enabled yes); or slots: redis-cli's own plan as the plan file, for
+    /// `ringslot apply` to carry out redis-cli's choice of slots. Read-only way only.
     #[arg(long, value_enum, conflicts_with = "with_module")]
     pub by: Option<WeightBy>,
     /// With --by: how far from its share each master may end, in percent.

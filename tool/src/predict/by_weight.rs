@@ -257,6 +257,79 @@ fn fit_rooms(
     Some((capacities, plan, capped))
 }
 
+/// redis-cli's plan as a plan by weight of one a slot ([`WeightBy::Slots`]): a move for each
+/// slot whose owner differs between `before` and `after` (the slots' owners, as master
+/// indices), the masters' loads in slots, and their targets by `capacities`.
+fn redis_cli_plan(
+    before: &[Option<usize>],
+    after: &[Option<usize>],
+    capacities: &[u32],
+    tolerance: f64,
+) -> ringslot_engine::by_weight::WeightPlan {
+    let masters = capacities.len();
+    let load = |owners: &[Option<usize>]| {
+        let mut load = vec![0u64; masters];
+        for o in owners.iter().flatten() {
+            if let Some(x) = load.get_mut(*o) {
+                *x += 1;
+            }
+        }
+        load
+    };
+    let moves: Vec<ringslot_engine::by_weight::WeightMove> = before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter_map(|(slot, (b, a))| match (b, a) {
+            (Some(from), Some(to)) if from != to => Some(ringslot_engine::by_weight::WeightMove {
+                slot,
+                from: *from,
+                to: *to,
+                weight: 1,
+            }),
+            _ => None,
+        })
+        .collect();
+    let (loads_before, loads_after) = (load(before), load(after));
+    let total: u64 = loads_before.iter().sum();
+    let sum: f64 = capacities.iter().map(|&c| f64::from(c)).sum();
+    let targets: Vec<f64> = capacities
+        .iter()
+        .map(|&c| {
+            if sum > 0.0 {
+                total as f64 * f64::from(c) / sum
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let distance = |(l, t): (&u64, &f64)| {
+        if *t > 0.0 {
+            (*l as f64 - t).abs() / t
+        } else if *l > 0 {
+            f64::INFINITY
+        } else {
+            0.0
+        }
+    };
+    let deviation = loads_after
+        .iter()
+        .zip(&targets)
+        .map(distance)
+        .fold(0.0, f64::max);
+    ringslot_engine::by_weight::WeightPlan {
+        moved: moves.len() as u64,
+        moves,
+        loads_before,
+        loads_after,
+        best_targets: targets.clone(),
+        targets,
+        within: deviation <= tolerance,
+        deviation,
+        oversized: Vec::new(),
+    }
+}
+
 /// The moves of a plan by weight as steps between two masters, in the plan's order (its moves
 /// come grouped by source and target), each with its slots' keys, bytes and memory.
 fn steps_of(moves: &[SlotMove], figures: &[(f64, f64, f64)]) -> Vec<StepCost> {
@@ -421,6 +494,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         WeightBy::Bytes => f.1,
         WeightBy::Memory => f.2,
         WeightBy::Load | WeightBy::Network => 0.0,
+        WeightBy::Slots => 1.0,
     };
     let weights: Vec<u64> = match (by, slot_load) {
         (WeightBy::Load | WeightBy::Network, Some(load)) => (0..SLOT_COUNT)
@@ -439,9 +513,22 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     // The shares asked for (1000 a unit, as fit_rooms counts), which the figures' peak-to-mean
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
-    let (capacities, plan, capped) = fit_rooms(
-        masters, capacities, &weights, &owners, &pinned, tolerance, &figures, room,
-    )?;
+    let (capacities, plan, capped) = if by == WeightBy::Slots {
+        let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
+        let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
+        pinned.fill(false);
+        let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
+        (capacities, plan, Vec::new())
+    } else {
+        fit_rooms(
+            masters, capacities, &weights, &owners, &pinned, tolerance, &figures, room,
+        )?
+    };
+    let pinned_slots: &[u16] = if by == WeightBy::Slots {
+        &[]
+    } else {
+        pinned_slots
+    };
     let problem = WeightProblem {
         weights: &weights,
         owners: &owners,

@@ -148,11 +148,11 @@ fn mirrors_of(topo: &LiveCluster, opts: &Options) -> Result<Vec<(String, Topolog
 }
 
 /// Per slot, whether its keys are sized: the slots the plan moves, or every slot for a plan
-/// by bytes, memory or keys.
+/// by bytes, memory, keys or slots (whose figures give every master's bytes after).
 fn sized_slots(plan: &[RebalanceStep<String>], opts: &Options) -> Vec<bool> {
     let sizes_all = matches!(
         opts.by,
-        Some(WeightBy::Bytes | WeightBy::Memory | WeightBy::Keys)
+        Some(WeightBy::Bytes | WeightBy::Memory | WeightBy::Keys | WeightBy::Slots)
     );
     let mut moved = vec![sizes_all; SLOT_COUNT];
     for m in plan {

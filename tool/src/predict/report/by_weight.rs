@@ -3,10 +3,21 @@
 
 use super::mib;
 use crate::output::{fixed, Table};
+use crate::plan::WeightBy;
 use crate::predict::by_weight::WeightComparison;
 
-/// The plan by weight beside redis-cli's (`--by`).
+/// The plan by weight beside redis-cli's (`--by`); with `--by slots`, redis-cli's plan as the
+/// plan file ([`redis_cli_plan_section`]).
 pub(super) fn by_weight_section(c: &WeightComparison) -> String {
+    if c.plan.by == WeightBy::Slots {
+        redis_cli_plan_section(c)
+    } else {
+        weight_section(c)
+    }
+}
+
+/// A plan by bytes, memory, keys, load or network beside redis-cli's.
+fn weight_section(c: &WeightComparison) -> String {
     let by = c.plan.by.name();
     let pct = c.plan.tolerance * 100.0;
     let mut plans = Table::new(&[
@@ -201,4 +212,29 @@ fn verdict(c: &WeightComparison, by: &str, pct: f64) -> String {
         ),
         _ => String::new(),
     }
+}
+
+/// `--by slots`: the plan file holds redis-cli's own plan, for `ringslot apply`.
+fn redis_cli_plan_section(c: &WeightComparison) -> String {
+    let (slots, keys, bytes, peak_bytes, peak_keys) =
+        c.plans.first().map_or((0, 0, 0.0, 0.0, 0.0), |f| {
+            (
+                f.slots_moved,
+                f.keys_moved,
+                f.bytes_moved,
+                f.peak_to_mean_bytes,
+                f.peak_to_mean_keys,
+            )
+        });
+    format!(
+        "\n## redis-cli's plan as a plan file (--by slots)\n\nThe plan file (`--json`, \
+         `by_weight`) holds redis-cli's own plan: the {slots} slots its rebalance would move \
+         ({keys} keys, {}), grouped by source and target, the slots one by one in \
+         `by_weight.moves`. `ringslot apply plan.json --url ...` carries it out with its \
+         checks between slots, its memory limits and its resume rule (`--dry-run` first shows \
+         the commands). It evens slot counts, as redis-cli does: after it, the peak-to-mean \
+         by bytes is {peak_bytes:.3} and by keys {peak_keys:.3}; `--by bytes` or `--by \
+         memory` evens what fills the masters.\n",
+        mib(bytes)
+    )
 }
