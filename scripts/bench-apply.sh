@@ -171,7 +171,8 @@ sync
 s=$(t)
 redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
 took=$(since "$s")
-moves=$(redis-cli --cluster check 127.0.0.1:30204 2>/dev/null | grep -m1 '^127.0.0.1:30204' | sed -E 's/.* ([0-9]+) slots.*/\1/')
+redis-cli --cluster check 127.0.0.1:30204 >"$work/check-b.log" 2>&1 || true
+moves=$(grep -m1 '^127.0.0.1:30204' "$work/check-b.log" | sed -E 's/.* ([0-9]+) slots.*/\1/' || true)
 echo "B: redis-cli --cluster rebalance: $took s, $moves slots to the added master, $(python3 -c "print(f'{$took * 1000 / max(${moves:-0}, 1):.2f}')") ms a slot"
 commands 3020 "${moves:-0}"
 sleep 2

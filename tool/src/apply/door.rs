@@ -170,7 +170,9 @@ impl Masters {
     /// Sends `write` to every master in `at` before reading any answer, so that they carry it
     /// out side by side (the `SETSLOT ... NODE` that closes a slot on the masters other than
     /// its source and target, which wait for nothing but their own `nodes.conf`), then reads
-    /// the answers in `at`'s order, each counted as [`Masters::write`] counts one. An answer
+    /// the answers in `at`'s order, each counted as [`Masters::write`] counts one (the test
+    /// hook's exit after the first answer leaves the others sent, applied or not: each is a
+    /// `SETSLOT ... NODE` that a run closing the slot again repeats harmlessly). An answer
     /// per master, in `at`'s order; a master whose send failed has that error.
     pub(crate) fn write_at_once(
         &mut self,

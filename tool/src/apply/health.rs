@@ -135,7 +135,8 @@ impl Prepared {
     /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
     /// that has become a replica leaves the run: no failover.
     ///
-    /// The next move's two masters' own views (`CLUSTER NODES`) are read every time; the
+    /// The next move's two masters' own views (`CLUSTER NODES`: their failing flags and
+    /// whether each is still the master it was) are read every time; the
     /// seed's view, every master's own view and `CLUSTER INFO` at most every
     /// [`FULL_CHECK_EVERY`] (on a cluster of 100 masters they would cost more than the move).
     pub(super) fn health(&mut self, next: usize) -> Result<Option<Stop>> {
@@ -191,7 +192,14 @@ impl Prepared {
             .filter(|(a, _)| checked.contains(*a))
             .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
             .collect();
-        Ok(unhealthy(&seed_view, &own))
+        // Between full checks the two masters' own views, just read, stand in for the seed's:
+        // a node either flags failing stops the run as the seed's flag would.
+        let flags: Vec<ClusterNode> = if full {
+            seed_view
+        } else {
+            own.iter().flat_map(|(_, _, v)| v.iter().cloned()).collect()
+        };
+        Ok(unhealthy(&flags, &own))
     }
 }
 

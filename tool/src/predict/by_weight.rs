@@ -503,7 +503,14 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         (WeightBy::Load | WeightBy::Network, None) => return None,
         _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
     };
-    let (capacities, by_maxmemory) = capacities(masters, change, maxmemory);
+    // redis-cli's plan evens slot counts by --weight only, whatever the masters' maxmemory.
+    let no_limits = BTreeMap::new();
+    let limits = if by == WeightBy::Slots {
+        &no_limits
+    } else {
+        maxmemory
+    };
+    let (capacities, by_maxmemory) = capacities(masters, change, limits);
     let mut pinned = vec![false; SLOT_COUNT];
     for &s in pinned_slots {
         if let Some(p) = pinned.get_mut(usize::from(s)) {
@@ -513,8 +520,8 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     // The shares asked for (1000 a unit, as fit_rooms counts), which the figures' peak-to-mean
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
+    let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
     let (capacities, plan, capped) = if by == WeightBy::Slots {
-        let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
         let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
         pinned.fill(false);
         let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
@@ -548,7 +555,6 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             *o = Some(m.to);
         }
     }
-    let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
     let evenness = Evenness {
         masters: masters.len(),
         owners: &owners,

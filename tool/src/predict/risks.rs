@@ -8,6 +8,7 @@ use super::nodes::NodeReads;
 use super::options::Options;
 use super::prediction::Prediction;
 use super::report::mib;
+use crate::plan::WeightBy;
 
 /// The soft limit of `client-output-buffer-limit replica` by default (64 MiB for 60 s; 256 MiB
 /// hard): a `RESTORE` payload past it can disconnect a replica, which then resyncs in full.
@@ -80,6 +81,14 @@ pub(crate) fn risks(
                          (--move-big-keys moves it).",
                         ms(opts.max_hold),
                         c.plan.by.name()
+                    ));
+                } else if c.plan.by == WeightBy::Slots
+                    && c.plan.moves.iter().any(|m| m.slot == k.slot)
+                {
+                    line.push_str(&format!(
+                        " Past --max-hold ({}): the plan by slots is redis-cli's own and moves \
+                         its slot all the same (apply moves the key alone).",
+                        ms(opts.max_hold)
                     ));
                 }
             }
