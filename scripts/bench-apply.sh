@@ -151,29 +151,41 @@ for p in c["plans"]:
 PY
 atomic=()
 [ "${ATOMIC:-}" = 1 ] && atomic=(--atomic)
-resetstat 3010
-# The replicas' initial syncs left RDB files to write back: flushed first, so that neither
-# tool's SETSLOTs (each saves and fsyncs nodes.conf) wait behind them.
-sync
-s=$(t)
-"$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
-took=$(since "$s")
-moves=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prediction"]["by_weight"]["moves"]))' "$work/plan.json")
-echo "A: ringslot apply ${atomic[*]}: $took s, $moves slots, $(python3 -c "print(f'{$took * 1000 / max($moves, 1):.2f}')") ms a slot ($(tail -1 "$work/apply.log"))"
-commands 3010 "$moves"
-redis-cli --cluster check 127.0.0.1:30101 >"$work/check.log" 2>&1 || true
-echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check.log") OK, \
+# The replicas' initial syncs left RDB files to write back: `sync` first, so that neither
+# tool's SETSLOTs (each saves and fsyncs nodes.conf) wait behind them. FIRST=redis-cli runs
+# redis-cli's rebalance before the apply (to see whether the order favours either).
+run_apply() {
+  resetstat 3010
+  sync
+  s=$(t)
+  "$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
+  took=$(since "$s")
+  moves=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prediction"]["by_weight"]["moves"]))' "$work/plan.json")
+  echo "A: ringslot apply ${atomic[*]}: $took s, $moves slots, $(python3 -c "print(f'{$took * 1000 / max($moves, 1):.2f}')") ms a slot ($(tail -1 "$work/apply.log"))"
+  commands 3010 "$moves"
+  redis-cli --cluster check 127.0.0.1:30101 >"$work/check.log" 2>&1 || true
+  echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check.log") OK, \
 $(grep -c -E '\[(WARNING|ERR)\]' "$work/check.log" || true) warnings or errors"
-sleep 2
-report 3010
-resetstat 3020
-sync
-s=$(t)
-redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
-took=$(since "$s")
-redis-cli --cluster check 127.0.0.1:30204 >"$work/check-b.log" 2>&1 || true
-moves=$(grep -m1 '^127.0.0.1:30204' "$work/check-b.log" | sed -E 's/.* ([0-9]+) slots.*/\1/' || true)
-echo "B: redis-cli --cluster rebalance: $took s, $moves slots to the added master, $(python3 -c "print(f'{$took * 1000 / max(${moves:-0}, 1):.2f}')") ms a slot"
-commands 3020 "${moves:-0}"
-sleep 2
-report 3020
+  sleep 2
+  report 3010
+}
+run_redis_cli() {
+  resetstat 3020
+  sync
+  s=$(t)
+  redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
+  took=$(since "$s")
+  redis-cli --cluster check 127.0.0.1:30204 >"$work/check-b.log" 2>&1 || true
+  moves=$(grep -m1 '^127.0.0.1:30204' "$work/check-b.log" | sed -E 's/.* ([0-9]+) slots.*/\1/' || true)
+  echo "B: redis-cli --cluster rebalance: $took s, $moves slots to the added master, $(python3 -c "print(f'{$took * 1000 / max(${moves:-0}, 1):.2f}')") ms a slot"
+  commands 3020 "${moves:-0}"
+  sleep 2
+  report 3020
+}
+if [ "${FIRST:-}" = redis-cli ]; then
+  run_redis_cli
+  run_apply
+else
+  run_apply
+  run_redis_cli
+fi
