@@ -704,17 +704,21 @@ impl Limits {
             .collect()
     }
 
-    /// Reads the masters again and takes that as where the run begins: what they evicted
-    /// while the operator was asked to confirm is not the run's. Error: a master that no
-    /// longer answers.
-    pub(crate) fn mark_start(&mut self) -> Result<()> {
-        let masters: Vec<String> = self
-            .standing
+    /// The watched masters' addresses (not their replicas).
+    fn masters(&self) -> Vec<String> {
+        self.standing
             .nodes
             .iter()
             .filter(|(_, w)| w.replica_of.is_none())
             .map(|(a, _)| a.clone())
-            .collect();
+            .collect()
+    }
+
+    /// Reads the masters again and takes that as where the run begins: what they evicted
+    /// while the operator was asked to confirm is not the run's. Error: a master that no
+    /// longer answers.
+    pub(crate) fn mark_start(&mut self) -> Result<()> {
+        let masters = self.masters();
         for a in masters {
             self.reread(&a)?;
             if let Some(w) = self.standing.nodes.get_mut(&a) {
@@ -728,13 +732,7 @@ impl Limits {
     /// master read again; a master that does not answer now is left out (the run is over: its
     /// moves are done).
     pub(crate) fn evictions(&mut self) -> Vec<(String, u64)> {
-        let masters: Vec<String> = self
-            .standing
-            .nodes
-            .iter()
-            .filter(|(_, w)| w.replica_of.is_none())
-            .map(|(a, _)| a.clone())
-            .collect();
+        let masters = self.masters();
         let mut out = Vec::new();
         for a in masters {
             if self.reread(&a).is_err() {

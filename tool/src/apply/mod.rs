@@ -215,13 +215,7 @@ impl Prepared {
         // only what its source still holds is to come.
         if self.position.next_open {
             if let Some(m) = to_go.first_mut() {
-                let slot = m.slot.to_string();
-                let left =
-                    self.masters
-                        .node(&m.from)?
-                        .con
-                        .run(&["CLUSTER", "COUNTKEYSINSLOT", &slot])?;
-                let left = crate::reply::int(&left)?.max(0) as f64;
+                let left = self.keys_left(m)?.max(0) as f64;
                 let part = if m.keys > 0 {
                     (left / m.keys as f64).min(1.0)
                 } else {
@@ -242,6 +236,18 @@ impl Prepared {
             .check_plan(&to_go, opts.batch_bytes, &drained);
         self.limits = Some(limits);
         Ok(crossing)
+    }
+
+    /// The keys of `m`'s slot its source still holds (`CLUSTER COUNTKEYSINSLOT`). Error: the
+    /// source does not answer.
+    pub(crate) fn keys_left(&mut self, m: &SlotMove) -> Result<i64> {
+        let slot = m.slot.to_string();
+        let left = self
+            .masters
+            .node(&m.from)?
+            .con
+            .run(&["CLUSTER", "COUNTKEYSINSLOT", &slot])?;
+        Ok(crate::reply::int(&left)?)
     }
 
     /// The moves this run carries out: from the position on.

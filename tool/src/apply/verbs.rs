@@ -76,13 +76,7 @@ impl Prepared {
         let target_claims = claims(&self.masters.node(&m.to)?.view, m.slot);
         let source_claims = claims(&self.masters.node(&m.from)?.view, m.slot);
         let moved = if target_claims {
-            let slot = m.slot.to_string();
-            let left =
-                self.masters
-                    .node(&m.from)?
-                    .con
-                    .run(&["CLUSTER", "COUNTKEYSINSLOT", &slot])?;
-            let left = crate::reply::int(&left)?;
+            let left = self.keys_left(m)?;
             if left > 0 {
                 bail!(
                     "{} already serves the slot but {} still holds {left} of its keys: move \
