@@ -449,6 +449,16 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
 fn a_big_key_moves_alone_and_past_max_hold_stays_unless_asked() {
     let cluster =
         Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    // The drained master stays an empty master: on Valkey 9.1.2, one that turned replica of
+    // the master taking its slots while that master was importing another slot was once left
+    // with the slot importing (a replica's state the apply cannot reach; seen in 1 run of 5).
+    // tool_apply's drain test covers a drained master turning replica.
+    for n in &cluster.nodes {
+        q(
+            &mut n.client(),
+            "CONFIG SET cluster-allow-replica-migration no",
+        );
+    }
     fill(&cluster, 3000, &[]);
     big_hash(&cluster, "{big}:hash", 20000);
     let slot = key_slot(b"{big}:hash");
