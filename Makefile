@@ -161,7 +161,8 @@ bench-whatif: release
 ## of each and each master's keys and used_memory after, and the commands each sent a slot
 ## (scripts/bench-apply.sh; ATOMIC=1 REDIS_SERVER=.../valkey-server for --atomic; REPLICAS=1
 ## for a replica per master; BY=slots: the apply carries out redis-cli's own plan, the same
-## slots redis-cli moves; FIRST=redis-cli runs redis-cli's rebalance first).
+## slots redis-cli moves; FIRST=redis-cli runs redis-cli's rebalance first; PACE=MS or
+## PACE=auto: a third cluster applied with --max-latency; a client's PING latency throughout).
 bench-apply: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-apply.sh

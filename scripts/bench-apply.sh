@@ -9,8 +9,11 @@
 # --cluster-use-empty-masters`. Prints the time of each step and each master's keys and
 # used_memory after, with the peak-to-mean of used_memory (data only: an empty master's
 # used_memory is subtracted). REPLICAS=1 gives every master a replica (ports 30105-30108 and
-# 30205-30208; the added master's replica added with it), as production runs. Every server is
-# stopped at the end, also on failure.
+# 30205-30208; the added master's replica added with it), as production runs. PACE=MS adds a
+# third identical cluster C (ports 30301-30308) where the same plan by weight is applied with
+# `--max-latency MS` (PACE=auto: twice the client's idle p99 there, its worst master). During each run a client sends RATE PINGs a second to each master
+# (scripts/bench_latency_client.py, 200 by default) and prints their latency, and before it
+# the same client's idle figures. Every server is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS="${KEYS:-1000000}"
@@ -18,6 +21,13 @@ HOT="${HOT:-20000}"
 REPLICAS="${REPLICAS:-0}"
 ports=(30101 30102 30103 30104 30201 30202 30203 30204)
 [ "$REPLICAS" = 1 ] && ports+=(30105 30106 30107 30108 30205 30206 30207 30208)
+bases=(3010 3020)
+if [ -n "${PACE:-}" ]; then
+  bases+=(3030)
+  ports+=(30301 30302 30303 30304)
+  [ "$REPLICAS" = 1 ] && ports+=(30305 30306 30307 30308)
+fi
+RATE="${RATE:-200}"
 nodes=4
 [ "$REPLICAS" = 1 ] && nodes=8
 SERVER="${REDIS_SERVER:-redis-server}"
@@ -48,7 +58,7 @@ t() { date +%s.%N; }
 since() { python3 -c "print(f'{$(t) - $1:.1f}')"; }
 echo "bench-apply: $("$SERVER" --version | cut -d' ' -f1-3), $KEYS keys + $HOT hot keys"
 python3 scripts/bench_apply_data.py "$KEYS" "$HOT" 7 "$work"
-for base in 3010 3020; do
+for base in "${bases[@]}"; do
   if [ "$REPLICAS" = 1 ]; then
     redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
       "127.0.0.1:${base}5" "127.0.0.1:${base}6" "127.0.0.1:${base}7" \
@@ -138,43 +148,71 @@ print("  commands a slot (every node, INFO commandstats): " + ", ".join(
     f"{name} {n / slots:.1f} ({usec[name] / slots / 1000:.2f} ms)" for name, n in rows[:12]))
 PY
 }
-s=$(t)
-"$TOOL" predict --url redis://127.0.0.1:30101 --rebalance --by "${BY:-bytes}" --max-keys-per-sec 0 \
-  --json >"$work/plan.json" 2>"$work/predict.log"
-echo "A: ringslot predict --by ${BY:-bytes}: $(since "$s") s"
-python3 - "$work/plan.json" <<'PY'
+# plan BASE LABEL: the plan by weight of the cluster at BASE, in $work/plan-BASE.json.
+plan() {
+  s=$(t)
+  "$TOOL" predict --url "redis://127.0.0.1:${1}1" --rebalance --by "${BY:-bytes}" \
+    --max-keys-per-sec 0 --json >"$work/plan-$1.json" 2>"$work/predict-$1.log"
+  echo "$2: ringslot predict --by ${BY:-bytes}: $(since "$s") s"
+  python3 - "$work/plan-$1.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
 for p in c["plans"]:
     print(f"  plan {p['name']}: {p['slots_moved']} slots, {p['keys_moved']} keys, "
           f"{p['bytes_moved'] / 2**20:.1f} MiB moved; peak-to-mean by bytes after {p['peak_to_mean_bytes']:.3f}")
 PY
+}
+# client_start BASE LABEL / client_stop: the latency client on the four masters at BASE,
+# its idle figures first (2 s).
+client_start() {
+  idle_line=$(python3 scripts/bench_latency_client.py "$2 idle" "$RATE" 2 "${1}1" "${1}2" \
+    "${1}3" "${1}4")
+  echo "$idle_line"
+  python3 scripts/bench_latency_client.py "$2 during the moves" "$RATE" 3600 \
+    "${1}1" "${1}2" "${1}3" "${1}4" &
+  client=$!
+  pids+=("$client")
+}
+client_stop() {
+  kill -TERM "$client" 2>/dev/null || true
+  wait "$client" || true
+}
+plan 3010 A
 atomic=()
 [ "${ATOMIC:-}" = 1 ] && atomic=(--atomic)
 # The replicas' initial syncs left RDB files to write back: `sync` first, so that neither
 # tool's SETSLOTs (each saves and fsyncs nodes.conf) wait behind them. FIRST=redis-cli runs
 # redis-cli's rebalance before the apply (to see whether the order favours either).
+# run_apply BASE LABEL [ARGS...]: ringslot apply of the cluster's plan, with ARGS.
 run_apply() {
-  resetstat 3010
+  local base=$1 label=$2
+  shift 2
+  resetstat "$base"
   sync
+  client_start "$base" "$label"
   s=$(t)
-  "$TOOL" apply "$work/plan.json" --url redis://127.0.0.1:30101 --yes "${atomic[@]}" 2>"$work/apply.log"
+  "$TOOL" apply "$work/plan-$base.json" --url "redis://127.0.0.1:${base}1" --yes "${atomic[@]}" \
+    "$@" 2>"$work/apply-$base.log"
   took=$(since "$s")
-  moves=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prediction"]["by_weight"]["moves"]))' "$work/plan.json")
-  echo "A: ringslot apply ${atomic[*]}: $took s, $moves slots, $(python3 -c "print(f'{$took * 1000 / max($moves, 1):.2f}')") ms a slot ($(tail -1 "$work/apply.log"))"
-  commands 3010 "$moves"
-  redis-cli --cluster check 127.0.0.1:30101 >"$work/check.log" 2>&1 || true
-  echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check.log") OK, \
-$(grep -c -E '\[(WARNING|ERR)\]' "$work/check.log" || true) warnings or errors"
+  client_stop
+  moves=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["prediction"]["by_weight"]["moves"]))' "$work/plan-$base.json")
+  echo "$label: ringslot apply ${atomic[*]} $*: $took s, $moves slots, $(python3 -c "print(f'{$took * 1000 / max($moves, 1):.2f}')") ms a slot"
+  grep -E "ringslot: (done|PING|pacing)" "$work/apply-$base.log" | sed 's/^/  /'
+  commands "$base" "$moves"
+  redis-cli --cluster check "127.0.0.1:${base}1" >"$work/check-$base.log" 2>&1 || true
+  echo "  redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check-$base.log") OK, \
+$(grep -c -E '\[(WARNING|ERR)\]' "$work/check-$base.log" || true) warnings or errors"
   sleep 2
-  report 3010
+  report "$base"
 }
 run_redis_cli() {
   resetstat 3020
   sync
+  client_start 3020 B
   s=$(t)
   redis-cli --cluster rebalance 127.0.0.1:30201 --cluster-use-empty-masters >/dev/null
   took=$(since "$s")
+  client_stop
   redis-cli --cluster check 127.0.0.1:30204 >"$work/check-b.log" 2>&1 || true
   moves=$(grep -m1 '^127.0.0.1:30204' "$work/check-b.log" | sed -E 's/.* ([0-9]+) slots.*/\1/' || true)
   echo "B: redis-cli --cluster rebalance: $took s, $moves slots to the added master, $(python3 -c "print(f'{$took * 1000 / max(${moves:-0}, 1):.2f}')") ms a slot"
@@ -184,8 +222,19 @@ run_redis_cli() {
 }
 if [ "${FIRST:-}" = redis-cli ]; then
   run_redis_cli
-  run_apply
+  run_apply 3010 A
 else
-  run_apply
+  run_apply 3010 A
   run_redis_cli
+fi
+if [ -n "${PACE:-}" ]; then
+  plan 3030 C
+  if [ "$PACE" = auto ]; then
+    # Twice the client's idle p99 on cluster C (its worst master), at least the 1 ms floor.
+    idle_line=$(python3 scripts/bench_latency_client.py "C idle, for PACE=auto" "$RATE" 2 \
+      30301 30302 30303 30304)
+    echo "$idle_line"
+    PACE=$(python3 -c 'import re,sys; p = [float(x) for x in re.findall(r"p99 ([0-9.]+)", sys.argv[1])]; print("%.1f" % max(1.0, 2 * max(p)))' "$idle_line")
+  fi
+  run_apply 3030 C --max-latency "$PACE"
 fi

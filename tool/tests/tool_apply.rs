@@ -111,18 +111,42 @@ fn a_plan_by_bytes_applied_evens_the_bytes_where_redis_clis_rebalance_does_not()
         "dry-run or a refused run changed the data"
     );
 
-    // The apply, with a client writing and reading throughout.
+    // The apply, with a client writing and reading throughout, paced by a probe of every
+    // master (a budget no run here comes near: the figures are reported, not judged).
     let stop = Arc::new(AtomicBool::new(false));
     let client = std::thread::scope(|scope| {
         let handle = scope.spawn(|| traffic(&tool, stop.clone()));
-        let out = ringslot(&["apply", path, "--url", &url, "--yes"]);
+        let out = ringslot(&[
+            "apply",
+            path,
+            "--url",
+            &url,
+            "--yes",
+            "--max-latency",
+            "500",
+        ]);
         stop.store(true, Ordering::SeqCst);
         let traffic = handle.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "apply failed:\n{err}");
+        // Each master's probe before and during the moves, and what pacing cost.
         assert!(
-            out.status.success(),
-            "apply failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            err.contains("paced to keep a PING's p99 within 500.0 ms on every master"),
+            "{err}"
         );
+        for node in &tool.nodes {
+            let line = err
+                .lines()
+                .find(|l| {
+                    l.starts_with(&format!(
+                        "ringslot: PING to {} during the moves: p50 ",
+                        node.address()
+                    ))
+                })
+                .unwrap_or_else(|| panic!("no probe of {}:\n{err}", node.address()));
+            assert!(line.contains("budget 500.0 ms)"), "{line}");
+        }
+        assert!(err.contains("ringslot: pacing cost "), "{err}");
         traffic
     });
     let (mut app, acked) = client;
@@ -180,6 +204,50 @@ fn a_plan_by_bytes_applied_evens_the_bytes_where_redis_clis_rebalance_does_not()
         moved(&after),
         moved(&cli_after)
     );
+}
+
+#[test]
+fn a_latency_budget_below_its_floor_or_with_atomic_is_refused() {
+    // Refused before the plan is read or a node reached.
+    let url = "redis://127.0.0.1:1";
+    for (ms, says) in [
+        ("0.5", "--max-latency is at least 1 ms (got 0.5 ms)"),
+        (
+            "0",
+            "--max-latency takes milliseconds, a positive number (got 0)",
+        ),
+        (
+            "NaN",
+            "--max-latency takes milliseconds, a positive number (got NaN)",
+        ),
+    ] {
+        let out = ringslot(&[
+            "apply",
+            "no-plan.json",
+            "--url",
+            url,
+            "--yes",
+            "--max-latency",
+            ms,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    // With --atomic the server moves the slots: nothing to pace (clap's usage error, 2).
+    let out = ringslot(&[
+        "apply",
+        "no-plan.json",
+        "--url",
+        url,
+        "--yes",
+        "--atomic",
+        "--max-latency",
+        "5",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
 }
 
 /// Writes the plan's text to a file in `dir`, the moves reordered by `order` (a plan's moves

@@ -28,6 +28,7 @@ pub(crate) mod door;
 mod dry_run;
 mod health;
 mod limits;
+mod pace;
 pub(crate) mod position;
 mod prepare;
 mod verbs;
@@ -45,6 +46,7 @@ use anyhow::{bail, Result};
 use door::Masters;
 pub(crate) use limits::Crossing;
 use limits::Limits;
+pub(crate) use pace::PacingReport;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::sync::atomic::Ordering;
@@ -64,6 +66,9 @@ pub(crate) struct ApplyOptions {
     /// The part of each node's limit (`maxmemory`, else its host's RAM) the run keeps free, a
     /// fraction (`--headroom` / 100).
     pub headroom: f64,
+    /// The budget of another client's round trip to each master, its p99 (`--max-latency`):
+    /// the run paces its batches and pauses to keep within it ([`pace`]); `None`: unpaced.
+    pub max_latency: Option<std::time::Duration>,
 }
 
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
@@ -78,6 +83,16 @@ impl ApplyOptions {
     pub(crate) fn check(&self) -> Result<()> {
         if self.batch_keys == 0 {
             bail!("--batch-keys needs at least 1 key");
+        }
+        if let Some(budget) = self.max_latency {
+            if budget < pace::MIN_MAX_LATENCY {
+                bail!(
+                    "--max-latency is at least {} ms (got {} ms): below it, on a busy host, \
+                     the scheduler decides a round trip's p99, not the run",
+                    pace::MIN_MAX_LATENCY.as_secs_f64() * 1000.0,
+                    budget.as_secs_f64() * 1000.0
+                );
+            }
         }
         if !self.headroom.is_finite() || !(0.0..0.9).contains(&self.headroom) {
             bail!(
@@ -97,6 +112,7 @@ impl Default for ApplyOptions {
             max_bytes_per_sec: 0,
             replace: false,
             headroom: crate::predict::capacity::DEFAULT_HEADROOM / 100.0,
+            max_latency: None,
         }
     }
 }
@@ -139,6 +155,8 @@ pub(crate) struct Applied {
     pub fill: Vec<(String, f64, f64)>,
     /// Seconds the run took.
     pub seconds: f64,
+    /// With `--max-latency`: what pacing did, and what the probe saw.
+    pub pacing: Option<pace::PacingReport>,
 }
 
 impl Applied {
@@ -166,6 +184,8 @@ pub(crate) struct Prepared {
     /// The nodes' memory and replication, watched once [`Prepared::check_limits`] has read
     /// them.
     limits: Option<Limits>,
+    /// With `--max-latency`, from the run's start: the probe and the pacer.
+    paced: Option<pace::Paced>,
 }
 
 /// Whether the node whose own view is `view` serves `slot`.
@@ -272,6 +292,9 @@ impl Prepared {
         }
         let began = Instant::now();
         let mut applied = Applied::default();
+        if let Some(budget) = opts.max_latency {
+            self.start_pacing(budget, opts, on);
+        }
         let mut limiter = Limiter::new(opts.max_bytes_per_sec);
         let total = self.plan.moves.len();
         let moves = self.plan.moves.clone();
@@ -302,9 +325,61 @@ impl Prepared {
             });
         }
         self.position.close_last = false;
+        applied.pacing = self.paced.take().map(pace::Paced::finish);
         self.settle(&mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
+    }
+
+    /// Starts the probe of every master of the plan and its pacer (`--max-latency` `budget`);
+    /// says through `on` what clients see without the run, and when that is already over the
+    /// budget (the run then goes as slowly as the pacer allows).
+    fn start_pacing(
+        &mut self,
+        budget: std::time::Duration,
+        opts: &ApplyOptions,
+        on: &mut dyn FnMut(Event),
+    ) {
+        let masters: Vec<(String, crate::cluster::link::Link)> = self
+            .masters
+            .nodes
+            .iter()
+            .map(|(a, n)| (a.clone(), n.link.clone()))
+            .collect();
+        let paced = pace::Paced::start(&masters, budget, opts.batch_keys, opts.batch_bytes);
+        let ms = |s: f64| s * 1000.0;
+        let idle: Vec<String> = paced
+            .idle()
+            .iter()
+            .map(|(a, p)| format!("{a} {:.2}", ms(p.p99)))
+            .collect();
+        let worst = paced.idle().values().map(|p| p.p99).fold(0.0f64, f64::max);
+        on(Event::Notice(format!(
+            "paced to keep a PING's p99 within {:.1} ms on every master (a probe every {} ms); \
+             before the run, p99 in ms: {}{}",
+            ms(budget.as_secs_f64()),
+            pace::PROBE_EVERY.as_millis(),
+            if idle.is_empty() {
+                "not measured (no master answered PING)".to_string()
+            } else {
+                idle.join(", ")
+            },
+            if worst >= budget.as_secs_f64() {
+                "; that is already over the budget: the run goes as slowly as pacing allows \
+                 (one key a MIGRATE, pauses up to 200 ms)"
+            } else {
+                ""
+            }
+        )));
+        self.paced = Some(paced);
+    }
+
+    /// With `--max-latency`: reads the probe, adapts the batch caps and sleeps the pause.
+    /// Unpaced: nothing.
+    fn pace(&mut self) {
+        if let Some(p) = self.paced.as_mut() {
+            p.step();
+        }
     }
 
     /// After the last move: waits until every replica of the plan's masters holds what its
@@ -355,6 +430,8 @@ impl Prepared {
         if let Some(limits) = self.limits.as_mut() {
             limits.wait_for_replicas(&[&m.from, &m.to], &mut |text| on(Event::Notice(text)))?;
         }
+        // Paced: the pause before the slot's SETSLOTs (each answered after a save).
+        self.pace();
         match self.move_slot(m, opts, limiter, applied, on) {
             Ok(moved) => Ok(moved),
             Err(e) => {

@@ -87,6 +87,7 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         seed: access.seed().connect()?,
         access: access.clone(),
         last_full_check: None,
+        paced: None,
     })
 }
 

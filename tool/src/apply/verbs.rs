@@ -160,9 +160,19 @@ impl Prepared {
     ) -> Result<(u64, u64)> {
         let (mut keys, mut bytes) = (0u64, 0u64);
         let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
+        // Paced, the caps are the pacer's; the first MIGRATE follows the pause before the slot
+        // ([`Prepared::checked`]), each later one pauses first.
+        let caps = |s: &Self| match s.paced.as_ref() {
+            Some(p) => p.caps(),
+            None => (opts.batch_keys, opts.batch_bytes),
+        };
+        let mut first_batch = true;
         loop {
-            let batch = self.batch(m, opts)?;
+            let batch = self.batch(m, caps(self))?;
             if batch.is_empty() {
+                if let Some(p) = self.paced.as_mut() {
+                    p.slot_moved(keys, bytes, opts.batch_keys, opts.batch_bytes);
+                }
                 return Ok((keys, bytes));
             }
             // MIGRATE answers NOKEY for a key that expired but is still listed (no write to
@@ -195,10 +205,21 @@ impl Prepared {
                 _ => None,
             };
             let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
-            let outcome = match big {
-                Some((key, size)) => self.migrate_big(m, &key, size, false, on),
+            if !first_batch {
+                self.pace();
+            }
+            first_batch = false;
+            let outcome = match &big {
+                Some((key, size)) => self.migrate_big(m, key, *size, false, on),
                 None => self.migrate(m, &names, false),
             };
+            if let Some(p) = self.paced.as_mut() {
+                p.migrated();
+                // A big key's wait is the big keys' rule (said, not paced).
+                if big.is_some() {
+                    p.forget();
+                }
+            }
             match outcome {
                 Ok(()) => {}
                 Err(e) if e.is(&Code::BusyKey) => {
@@ -213,14 +234,15 @@ impl Prepared {
     }
 
     /// The next keys of `m`'s slot on its source, with their `MEMORY USAGE`: at most
-    /// `batch_keys`, and at most `batch_bytes` unless the first key alone is bigger.
-    fn batch(&mut self, m: &SlotMove, opts: &ApplyOptions) -> Result<Vec<(Vec<u8>, u64)>> {
+    /// `caps.0` keys, and at most `caps.1` bytes unless the first key alone is bigger.
+    fn batch(&mut self, m: &SlotMove, caps: (u32, u64)) -> Result<Vec<(Vec<u8>, u64)>> {
+        let (batch_keys, batch_bytes) = caps;
         let n = self.masters.node(&m.from)?;
         let mut getkeys = redis::cmd("CLUSTER");
         getkeys
             .arg("GETKEYSINSLOT")
             .arg(m.slot)
-            .arg(opts.batch_keys.max(1));
+            .arg(batch_keys.max(1));
         let names: Vec<Vec<u8>> = n.con.query(&getkeys)?;
         if names.is_empty() {
             return Ok(Vec::new());
@@ -237,7 +259,7 @@ impl Prepared {
             // A big key goes alone, whatever --batch-bytes allows: its MIGRATE is given a
             // timeout of its own.
             let big = size >= BIG_KEY_MEMORY;
-            if !batch.is_empty() && (total + size > opts.batch_bytes || big) {
+            if !batch.is_empty() && (total + size > batch_bytes || big) {
                 break;
             }
             total += size;

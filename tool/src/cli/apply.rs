@@ -41,10 +41,15 @@ pub struct ApplyArgs {
     /// source's (without it the run stops there; equal copies are always replaced).
     #[arg(long)]
     pub replace: bool,
+    /// Pace the run by what clients feel: a PING every 2 ms on each master, and the batches
+    /// and a pause before each MIGRATE adapted to keep its p99 within MS milliseconds (at least
+    /// 1). The summary gives each master's round trips before and during the moves.
+    #[arg(long, value_name = "MS")]
+    pub max_latency: Option<f64>,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
     /// run of moves between the same two masters) instead of key by key. Every master must be
     /// Valkey 9 or later (and a module loaded there must declare support for it).
-    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec"])]
+    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency"])]
     pub atomic: bool,
     /// The part of each node's limit kept free, in percent (under 90): the run refuses,
     /// before its first write, a plan that would take a master or a replica past its maxmemory
@@ -72,6 +77,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         max_bytes_per_sec: a.max_bytes_per_sec,
         replace: a.replace,
         headroom: a.headroom / 100.0,
+        max_latency: a.max_latency.map(latency).transpose()?,
     };
     opts.check()?;
     let text = std::fs::read_to_string(&a.plan)
@@ -147,6 +153,14 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--max-latency MS` as a duration. Error: not a finite, positive number of milliseconds.
+fn latency(ms: f64) -> Result<Duration> {
+    if !ms.is_finite() || ms <= 0.0 {
+        bail!("--max-latency takes milliseconds, a positive number (got {ms})");
+    }
+    Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
 /// `--dry-run`: the commands the run would send from where the cluster stands; `planned`:
 /// the keys and `DUMP` bytes of the moves to go, as the plan measured them.
 fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u64, f64)) {
@@ -159,6 +173,12 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
         prepared.plan.moves.len(),
         bytes / 1048576.0
     );
+    if let Some(ms) = a.max_latency {
+        println!(
+            "# paced by --max-latency {ms}: each MIGRATE below carries at most what the clients' \
+             latency allows (from 10 keys), with pauses between them; the commands are the same"
+        );
+    }
     let lines = if a.atomic {
         prepared.atomic_commands()
     } else {
@@ -320,6 +340,9 @@ fn summary(applied: &Applied, atomic: bool) {
              would cross it"
         );
     }
+    if let Some(p) = &applied.pacing {
+        pacing_summary(p);
+    }
     if !applied.replaced.is_empty() {
         eprintln!(
             "ringslot: --replace overwrote {} keys that differed on their target: {:?}",
@@ -327,4 +350,42 @@ fn summary(applied: &Applied, atomic: bool) {
             applied.replaced.iter().take(10).collect::<Vec<_>>()
         );
     }
+}
+
+/// What `--max-latency` did: each master's `PING` round trips before and during the moves, and
+/// what pacing cost.
+fn pacing_summary(p: &crate::apply::PacingReport) {
+    let ms = |s: f64| s * 1000.0;
+    let budget = ms(p.budget.as_secs_f64());
+    for (address, during) in &p.during {
+        let idle = p.idle.get(address).map_or("not measured".to_string(), |i| {
+            format!("p99 {:.2}", ms(i.p99))
+        });
+        eprintln!(
+            "ringslot: PING to {address} during the moves: p50 {:.2} ms, p99 {:.2} ms, max \
+             {:.2} ms over {} round trips (before the run: {idle}; budget {budget:.1} ms{})",
+            ms(during.median),
+            ms(during.p99),
+            ms(during.longest),
+            during.samples,
+            if ms(during.p99) > budget {
+                ": over it"
+            } else {
+                ""
+            }
+        );
+    }
+    eprintln!(
+        "ringslot: pacing cost {:.1} s of pauses and {} MIGRATEs where --batch-keys and \
+         --batch-bytes alone would send about {}; it slowed {} times and sped up {} times, \
+         ending at {} keys / {} bytes a MIGRATE and a pause of {} ms",
+        p.paused.as_secs_f64(),
+        p.migrates,
+        p.unpaced_migrates,
+        p.slower,
+        p.faster,
+        p.keys,
+        p.bytes,
+        p.pause.as_millis()
+    );
 }

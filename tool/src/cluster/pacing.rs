@@ -1,8 +1,10 @@
 //! How gently the tool works on a live cluster, and what it measures of that: a rate limit
 //! on the keys (or bytes) a reader takes ([`Limiter`]), the longest any of the run's commands
 //! held each master ([`Holds`]), and what another client sees meanwhile ([`Prober`]: a `PING`
-//! every 10 ms on a connection of its own; `ping_round_trips`: the round trips alone).
+//! every few milliseconds on a connection of its own, read as it goes by `apply
+//! --max-latency`; `ping_round_trips`: the round trips alone).
 
+use super::link::Link;
 use super::topology::Master;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,12 +97,17 @@ pub struct MasterHold {
     pub keys_read: u64,
 }
 
-/// What another client sees of each master while the run works: a `PING` every 10 ms on a
-/// connection of its own, the longest it waited for the answer (the server busy with the
-/// run's commands, or with anything else), and the typical round trip.
+/// What another client sees of each master while the run works: a `PING` every `every` (10 ms
+/// by [`Prober::start`]) on a connection of its own, the longest it waited for the answer (the
+/// server busy with the run's commands, or with anything else), and the typical round trip.
+/// The round trips so far can be read as it goes ([`Prober::take_new`]).
 pub struct Prober {
     stop: Arc<AtomicBool>,
-    handles: Vec<std::thread::JoinHandle<(String, Vec<Duration>)>>,
+    /// Per master (address), its round trips so far, in the order they were taken.
+    samples: Vec<(String, Arc<Mutex<Vec<Duration>>>)>,
+    /// Per master, how many of its samples [`Prober::take_new`] has handed out.
+    taken: Vec<usize>,
+    handles: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// One master's `PING`s while the run worked.
@@ -112,6 +119,8 @@ pub struct Probe {
     pub median: f64,
     /// The 90th percentile, seconds.
     pub p90: f64,
+    /// The 99th percentile, seconds (with under 100 samples, about the longest).
+    pub p99: f64,
     /// `PING`s answered.
     pub samples: usize,
 }
@@ -130,48 +139,96 @@ impl Probe {
             longest: v.last().copied().unwrap_or(0.0),
             median: at(0.5),
             p90: at(0.9),
+            p99: at(0.99),
             samples: v.len(),
         })
     }
 }
 
 impl Prober {
-    /// Starts probing `masters`.
+    /// Starts probing `masters`, a `PING` every 10 ms.
     pub fn start(masters: &[Master]) -> Prober {
+        let nodes: Vec<(String, Link)> = masters
+            .iter()
+            .map(|m| (m.address.clone(), m.link.clone()))
+            .collect();
+        Prober::start_every(&nodes, Duration::from_millis(10))
+    }
+
+    /// Starts probing `masters` (address, link), a `PING` every `every` (from the end of one
+    /// round trip to the start of the next). A master that cannot be reached, or refuses
+    /// `PING`, gets no samples.
+    pub fn start_every(masters: &[(String, Link)], every: Duration) -> Prober {
         let stop = Arc::new(AtomicBool::new(false));
+        let samples: Vec<(String, Arc<Mutex<Vec<Duration>>>)> = masters
+            .iter()
+            .map(|(address, _)| (address.clone(), Arc::default()))
+            .collect();
         let handles = masters
             .iter()
-            .map(|m| {
-                let (m, stop) = (m.clone(), stop.clone());
+            .zip(&samples)
+            .map(|((_, link), (_, rtts))| {
+                let (link, stop, rtts) = (link.clone(), stop.clone(), rtts.clone());
                 std::thread::spawn(move || {
-                    let mut rtts = Vec::new();
-                    let Ok(mut con) = m.link.connect() else {
-                        return (m.address, rtts);
+                    let Ok(mut con) = link.connect() else {
+                        return;
                     };
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
                         if con.run(&["PING"]).is_err() {
                             break;
                         }
-                        rtts.push(started.elapsed());
-                        std::thread::sleep(Duration::from_millis(10));
+                        if let Ok(mut v) = rtts.lock() {
+                            v.push(started.elapsed());
+                        }
+                        std::thread::sleep(every);
                     }
-                    (m.address, rtts)
                 })
             })
             .collect();
-        Prober { stop, handles }
+        Prober {
+            stop,
+            taken: vec![0; samples.len()],
+            samples,
+            handles,
+        }
     }
 
-    /// Stops probing; per master that answered `PING`, its probe (masters that did not are
-    /// left out: not measured).
-    pub fn finish(self) -> BTreeMap<String, Probe> {
+    /// The round trips taken since the last call (all of them at the first), per master that
+    /// has new ones: (address, round trips in the order taken).
+    pub fn take_new(&mut self) -> Vec<(String, Vec<Duration>)> {
+        let mut out = Vec::new();
+        for ((address, rtts), taken) in self.samples.iter().zip(self.taken.iter_mut()) {
+            let Ok(v) = rtts.lock() else { continue };
+            if let Some(new) = v.get(*taken..).filter(|n| !n.is_empty()) {
+                out.push((address.clone(), new.to_vec()));
+                *taken = v.len();
+            }
+        }
+        out
+    }
+
+    /// Stops probing; per master that answered `PING`, its probe over every round trip since
+    /// the start (masters that did not are left out: not measured).
+    pub fn finish(mut self) -> BTreeMap<String, Probe> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handles
-            .into_iter()
-            .filter_map(|h| h.join().ok())
-            .filter_map(|(a, rtts)| Some((a, Probe::of(&rtts)?)))
+        for h in std::mem::take(&mut self.handles) {
+            let _ = h.join();
+        }
+        self.samples
+            .iter()
+            .filter_map(|(a, rtts)| {
+                let v = rtts.lock().ok()?;
+                Some((a.clone(), Probe::of(&v)?))
+            })
             .collect()
+    }
+}
+
+impl Drop for Prober {
+    /// Stops the probing threads (they end after their round trip under way).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

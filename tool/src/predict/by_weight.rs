@@ -97,6 +97,10 @@ pub struct PlanFigures {
     pub slots_after: Vec<u64>,
     pub keys_after: Vec<u64>,
     pub bytes_after: Vec<f64>,
+    /// Per master, the half-width of the 95% interval of its bytes after (two standard
+    /// errors, from the slots sized by a sample of their keys, `--bytes-sample`): its bytes
+    /// after lie within `bytes_after ± bytes_after_error`. All 0 when every key was sized.
+    pub bytes_after_error: Vec<f64>,
     pub weight_after: Vec<f64>,
     /// The largest load over its target among the masters with a capacity, by bytes and by
     /// keys (1: every master at its share).
@@ -396,6 +400,8 @@ struct Evenness<'a> {
     masters: usize,
     owners: &'a [Option<usize>],
     figures: &'a [(f64, f64, f64)],
+    /// Per slot, the variance of its `DUMP` bytes' estimate ([`SlotSize::dump_variance`]).
+    dump_variance: &'a [f64],
     weights: &'a [u64],
     asked: &'a [u32],
     targets: &'a [f64],
@@ -409,6 +415,7 @@ impl Evenness<'_> {
         let capacity: f64 = self.asked.iter().map(|&c| f64::from(c)).sum();
         let (mut slots, mut keys, mut bytes, mut w) =
             (vec![0u64; n], vec![0u64; n], vec![0.0; n], vec![0.0; n]);
+        let mut variance = vec![0.0; n];
         let (mut slots_moved, mut keys_moved, mut bytes_moved, mut weight_moved) =
             (0u64, 0u64, 0.0, 0.0);
         for (s, (o, f)) in after.iter().zip(self.figures).enumerate() {
@@ -416,6 +423,7 @@ impl Evenness<'_> {
             slots[m] += 1;
             keys[m] += f.0 as u64;
             bytes[m] += f.1;
+            variance[m] += self.dump_variance.get(s).copied().unwrap_or(0.0);
             // The weights the planner saw (whole units), so that `within` agrees with it.
             let slot_weight = self.weights.get(s).copied().unwrap_or(0) as f64;
             w[m] += slot_weight;
@@ -458,6 +466,7 @@ impl Evenness<'_> {
             slots_after: slots,
             keys_after: keys,
             bytes_after: bytes,
+            bytes_after_error: variance.iter().map(|v| 2.0 * v.sqrt()).collect(),
             weight_after: w,
             within,
         }
@@ -487,6 +496,12 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         .map(|s| {
             let slot = u16::try_from(s).unwrap_or(u16::MAX);
             slot_figures(sizes.get(&slot).unwrap_or(&empty))
+        })
+        .collect();
+    let dump_variance: Vec<f64> = (0..SLOT_COUNT)
+        .map(|s| {
+            let slot = u16::try_from(s).unwrap_or(u16::MAX);
+            sizes.get(&slot).map_or(0.0, SlotSize::dump_variance)
         })
         .collect();
     let weight = |f: &(f64, f64, f64)| match by {
@@ -559,6 +574,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         masters: masters.len(),
         owners: &owners,
         figures: &figures,
+        dump_variance: &dump_variance,
         weights: &weights,
         asked: &asked,
         targets: &plan.targets,
@@ -615,4 +631,50 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             .collect(),
         within: plan.within,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_masters_bytes_after_carry_the_error_of_its_sampled_slots() {
+        // Three slots: slot 0 sized whole, slots 1 and 2 by a sample of their keys (100 keys,
+        // 4 sized: 10, 20, 30, 40 bytes, estimate.rs's example), owned by masters 0, 0, 1;
+        // after the plan, slot 1 is master 1's.
+        let sampled = SlotSize {
+            keys: 100,
+            sampled: 4,
+            dump: 100.0,
+            dump_sq: 3000.0,
+            ..SlotSize::default()
+        };
+        let whole = SlotSize {
+            keys: 2,
+            sampled: 2,
+            dump: 30.0,
+            dump_sq: 500.0,
+            ..SlotSize::default()
+        };
+        let slots = [whole, sampled, sampled];
+        let figures: Vec<(f64, f64, f64)> = slots.iter().map(slot_figures).collect();
+        let variance: Vec<f64> = slots.iter().map(SlotSize::dump_variance).collect();
+        let one = 100.0 * 100.0 * (500.0 / 3.0) / 4.0 * (1.0 - 4.0 / 100.0);
+        assert!((variance[1] - one).abs() < 1e-6);
+        let evenness = Evenness {
+            masters: 2,
+            owners: &[Some(0), Some(0), Some(1)],
+            figures: &figures,
+            dump_variance: &variance,
+            weights: &[30, 2500, 2500],
+            asked: &[1000, 1000],
+            targets: &[2515.0, 2515.0],
+            tolerance: 0.05,
+        };
+        let f = evenness.figures("bytes".into(), &[Some(0), Some(1), Some(1)]);
+        assert_eq!(f.bytes_after, vec![30.0, 5000.0]);
+        // Master 0 holds only the slot sized whole; master 1, two sampled slots.
+        assert_eq!(f.bytes_after_error[0], 0.0);
+        assert!((f.bytes_after_error[1] - 2.0 * (2.0 * one).sqrt()).abs() < 1e-6);
+    }
 }

@@ -35,6 +35,27 @@ impl SlotSize {
         self.scaled(self.memory) + self.big_memory
     }
 
+    /// The variance of its `DUMP` bytes' estimate, bytes squared: 0 where every key that is
+    /// not big was measured (or one key at most was: no spread is known), else as [`total`]
+    /// has it.
+    pub fn dump_variance(&self) -> f64 {
+        self.variance(self.dump, self.dump_sq)
+    }
+
+    /// The variance of the estimate of the keys' total from `x` and `x_sq` (the measured keys'
+    /// sum and sum of squares), a sample without replacement: `keys^2 s^2 / n (1 - n / keys)`
+    /// (0 where every key that is not big was measured, or fewer than two were).
+    fn variance(&self, x: f64, x_sq: f64) -> f64 {
+        let keys = self.keys.saturating_sub(self.big);
+        if self.sampled < 2 || self.sampled >= keys {
+            return 0.0;
+        }
+        let (n, k) = (self.sampled as f64, keys as f64);
+        let mean = x / n;
+        let var = ((x_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+        k * k * var / n * (1.0 - n / k)
+    }
+
     /// `x` (a sum over the measured keys) scaled to every key that is not big.
     fn scaled(&self, x: f64) -> f64 {
         let keys = self.keys.saturating_sub(self.big);
@@ -90,13 +111,8 @@ fn total(sizes: &[&SlotSize], sum: impl Fn(&SlotSize) -> (f64, f64, f64)) -> Est
         if s.sampled == 0 {
             continue;
         }
-        let (n, k) = (s.sampled as f64, keys as f64);
-        let mean = x / n;
-        value += k * mean;
-        if s.sampled > 1 {
-            let var = ((x_sq - n * mean * mean) / (n - 1.0)).max(0.0);
-            variance += k * k * var / n * (1.0 - n / k);
-        }
+        value += keys as f64 * x / s.sampled as f64;
+        variance += s.variance(x, x_sq);
     }
     Estimate {
         value,
@@ -163,5 +179,8 @@ mod tests {
         let both = dump_bytes(&[&a, &whole]);
         assert!((both.value - 2502.0).abs() < 1e-9);
         assert!((both.error - e.error).abs() < 1e-9);
+        // A slot's own variance is the total's, slot by slot.
+        assert!((a.dump_variance() - var).abs() < 1e-6);
+        assert_eq!(whole.dump_variance(), 0.0);
     }
 }

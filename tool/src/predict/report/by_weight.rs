@@ -53,7 +53,14 @@ fn weight_section(c: &WeightComparison) -> String {
     ]);
     if let [cli, weighted] = c.plans.as_slice() {
         for (i, m) in c.masters.iter().enumerate() {
-            let at = |v: &[f64]| format!("{:.0}", v.get(i).copied().unwrap_or(0.0));
+            // Bytes after, with the 95% interval where a sample sized them.
+            let at = |v: &[f64], e: &[f64]| {
+                let value = v.get(i).copied().unwrap_or(0.0);
+                match e.get(i).copied().filter(|e| *e > 0.0) {
+                    Some(e) => format!("{value:.0} ± {e:.0}"),
+                    None => format!("{value:.0}"),
+                }
+            };
             let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
             let keys = slots;
             per.push(vec![
@@ -69,10 +76,10 @@ fn weight_section(c: &WeightComparison) -> String {
                 format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
                 slots(&cli.slots_after),
                 keys(&cli.keys_after),
-                at(&cli.bytes_after),
+                at(&cli.bytes_after, &cli.bytes_after_error),
                 slots(&weighted.slots_after),
                 keys(&weighted.keys_after),
-                at(&weighted.bytes_after),
+                at(&weighted.bytes_after, &weighted.bytes_after_error),
             ]);
         }
     }
