@@ -11,9 +11,10 @@
 # used_memory is subtracted). REPLICAS=1 gives every master a replica (ports 30105-30108 and
 # 30205-30208; the added master's replica added with it), as production runs. PACE=MS adds a
 # third identical cluster C (ports 30301-30308) where the same plan by weight is applied with
-# `--max-latency MS` (PACE=auto: twice the client's idle p99 there, its worst master). During each run a client sends RATE PINGs a second to each master
-# (scripts/bench_latency_client.py, 200 by default) and prints their latency, and before it
-# the same client's idle figures. Every server is stopped at the end, also on failure.
+# `--max-latency MS` (PACE=auto: twice the client's idle p99 there, its worst master).
+# SIZE_ALL=1 also times the prediction with every key sized, on cluster B. During each run a
+# client sends RATE PINGs a second to each master (scripts/bench_latency_client.py, 200 by
+# default) and prints their latency, and before it the same client's idle figures. Every server is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS="${KEYS:-1000000}"
@@ -160,6 +161,10 @@ c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
 for p in c["plans"]:
     print(f"  plan {p['name']}: {p['slots_moved']} slots, {p['keys_moved']} keys, "
           f"{p['bytes_moved'] / 2**20:.1f} MiB moved; peak-to-mean by bytes after {p['peak_to_mean_bytes']:.3f}")
+p = c["plans"][-1]
+print("  its masters after, by DUMP bytes: " + ", ".join(
+    f"{m} {b / 2**20:.1f} +- {e / 2**20:.1f} MiB"
+    for m, b, e in zip(c["masters"], p["bytes_after"], p.get("bytes_after_error", [0] * len(p["bytes_after"])))))
 PY
 }
 # client_start BASE LABEL / client_stop: the latency client on the four masters at BASE,
@@ -178,6 +183,14 @@ client_stop() {
   wait "$client" || true
 }
 plan 3010 A
+# SIZE_ALL=1: the same prediction on cluster B with every key sized (--bytes-sample all),
+# beside A's (which samples past 2 million keys), before B changes.
+if [ -n "${SIZE_ALL:-}" ]; then
+  s=$(t)
+  "$TOOL" predict --url redis://127.0.0.1:30201 --rebalance --by "${BY:-bytes}" \
+    --max-keys-per-sec 0 --bytes-sample all --json >"$work/plan-all.json" 2>/dev/null
+  echo "B: ringslot predict --by ${BY:-bytes} --bytes-sample all: $(since "$s") s"
+fi
 atomic=()
 [ "${ATOMIC:-}" = 1 ] && atomic=(--atomic)
 # The replicas' initial syncs left RDB files to write back: `sync` first, so that neither
@@ -220,6 +233,21 @@ run_redis_cli() {
   sleep 2
   report 3020
 }
+# truth BASE LABEL: every master's DUMP bytes now, every key sized (a plan by bytes with a
+# tolerance of 100% moves nothing: its bytes after are the bytes now).
+truth() {
+  "$TOOL" predict --url "redis://127.0.0.1:${1}1" --rebalance --by bytes --tolerance 100 \
+    --max-keys-per-sec 0 --bytes-sample all --json 2>/dev/null | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["prediction"]["by_weight"]
+p = c["plans"][1]
+b = p["bytes_after"]
+mean = sum(b) / len(b)
+print("  DUMP bytes now, every key sized: " + ", ".join(
+    f"{m} {x / 2**20:.1f} MiB ({x / mean:.3f})" for m, x in zip(c["masters"], b))
+    + f"; peak-to-mean {max(b) / mean:.3f}")'
+  echo "  ($2)"
+}
 if [ "${FIRST:-}" = redis-cli ]; then
   run_redis_cli
   run_apply 3010 A
@@ -227,6 +255,7 @@ else
   run_apply 3010 A
   run_redis_cli
 fi
+[ -n "${SIZE_ALL:-}" ] && truth 3010 "A after its apply"
 if [ -n "${PACE:-}" ]; then
   plan 3030 C
   if [ "$PACE" = auto ]; then

@@ -676,6 +676,19 @@ fn each_command_of_the_tool_does_bounded_work() {
         &[b"SET", big_string.as_bytes(), &vec![b'x'; 2 << 20]],
     )
     .unwrap();
+    // Twenty small keys beside each big one: with --bytes-sample 1 a big key is most likely
+    // past its slot's sample, and must be found all the same.
+    for tag in ["{bh4}", "{bigs}"] {
+        for i in 0..20 {
+            let key = format!("{tag}:small:{i}");
+            per_slot[usize::from(key_slot(key.as_bytes()))] += 1;
+            call(
+                owner_of(&owners, &mut cons, key.as_bytes()),
+                &[b"SET", key.as_bytes(), b"v"],
+            )
+            .unwrap();
+        }
+    }
     for con in cons.values_mut() {
         q(con, "CONFIG SET slowlog-max-len 100000");
         q(con, "CONFIG SET slowlog-log-slower-than 0");
@@ -686,14 +699,16 @@ fn each_command_of_the_tool_does_bounded_work() {
     for way in [
         &["--json"][..],
         &["--json", "--sizes-by", "dump"][..],
+        &["--json", "--bytes-sample", "1"][..],
         &["--with-module"][..],
     ] {
         let mut args = vec!["predict", "--url", &seed, "--add", "10.9.9.9:7000"];
         args.extend_from_slice(way);
         reports.push(ok(&args));
     }
-    // Both big keys are found and described, from their lengths and MEMORY USAGE.
-    for report in &reports[..2] {
+    // Both big keys are found and described, from their lengths and MEMORY USAGE; with a
+    // sample of one key a slot too.
+    for report in &reports[..3] {
         let json: serde_json::Value = serde_json::from_str(report).unwrap();
         let big = json["prediction"]["big_keys"].as_array().unwrap();
         for (name, kind, length) in [(big_hash, "hash", 100_000), (big_string, "string", 2 << 20)] {

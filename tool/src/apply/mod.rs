@@ -12,7 +12,8 @@
 //! Its files: prepare.rs (the cluster read and checked against the plan before anything is
 //! written), position.rs (where the cluster stands in the plan), health.rs (the checks between
 //! slots, [`Stop`]), verbs.rs (a slot's move), door.rs (the writes), atomic.rs (`--atomic`),
-//! dry_run.rs (`--dry-run`); this file holds the run.
+//! dry_run.rs (`--dry-run`), pace.rs (`--max-latency`: the moves paced by a probe of every
+//! master); this file holds the run.
 //!
 //! Safe by construction: it starts only from a state a prefix of the plan reaches
 //! ([`position::position`]); it checks the cluster between slots (`cluster_state:ok`, no node

@@ -48,7 +48,20 @@ impl Prepared {
         state: SlotState,
         tolerated: &[Code],
     ) -> Result<(), NodeError> {
-        let mut tries = 0;
+        self.set_slot_after(at, slot, state, tolerated, 0)
+    }
+
+    /// [`Prepared::set_slot`] when `tried` tries were already sent (and answered `NOREPLICAS`)
+    /// another way: at most [`NOREPLICAS_TRIES`] in all still.
+    fn set_slot_after(
+        &mut self,
+        at: &str,
+        slot: u16,
+        state: SlotState,
+        tolerated: &[Code],
+        tried: u32,
+    ) -> Result<(), NodeError> {
+        let mut tries = tried;
         loop {
             tries += 1;
             match self.masters.write(at, &Write::SetSlot { slot, state }) {
@@ -138,7 +151,8 @@ impl Prepared {
                 Ok(_) => {}
                 Err(e) if TOLERATED_ON_OTHERS.contains(&e.code) => {}
                 Err(e) if e.is(&Code::NoReplicas) => {
-                    self.set_slot(other, m.slot, owner, TOLERATED_ON_OTHERS)?
+                    // The broadcast was its first try.
+                    self.set_slot_after(other, m.slot, owner, TOLERATED_ON_OTHERS, 1)?
                 }
                 Err(e) => return Err(e.into()),
             }

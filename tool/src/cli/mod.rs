@@ -103,9 +103,10 @@ pub struct PredictionArgs {
     #[arg(long, default_value_t = 200_000)]
     pub max_keys_per_sec: u64,
     /// Measure the bytes of this many keys a slot (the rest estimated, with the error
-    /// stated) instead of every key the plan moves.
-    #[arg(long, value_name = "N")]
-    pub bytes_sample: Option<u64>,
+    /// stated; every key still screened for big keys) instead of every key the plan moves, or
+    /// `all`. Unset: every key up to 2 million keys in the cluster, 50 a slot past that.
+    #[arg(long, value_name = "N|all")]
+    pub bytes_sample: Option<crate::predict::options::BytesSample>,
     /// How the moving keys' DUMP lengths are read: `script` (EVAL_RO returns the lengths,
     /// the payloads stay on the masters; DUMP where the user may not run scripts) or `dump`
     /// (the payloads travel to the tool: less of the masters' CPU, more network).
@@ -164,7 +165,11 @@ impl PredictionArgs {
             ttl_secs: self.ttl,
             with_module: self.with_module,
             max_keys_per_sec: self.max_keys_per_sec,
-            bytes_sample: self.bytes_sample,
+            bytes_sample: match self.bytes_sample {
+                Some(crate::predict::options::BytesSample::PerSlot(n)) => Some(n),
+                _ => None,
+            },
+            auto_sample: self.bytes_sample.is_none(),
             atomic: self.atomic,
             sizes_by: self.sizes_by,
             by: self.by,

@@ -38,6 +38,10 @@ pub struct WeightComparison {
     pub oversized: Vec<u16>,
     /// Whether the plan by weight is within the tolerance.
     pub within: bool,
+    /// The tolerance the planner aimed at, a fraction: `--tolerance` less two standard errors
+    /// of a master's bytes where slots were sized from samples (at least half of it); the
+    /// tolerance itself when every key was sized.
+    pub aimed_tolerance: f64,
     /// Whether the capacities follow the masters' `maxmemory` (even fill ratios) rather than
     /// 1 each.
     pub by_maxmemory: bool,
@@ -473,6 +477,55 @@ impl Evenness<'_> {
     }
 }
 
+/// How far inside the tolerance a plan from samples aims, a fraction of a master's target:
+/// the largest, over the masters with a share (`asked`), of two standard errors of a master's
+/// bytes over its target, a master taken to hold its share of every slot's variance
+/// (`variance`, [`SlotSize::dump_variance`]; `figures`' bytes give the total). 0 when every
+/// key was sized.
+fn sampling_margin(asked: &[u32], variance: &[f64], figures: &[(f64, f64, f64)]) -> f64 {
+    let total_variance: f64 = variance.iter().sum();
+    let total: f64 = figures.iter().map(|f| f.1).sum();
+    let shares: f64 = asked.iter().map(|&c| f64::from(c)).sum();
+    if total_variance <= 0.0 || total <= 0.0 || shares <= 0.0 {
+        return 0.0;
+    }
+    asked
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let share = f64::from(c) / shares;
+            2.0 * (share * total_variance).sqrt() / (share * total)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The largest, over the masters with a target, of two standard errors of a master's weight
+/// after `plan` (from the owners `owners` and its moves; `variance` per slot, as
+/// [`sampling_margin`]) over its target.
+fn plan_margin(
+    plan: &ringslot_engine::by_weight::WeightPlan,
+    owners: &[Option<usize>],
+    variance: &[f64],
+) -> f64 {
+    let mut after: Vec<Option<usize>> = owners.to_vec();
+    for m in &plan.moves {
+        if let Some(o) = after.get_mut(m.slot) {
+            *o = Some(m.to);
+        }
+    }
+    let mut per = vec![0.0; plan.targets.len()];
+    for (o, v) in after.iter().zip(variance) {
+        if let Some(x) = o.and_then(|m| per.get_mut(m)) {
+            *x += v;
+        }
+    }
+    per.iter()
+        .zip(&plan.targets)
+        .filter(|(_, &t)| t > 0.0)
+        .map(|(v, t)| 2.0 * v.sqrt() / t)
+        .fold(0.0, f64::max)
+}
+
 /// The comparison made from `inputs` (see [`WeightInputs`]). `None` when no master may take
 /// slots, or `--by load` without loads.
 pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
@@ -492,10 +545,13 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
     let owners: Vec<Option<usize>> = owner_before.iter().map(index).collect();
     let empty = SlotSize::default();
+    // The planner picks slots by these: sampled slots' means shrunk where they differ by
+    // noise only (super::estimate::shrunk), so that it does not favour the over-estimated.
+    let planned = super::estimate::shrunk(sizes);
     let figures: Vec<(f64, f64, f64)> = (0..SLOT_COUNT)
         .map(|s| {
             let slot = u16::try_from(s).unwrap_or(u16::MAX);
-            slot_figures(sizes.get(&slot).unwrap_or(&empty))
+            slot_figures(planned.get(&slot).unwrap_or(&empty))
         })
         .collect();
     let dump_variance: Vec<f64> = (0..SLOT_COUNT)
@@ -536,15 +592,41 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
     let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
+    // From samples, the plan aims inside the tolerance by each master's sampling error, so
+    // that the real bytes land within it too.
+    let margin = match by {
+        WeightBy::Bytes | WeightBy::Memory => sampling_margin(&asked, &dump_variance, &figures),
+        _ => 0.0,
+    };
+    let mut aimed = (tolerance - margin).max(tolerance / 2.0);
     let (capacities, plan, capped) = if by == WeightBy::Slots {
         let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
         pinned.fill(false);
         let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
         (capacities, plan, Vec::new())
     } else {
-        fit_rooms(
-            masters, capacities, &weights, &owners, &pinned, tolerance, &figures, room,
-        )?
+        let fit = |aimed: f64| {
+            fit_rooms(
+                masters,
+                capacities.clone(),
+                &weights,
+                &owners,
+                &pinned,
+                aimed,
+                &figures,
+                room,
+            )
+        };
+        let first = fit(aimed)?;
+        // The margin above takes each master to hold its share of every slot's variance; the
+        // plan's own masters may hold more (the slots it moves): aimed again by theirs.
+        let needed = plan_margin(&first.1, &owners, &dump_variance);
+        if margin > 0.0 && needed > margin {
+            aimed = (tolerance - needed).max(tolerance / 2.0);
+            fit(aimed)?
+        } else {
+            first
+        }
     };
     let pinned_slots: &[u16] = if by == WeightBy::Slots {
         &[]
@@ -605,6 +687,13 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             }
         })
         .collect();
+    // Aimed inside --tolerance, the plan is judged at --tolerance (the planner's own verdict
+    // is for the tolerance it aimed at).
+    let within = if aimed < tolerance {
+        plans.last().map_or(plan.within, |p| p.within)
+    } else {
+        plan.within
+    };
     Some(WeightComparison {
         steps: steps_of(&moves, &figures),
         plan: SlotPlan {
@@ -629,7 +718,8 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             .iter()
             .filter_map(|&s| u16::try_from(s).ok())
             .collect(),
-        within: plan.within,
+        within,
+        aimed_tolerance: aimed,
     })
 }
 
@@ -676,5 +766,22 @@ mod tests {
         // Master 0 holds only the slot sized whole; master 1, two sampled slots.
         assert_eq!(f.bytes_after_error[0], 0.0);
         assert!((f.bytes_after_error[1] - 2.0 * (2.0 * one).sqrt()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_plan_from_samples_aims_inside_the_tolerance_by_the_sampling_error() {
+        // Two masters of equal shares, 5030 bytes in all, a variance of 2 x 40000: each
+        // master's half carries a standard error of 200 over a target of 2515.
+        let figures = [(2.0, 30.0, 0.0), (100.0, 2500.0, 0.0), (100.0, 2500.0, 0.0)];
+        let margin = sampling_margin(&[1000, 1000], &[0.0, 40_000.0, 40_000.0], &figures);
+        assert!((margin - 2.0 * 200.0 / 2515.0).abs() < 1e-9, "{margin}");
+        // Every key sized: no margin.
+        assert_eq!(sampling_margin(&[1000, 1000], &[0.0; 3], &figures), 0.0);
+        // A leaving master (share 0) is not aimed at.
+        let one = sampling_margin(&[1000, 0], &[0.0, 40_000.0, 40_000.0], &figures);
+        assert!(
+            (one - 2.0 * (80_000.0f64).sqrt() / 5030.0).abs() < 1e-9,
+            "{one}"
+        );
     }
 }

@@ -65,6 +65,7 @@ use std::time::Instant;
 /// not answer within the timeout.
 pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result<Prediction> {
     opts.check()?;
+    let mut opts = opts.clone();
     change.check()?;
     let started = Instant::now();
     let needs: Vec<permissions::Need> = if opts.with_module {
@@ -112,6 +113,8 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
             );
         }
     }
+    let sampled = auto_sample(&mut opts, &topo);
+    let opts = &opts;
     // The cluster's round trips and DUMP's server time, for the duration (duration.rs): the
     // round trips before the keys are read, which load the masters.
     let rtts = ping_round_trips(&topo.masters, 200, std::time::Duration::ZERO);
@@ -157,6 +160,7 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         &topo, change, gathered, &holds, waits, opts, started, timing, &reads,
     );
     prediction.notes.extend(granted.notes);
+    prediction.notes.extend(sampled);
     let (commands, notes) = runbook::runbook(change, &topo, access, &seed.address, opts.atomic);
     prediction.commands = commands;
     prediction.command_notes = notes;
@@ -168,6 +172,43 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
         .map(|capacity| risks::risks(&prediction, capacity, opts, &reads));
     prediction.risks = risks.unwrap_or_default();
     Ok(prediction)
+}
+
+/// Without `--bytes-sample`: the keys a slot to measure, set in `opts` from the keys the
+/// cluster holds (every master's `INFO keyspace`, `db0`; a master that refuses `INFO` counts
+/// 0, and then every key is measured) by [`Options::sampled_for`]; when that is a sample,
+/// what the report says of it (also said on stderr at once).
+fn auto_sample(opts: &mut Options, topo: &LiveCluster) -> Option<String> {
+    if !opts.auto_sample {
+        return None;
+    }
+    let keys: u64 = topo
+        .masters
+        .iter()
+        .filter_map(|m| m.link.connect().ok()?.text(&["INFO", "keyspace"]).ok())
+        .map(|info| keyspace_keys(&info))
+        .sum();
+    opts.bytes_sample = opts.sampled_for(keys);
+    let n = opts.bytes_sample?;
+    let note = format!(
+        "the cluster holds {keys} keys, past {}: the bytes of {n} keys a slot were measured \
+         and the rest estimated, with the error stated (every key is still screened for big \
+         keys); --bytes-sample all measures every key",
+        options::AUTO_SAMPLE_PAST
+    );
+    eprintln!("ringslot: {note}");
+    Some(note)
+}
+
+/// The keys of `db0` in an `INFO keyspace` reply (`db0:keys=N,expires=...`); 0 without it.
+fn keyspace_keys(info: &str) -> u64 {
+    crate::reply::info_field(info, "db0")
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|kv| kv.strip_prefix("keys=").map(str::to_string))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Per master, the probe of the lower median of `a` and `b` (a master in one only kept).
@@ -282,4 +323,17 @@ fn check_against(change: &MasterChange, topo: &LiveCluster) -> Result<()> {
         MasterChange::Rebalance { .. } => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_of_db0_from_info_keyspace() {
+        // Redis 7.0.15's INFO keyspace.
+        let info = "# Keyspace\r\ndb0:keys=1000000,expires=0,avg_ttl=0\r\n";
+        assert_eq!(keyspace_keys(info), 1_000_000);
+        assert_eq!(keyspace_keys("# Keyspace\r\n"), 0);
+    }
 }

@@ -19,6 +19,10 @@ pub struct Options {
     pub max_keys_per_sec: u64,
     /// Keys a slot whose bytes are measured (`None`: every key the plan moves).
     pub bytes_sample: Option<u64>,
+    /// `--bytes-sample` was not given: past [`AUTO_SAMPLE_PAST`] keys in the cluster, the
+    /// prediction measures [`AUTO_SAMPLE_KEYS`] keys a slot instead of every key
+    /// ([`Options::sampled_for`]).
+    pub auto_sample: bool,
     /// The slots will move by Valkey 9's atomic slot migration (the report's verdict is for
     /// that method).
     pub atomic: bool,
@@ -40,6 +44,43 @@ pub struct Options {
     pub move_big_keys: bool,
 }
 
+/// The keys in the cluster (every master's `INFO keyspace`, `db0`) past which a prediction that was not
+/// told `--bytes-sample` measures a sample of each slot's keys: 2 million. Sizing every key
+/// costs about 11-14 s a million keys here (`DUMP` lengths by script and `MEMORY USAGE`,
+/// 3 masters, docs/benchmarks/cluster.md), 20 keys a slot about 5 s; the walk that counts
+/// and hashes every key stays.
+pub const AUTO_SAMPLE_PAST: u64 = 2_000_000;
+
+/// The keys a slot measured past [`AUTO_SAMPLE_PAST`]: 50 (at 2 million keys, about 120 keys
+/// a slot: the rest estimated with the error stated).
+pub const AUTO_SAMPLE_KEYS: u64 = 50;
+
+/// `--bytes-sample`: `all` or a number of keys a slot, at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BytesSample {
+    /// Every key measured.
+    All,
+    /// This many keys a slot measured, the rest estimated.
+    PerSlot(u64),
+}
+
+impl std::str::FromStr for BytesSample {
+    type Err = String;
+
+    /// `all`, or a whole number of keys a slot, at least 1.
+    fn from_str(s: &str) -> Result<BytesSample, String> {
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(BytesSample::All);
+        }
+        match s.parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(BytesSample::PerSlot(n)),
+            _ => Err(format!(
+                "`{s}` is not `all` nor a number of keys a slot (1 or more)"
+            )),
+        }
+    }
+}
+
 /// `--tolerance`'s default, in percent.
 pub const DEFAULT_TOLERANCE: f64 = 5.0;
 
@@ -49,6 +90,17 @@ pub const DEFAULT_TOLERANCE: f64 = 5.0;
 pub const DEFAULT_MAX_HOLD_MS: f64 = 250.0;
 
 impl Options {
+    /// The keys a slot to measure on a cluster of `keys` keys: what `--bytes-sample` said, or
+    /// without it [`AUTO_SAMPLE_KEYS`] past [`AUTO_SAMPLE_PAST`] keys, else every key
+    /// (`None`).
+    pub fn sampled_for(&self, keys: u64) -> Option<u64> {
+        match self.bytes_sample {
+            Some(n) => Some(n),
+            None if self.auto_sample && keys > AUTO_SAMPLE_PAST => Some(AUTO_SAMPLE_KEYS),
+            None => None,
+        }
+    }
+
     /// Refuses options that cannot be meant together, before anything is read: no flavour, a
     /// chunk of 0 slots, a sample of 0 keys a slot, `--by` with `--with-module`, a tolerance
     /// that is not a fraction from 0 to 1 (a percentage from 0 to 100 on the command line).
@@ -96,4 +148,48 @@ pub enum SizesBy {
     /// `DUMP` itself: the payloads travel to the tool, which measures them (about 15% less
     /// of the masters' CPU on loopback, the payloads' bytes more on the network).
     Dump,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(bytes_sample: Option<u64>, auto_sample: bool) -> Options {
+        Options {
+            flavours: vec![ringslot_engine::Flavour::Ketama],
+            chunk: 1,
+            ttl_secs: 1,
+            with_module: false,
+            max_keys_per_sec: 0,
+            bytes_sample,
+            auto_sample,
+            atomic: false,
+            sizes_by: SizesBy::Script,
+            by: None,
+            tolerance: 0.05,
+            headroom: 0.1,
+            max_hold: 0.25,
+            move_big_keys: false,
+        }
+    }
+
+    #[test]
+    fn past_two_million_keys_a_sample_of_each_slot_unless_told() {
+        let auto = options(None, true);
+        assert_eq!(auto.sampled_for(AUTO_SAMPLE_PAST), None);
+        assert_eq!(
+            auto.sampled_for(AUTO_SAMPLE_PAST + 1),
+            Some(AUTO_SAMPLE_KEYS)
+        );
+        // --bytes-sample all: every key, whatever the count.
+        assert_eq!(options(None, false).sampled_for(u64::MAX), None);
+        // --bytes-sample 7: seven, whatever the count.
+        assert_eq!(options(Some(7), false).sampled_for(10), Some(7));
+        assert_eq!("all".parse(), Ok(BytesSample::All));
+        assert_eq!("ALL".parse(), Ok(BytesSample::All));
+        assert_eq!("20".parse(), Ok(BytesSample::PerSlot(20)));
+        for bad in ["0", "-1", "x", ""] {
+            assert!(bad.parse::<BytesSample>().is_err(), "{bad}");
+        }
+    }
 }

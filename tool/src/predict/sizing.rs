@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 /// Measures keys on one master: `DUMP` and `MEMORY USAGE` for the first `sample` keys of each
-/// slot (all with `None`), and for the others a check that they are live (`EXISTS`), unless
-/// their names came from `SCAN` (which returns live keys only). The names to size wait in a
+/// slot (all with `None`), and for the others a screen for big keys that also tells whether
+/// they are still live (`MEMORY USAGE ... SAMPLES 5`, [`Sizer::screen`]). The names to size wait in a
 /// buffer per slot, so that a script call sizes up to [`SCRIPT_KEYS`] keys of one slot however
 /// the names arrive (a `SCAN` batch of 1000 names holds one or two of most slots); call
 /// [`Sizer::finish`] at the end.
@@ -147,16 +147,16 @@ impl<'a> Sizer<'a> {
     }
 
     /// Measures `names` (keys of this master in slots the plan moves); `live` says the names
-    /// came from `SCAN` and need no check. The names to size join their slot's buffer, sized
-    /// when it holds [`SCRIPT_KEYS`] names or the buffers [`PENDING_MAX`]; the others are
-    /// counted, or checked with `EXISTS` now.
+    /// came from `SCAN` (live when read). The names to size join their slot's buffer, sized
+    /// when it holds [`SCRIPT_KEYS`] names or the buffers [`PENDING_MAX`]; the others (past
+    /// the sample) are screened now ([`Sizer::screen`]).
     pub(crate) fn measure(
         &mut self,
         con: &mut NodeConnection,
         names: &[Vec<u8>],
         live: bool,
     ) -> Result<()> {
-        let mut checked: Vec<&Vec<u8>> = Vec::new();
+        let mut past_sample: Vec<&Vec<u8>> = Vec::new();
         let mut full: Vec<u16> = Vec::new();
         for name in names {
             let slot = key_slot(name);
@@ -169,30 +169,16 @@ impl<'a> Sizer<'a> {
                 if buffer.len() == SCRIPT_KEYS {
                     full.push(slot);
                 }
-            } else if live {
-                self.sizes.entry(slot).or_default().keys += 1;
             } else {
-                checked.push(name);
+                past_sample.push(name);
             }
         }
         // Names from SCAN were counted where they were read.
         if !live {
             self.holds.read(&self.master.address, names.len() as u64);
+            self.limiter.take(past_sample.len() as u64);
         }
-        self.limiter.take(checked.len() as u64);
-        if !checked.is_empty() {
-            let at = &self.master.address;
-            let mut pipe = redis::pipe();
-            for name in &checked {
-                pipe.cmd("EXISTS").arg(name.as_slice());
-            }
-            let alive: Vec<Value> = self.holds.time(at, || con.pipeline(&pipe, "EXISTS"))?;
-            for (name, live) in checked.iter().zip(alive) {
-                if matches!(live, Value::Int(1)) {
-                    self.sizes.entry(key_slot(name)).or_default().keys += 1;
-                }
-            }
-        }
+        self.screen(con, &past_sample)?;
         if self.pending_keys >= PENDING_MAX {
             self.flush(con, None)
         } else if !full.is_empty() {
@@ -200,6 +186,42 @@ impl<'a> Sizer<'a> {
         } else {
             Ok(())
         }
+    }
+
+    /// The keys past the sample of their slot: each one's `MEMORY USAGE ... SAMPLES 5` (O(1):
+    /// five elements of a collection, scaled), one pipeline. A key gone meanwhile is not
+    /// counted; one of [`BIG_KEY_MEMORY`] or more is a big key (described by
+    /// [`Sizer::finish`]), so that a sample never hides one; the others are counted, their
+    /// bytes estimated from the sample.
+    fn screen(&mut self, con: &mut NodeConnection, names: &[&Vec<u8>]) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let at = &self.master.address;
+        let mut pipe = redis::pipe();
+        for name in names {
+            pipe.cmd("MEMORY")
+                .arg("USAGE")
+                .arg(name.as_slice())
+                .arg("SAMPLES")
+                .arg(5);
+        }
+        let memory: Vec<Option<u64>> = self
+            .holds
+            .time(at, || con.pipeline(&pipe, "MEMORY USAGE"))?;
+        for (name, memory) in names.iter().zip(memory) {
+            match memory {
+                None => {}
+                Some(m) if m >= BIG_KEY_MEMORY => self.big_seen.push(big_keys::Seen {
+                    name: name.to_vec(),
+                    slot: key_slot(name),
+                    memory: m as f64,
+                    kind: None,
+                }),
+                Some(_) => self.sizes.entry(key_slot(name)).or_default().keys += 1,
+            }
+        }
+        Ok(())
     }
 
     /// Sizes every name still waiting, then estimates the big keys met and describes them

@@ -105,6 +105,16 @@ fn weight_section(c: &WeightComparison) -> String {
                 .join(", ")
         )
     };
+    let aimed = if c.aimed_tolerance < c.plan.tolerance {
+        format!(
+            " Sized from samples, it aimed within {:.1}% (the tolerance less two standard \
+             errors of a master's {by}), so that the real {by} land within {pct:.1}%.",
+            c.aimed_tolerance * 100.0
+        )
+    } else {
+        String::new()
+    };
+    let oversized = format!("{oversized}{aimed}");
     let verdict = verdict(c, by, pct);
     let carry = if c.plan.moves.is_empty() {
         String::new()
