@@ -206,10 +206,11 @@ impl Prepared {
             let info = crate::reply::text(&answer??)?;
             let role = crate::reply::info_field(&info, "role").unwrap_or_default();
             if role != "master" {
+                // `slave` (Redis, Valkey) or `replica`; anything else is no master either.
                 let n = self.masters.node(address)?;
                 return Ok(Some(Stop::Failover {
                     node: address.clone(),
-                    replica: role == "slave",
+                    replica: role == "slave" || role == "replica",
                     id: n.id.chars().take(8).collect(),
                 }));
             }

@@ -365,11 +365,14 @@ impl Prepared {
             } else {
                 idle.join(", ")
             },
-            if worst >= budget.as_secs_f64() {
-                "; that is already over the budget: the run goes as slowly as pacing allows \
-                 (one key a MIGRATE, pauses up to 200 ms)"
+            if worst > budget.as_secs_f64() {
+                format!(
+                    "; that is already over the budget: the run goes as slowly as pacing \
+                     allows (one key a MIGRATE, pauses up to {} ms)",
+                    pace::MAX_PAUSE.as_millis()
+                )
             } else {
-                ""
+                String::new()
             }
         )));
         self.paced = Some(paced);

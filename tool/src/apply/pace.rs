@@ -19,12 +19,13 @@
 //! `--batch-bytes`. A single key bigger than the budget allows is the big keys' rule (moved
 //! alone, said first): its wait is not paced, and the window after it starts afresh.
 //!
-//! Below [`MIN_MAX_LATENCY`] the budget is refused: on a busy host the scheduler alone decides a
-//! round trip's p99 there (on this project's 2-vCPU machine, a client's idle `PING` p99 is
-//! 0.2-1 ms with a dozen servers running).
+//! Below [`MIN_MAX_LATENCY`] the budget is refused: there the scheduler decides a round trip's
+//! p99, not the run (a loopback `PING`'s idle p99 is well under 1 ms on a quiet host; on this
+//! project's 2-vCPU machine with a dozen servers running it was 0.6 to 6 ms between runs,
+//! which is the floor such a host sets).
 
 use crate::cluster::link::Link;
-use crate::cluster::pacing::{Probe, Prober};
+use crate::cluster::pacing::{Latencies, Probe, Prober};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -50,9 +51,9 @@ const FASTER_AT_MOST: usize = WINDOW / 200;
 /// The longest pause before a `MIGRATE`: 200 ms.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(200);
 
-/// The batch a paced run starts with (at most `--batch-keys`/`--batch-bytes`): 10 keys, 64
-/// KiB.
+/// The keys a paced run's batch starts with (at most `--batch-keys`): 10.
 const FIRST_KEYS: u32 = 10;
+/// The bytes a paced run's batch starts with (at most `--batch-bytes`): 64 KiB.
 const FIRST_BYTES: u64 = 64 << 10;
 
 /// The smallest byte cap: 4 KiB (a batch carries one key at least, whatever its size).
@@ -89,9 +90,11 @@ pub(crate) struct Pacer {
     slow_start: bool,
     /// Per master, the round trips since the last change.
     window: BTreeMap<String, Vec<Duration>>,
-    /// The pauses slept so far, and the changes made.
+    /// The pauses slept so far.
     pub paused: Duration,
+    /// The times it slowed down ([`Change::Slower`]).
     pub slower: u32,
+    /// The times it sped up ([`Change::Faster`]).
     pub faster: u32,
 }
 
@@ -202,6 +205,8 @@ pub(crate) struct Paced {
     prober: Prober,
     pacer: Pacer,
     idle: BTreeMap<String, Probe>,
+    /// Per master, the round trips from the first move on (a bounded histogram).
+    during: BTreeMap<String, Latencies>,
     migrates: u64,
     unpaced_migrates: u64,
 }
@@ -212,7 +217,9 @@ pub(crate) struct Paced {
 pub(crate) struct PacingReport {
     /// The budget, `--max-latency`.
     pub budget: Duration,
+    /// Per master, the probe's round trips for 0.3 s before the first move.
     pub idle: BTreeMap<String, Probe>,
+    /// Per master, the probe's round trips from the first move to the last.
     pub during: BTreeMap<String, Probe>,
     /// The pauses slept in all.
     pub paused: Duration,
@@ -250,6 +257,7 @@ impl Paced {
             prober,
             pacer: Pacer::new(budget, max_keys, max_bytes),
             idle,
+            during: BTreeMap::new(),
             migrates: 0,
             unpaced_migrates: 0,
         }
@@ -262,9 +270,7 @@ impl Paced {
 
     /// Reads the round trips since the last step, adapts, and sleeps the pause.
     pub(crate) fn step(&mut self) {
-        for (address, rtts) in self.prober.take_new() {
-            self.pacer.observe(&address, &rtts);
-        }
+        self.read_probe();
         self.pacer.adapt();
         let pause = self.pacer.take_pause();
         if !pause.is_zero() {
@@ -277,9 +283,18 @@ impl Paced {
         (self.pacer.keys, self.pacer.bytes)
     }
 
-    /// Drops the round trips so far from the pacer's window (after a big key moved alone).
+    /// The round trips since the last read, into the pacer's window and the run's figures.
+    fn read_probe(&mut self) {
+        for (address, rtts) in self.prober.take_new() {
+            self.pacer.observe(&address, &rtts);
+            self.during.entry(address).or_default().add(&rtts);
+        }
+    }
+
+    /// Drops the round trips so far from the pacer's window (after a big key moved alone);
+    /// the run's figures keep them.
     pub(crate) fn forget(&mut self) {
-        self.prober.take_new();
+        self.read_probe();
         self.pacer.forget();
     }
 
@@ -297,9 +312,10 @@ impl Paced {
     }
 
     /// Stops the probe: what pacing did.
-    pub(crate) fn finish(self) -> PacingReport {
+    pub(crate) fn finish(mut self) -> PacingReport {
+        self.read_probe();
         let p = &self.pacer;
-        PacingReport {
+        let report = PacingReport {
             budget: p.budget,
             paused: p.paused,
             slower: p.slower,
@@ -310,8 +326,15 @@ impl Paced {
             migrates: self.migrates,
             unpaced_migrates: self.unpaced_migrates,
             idle: self.idle,
-            during: self.prober.finish(),
-        }
+            during: self
+                .during
+                .iter()
+                .filter_map(|(a, l)| Some((a.clone(), l.probe()?)))
+                .collect(),
+        };
+        // The probing threads joined (what they took since the last read is not needed).
+        let _ = self.prober.finish();
+        report
     }
 }
 

@@ -175,20 +175,26 @@ impl Prepared {
         let (mut keys, mut bytes) = (0u64, 0u64);
         let (mut last_first, mut last_len): (Option<Vec<u8>>, usize) = (None, 0);
         // Paced, the caps are the pacer's; the first MIGRATE follows the pause before the slot
-        // ([`Prepared::checked`]), each later one pauses first.
+        // ([`Prepared::checked`]), each later one pauses first, its batch then cut to the caps
+        // the pause left (the pacer may have slowed meanwhile).
         let caps = |s: &Self| match s.paced.as_ref() {
             Some(p) => p.caps(),
             None => (opts.batch_keys, opts.batch_bytes),
         };
         let mut first_batch = true;
         loop {
-            let batch = self.batch(m, caps(self))?;
+            let mut batch = self.batch(m, caps(self))?;
             if batch.is_empty() {
                 if let Some(p) = self.paced.as_mut() {
                     p.slot_moved(keys, bytes, opts.batch_keys, opts.batch_bytes);
                 }
                 return Ok((keys, bytes));
             }
+            if !first_batch && self.paced.is_some() {
+                self.pace();
+                cut(&mut batch, caps(self));
+            }
+            first_batch = false;
             // MIGRATE answers NOKEY for a key that expired but is still listed (no write to
             // the source deletes it meanwhile): the same batch twice is no progress.
             let first: Option<Vec<u8>> = batch.first().map(|(k, _)| k.clone());
@@ -219,10 +225,6 @@ impl Prepared {
                 _ => None,
             };
             let names: Vec<Vec<u8>> = batch.into_iter().map(|(k, _)| k).collect();
-            if !first_batch {
-                self.pace();
-            }
-            first_batch = false;
             let outcome = match &big {
                 Some((key, size)) => self.migrate_big(m, key, *size, false, on),
                 None => self.migrate(m, &names, false),
@@ -455,6 +457,21 @@ impl Prepared {
     }
 }
 
+/// Cuts `batch` (keys and their `MEMORY USAGE`, in order) to at most `caps.0` keys and
+/// `caps.1` bytes, one key at least.
+fn cut(batch: &mut Vec<(Vec<u8>, u64)>, caps: (u32, u64)) {
+    let (mut n, mut total) = (0usize, 0u64);
+    for (_, size) in batch.iter() {
+        let fits = n < caps.0 as usize && total.saturating_add(*size) <= caps.1;
+        if n > 0 && !fits {
+            break;
+        }
+        n += 1;
+        total = total.saturating_add(*size);
+    }
+    batch.truncate(n.max(1));
+}
+
 /// The waits for a big key's `MIGRATE` of `size` bytes (`MEMORY USAGE`): its estimated hold
 /// of the source (serializing at [`DEFAULT_SECONDS_PER_BYTE`] times [`MIGRATE_OVER_DUMP`]),
 /// the `MIGRATE` timeout in ms (the target's `RESTORE` must answer within it: four times its
@@ -500,6 +517,23 @@ mod tests {
             wait.as_secs_f64() > hold.as_secs_f64() + ms as f64 / 1000.0,
             "{wait:?}"
         );
+    }
+
+    #[test]
+    fn a_batch_is_cut_to_the_pacers_caps_one_key_at_least() {
+        let batch = |sizes: &[u64]| -> Vec<(Vec<u8>, u64)> {
+            sizes.iter().map(|&s| (b"k".to_vec(), s)).collect()
+        };
+        let mut b = batch(&[10, 10, 10, 10]);
+        cut(&mut b, (3, 1000));
+        assert_eq!(b.len(), 3);
+        let mut b = batch(&[10, 10, 10, 10]);
+        cut(&mut b, (100, 25));
+        assert_eq!(b.len(), 2);
+        // A first key past the bytes cap still goes, alone.
+        let mut b = batch(&[500, 10]);
+        cut(&mut b, (100, 25));
+        assert_eq!(b.len(), 1);
     }
 
     #[test]

@@ -158,7 +158,8 @@ fn latency(ms: f64) -> Result<Duration> {
     if !ms.is_finite() || ms <= 0.0 {
         bail!("--max-latency takes milliseconds, a positive number (got {ms})");
     }
-    Ok(Duration::from_secs_f64(ms / 1000.0))
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|_| anyhow::anyhow!("--max-latency {ms} ms is too long to be a budget"))
 }
 
 /// `--dry-run`: the commands the run would send from where the cluster stands; `planned`:
@@ -176,7 +177,8 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
     if let Some(ms) = a.max_latency {
         println!(
             "# paced by --max-latency {ms}: each MIGRATE below carries at most what the clients' \
-             latency allows (from 10 keys), with pauses between them; the commands are the same"
+             latency allows (from at most 10 keys), with pauses between them; the commands are \
+             the same"
         );
     }
     let lines = if a.atomic {

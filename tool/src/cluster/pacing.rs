@@ -100,13 +100,11 @@ pub struct MasterHold {
 /// What another client sees of each master while the run works: a `PING` every `every` (10 ms
 /// by [`Prober::start`]) on a connection of its own, the longest it waited for the answer (the
 /// server busy with the run's commands, or with anything else), and the typical round trip.
-/// The round trips so far can be read as it goes ([`Prober::take_new`]).
+/// The round trips can be taken as it goes ([`Prober::take_new`]), which drains them.
 pub struct Prober {
     stop: Arc<AtomicBool>,
-    /// Per master (address), its round trips so far, in the order they were taken.
+    /// Per master (address), its round trips not taken yet, in the order they were taken.
     samples: Vec<(String, Arc<Mutex<Vec<Duration>>>)>,
-    /// Per master, how many of its samples [`Prober::take_new`] has handed out.
-    taken: Vec<usize>,
     handles: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -188,28 +186,29 @@ impl Prober {
             .collect();
         Prober {
             stop,
-            taken: vec![0; samples.len()],
             samples,
             handles,
         }
     }
 
     /// The round trips taken since the last call (all of them at the first), per master that
-    /// has new ones: (address, round trips in the order taken).
+    /// has new ones: (address, round trips in the order taken). They are drained: the prober
+    /// keeps none of them, so that a long run's memory stays bounded, and [`Prober::finish`]
+    /// covers only what was not taken.
     pub fn take_new(&mut self) -> Vec<(String, Vec<Duration>)> {
         let mut out = Vec::new();
-        for ((address, rtts), taken) in self.samples.iter().zip(self.taken.iter_mut()) {
-            let Ok(v) = rtts.lock() else { continue };
-            if let Some(new) = v.get(*taken..).filter(|n| !n.is_empty()) {
-                out.push((address.clone(), new.to_vec()));
-                *taken = v.len();
+        for (address, rtts) in &self.samples {
+            let Ok(mut v) = rtts.lock() else { continue };
+            if !v.is_empty() {
+                out.push((address.clone(), std::mem::take(&mut *v)));
             }
         }
         out
     }
 
     /// Stops probing; per master that answered `PING`, its probe over every round trip since
-    /// the start (masters that did not are left out: not measured).
+    /// the start not taken by [`Prober::take_new`] (masters without any are left out: not
+    /// measured).
     pub fn finish(mut self) -> BTreeMap<String, Probe> {
         self.stop.store(true, Ordering::Relaxed);
         for h in std::mem::take(&mut self.handles) {
@@ -222,6 +221,70 @@ impl Prober {
                 Some((a.clone(), Probe::of(&v)?))
             })
             .collect()
+    }
+}
+
+/// Round trips kept as a histogram of bounded size, for a run of any length: buckets 1% wide
+/// from 1 µs to about 20 minutes (the longest round trip kept exactly), so that each
+/// percentile is within 1% of the true one.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies {
+    counts: Vec<u64>,
+    longest: Duration,
+    samples: usize,
+}
+
+/// [`Latencies`]' bucket ratio, and its number of buckets (1.01^2100 µs: about 20 minutes).
+const BUCKET_RATIO: f64 = 1.01;
+const BUCKETS: usize = 2100;
+
+impl Latencies {
+    /// Adds the round trips `rtts`.
+    pub fn add(&mut self, rtts: &[Duration]) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        for r in rtts {
+            let us = r.as_secs_f64() * 1e6;
+            let i = if us <= 1.0 {
+                0
+            } else {
+                ((us.ln() / BUCKET_RATIO.ln()) as usize).min(BUCKETS - 1)
+            };
+            if let Some(c) = self.counts.get_mut(i) {
+                *c += 1;
+            }
+            self.longest = self.longest.max(*r);
+            self.samples += 1;
+        }
+    }
+
+    /// The probe of the round trips added (each percentile the upper bound of its bucket,
+    /// never past the longest); `None` for none.
+    pub fn probe(&self) -> Option<Probe> {
+        if self.samples == 0 {
+            return None;
+        }
+        let longest = self.longest.as_secs_f64();
+        let at = |q: f64| {
+            let rank = ((self.samples as f64 * q).ceil() as u64).max(1);
+            let mut seen = 0u64;
+            for (i, c) in self.counts.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    let upper = BUCKET_RATIO.powi(i as i32 + 1) / 1e6;
+                    return upper.min(longest);
+                }
+            }
+            longest
+        };
+        Some(Probe {
+            longest,
+            median: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            samples: self.samples,
+        })
     }
 }
 
@@ -262,4 +325,30 @@ pub(crate) fn ping_round_trips(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_of_round_trips_gives_percentiles_within_one_percent() {
+        // 1000 round trips of 1 to 1000 µs: the median 500 µs, the p99 990 µs, the longest
+        // 1000 µs (nearest rank, as Probe::of).
+        let rtts: Vec<Duration> = (1..=1000).map(Duration::from_micros).collect();
+        let mut h = Latencies::default();
+        h.add(&rtts);
+        let p = h.probe().unwrap();
+        let exact = Probe::of(&rtts).unwrap();
+        assert_eq!(p.samples, 1000);
+        assert_eq!(p.longest, exact.longest);
+        for (got, want) in [
+            (p.median, exact.median),
+            (p.p90, exact.p90),
+            (p.p99, exact.p99),
+        ] {
+            assert!((got - want).abs() <= want * 0.0101, "{got} against {want}");
+        }
+        assert!(Latencies::default().probe().is_none());
+    }
 }

@@ -479,12 +479,12 @@ impl Evenness<'_> {
 
 /// How far inside the tolerance a plan from samples aims, a fraction of a master's target:
 /// the largest, over the masters with a share (`asked`), of two standard errors of a master's
-/// bytes over its target, a master taken to hold its share of every slot's variance
-/// (`variance`, [`SlotSize::dump_variance`]; `figures`' bytes give the total). 0 when every
-/// key was sized.
-fn sampling_margin(asked: &[u32], variance: &[f64], figures: &[(f64, f64, f64)]) -> f64 {
+/// weight over its target, a master taken to hold its share of every slot's variance
+/// (`variance`: [`SlotSize::dump_variance`], or [`SlotSize::memory_variance`] by memory) and
+/// of the slots' weights (`weights`). 0 when every key was sized.
+fn sampling_margin(asked: &[u32], variance: &[f64], weights: &[f64]) -> f64 {
     let total_variance: f64 = variance.iter().sum();
-    let total: f64 = figures.iter().map(|f| f.1).sum();
+    let total: f64 = weights.iter().sum();
     let shares: f64 = asked.iter().map(|&c| f64::from(c)).sum();
     if total_variance <= 0.0 || total <= 0.0 || shares <= 0.0 {
         return 0.0;
@@ -497,6 +497,147 @@ fn sampling_margin(asked: &[u32], variance: &[f64], figures: &[(f64, f64, f64)])
             2.0 * (share * total_variance).sqrt() / (share * total)
         })
         .fold(0.0, f64::max)
+}
+
+/// The planner's `moves` as the plan file's, grouped by source and target ([`grouped`]),
+/// with each slot's figures (`figures`) and its big keys' memory (`sizes`); `masters` names
+/// the planner's indices.
+fn slot_moves(
+    moves: &[ringslot_engine::by_weight::WeightMove],
+    masters: &[String],
+    figures: &[(f64, f64, f64)],
+    sizes: &Sizes,
+) -> Vec<SlotMove> {
+    let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
+    grouped(moves)
+        .into_iter()
+        .map(|m| {
+            let (keys, bytes, memory) = figures.get(m.slot).copied().unwrap_or_default();
+            SlotMove {
+                slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
+                from: name(m.from),
+                to: name(m.to),
+                keys: keys as u64,
+                bytes,
+                memory: Some(memory),
+                big: u16::try_from(m.slot)
+                    .ok()
+                    .and_then(|s| sizes.get(&s))
+                    .map(|s| s.big_memory)
+                    .filter(|&b| b > 0.0),
+            }
+        })
+        .collect()
+}
+
+/// Per slot, what a plan by weight is made from ([`slot_inputs`]).
+struct SlotInputs {
+    /// Keys, `DUMP` bytes and memory, sampled slots' means shrunk ([`super::estimate::shrunk`]).
+    figures: Vec<(f64, f64, f64)>,
+    /// The variance of the `DUMP` bytes' estimate, and of the weight's (memory's by memory).
+    dump_variance: Vec<f64>,
+    weight_variance: Vec<f64>,
+}
+
+/// Every slot's [`SlotInputs`] from `sizes`, for a plan by `by`. The planner picks slots by
+/// the figures: sampled slots' means shrunk where they differ by noise only, so that it does
+/// not favour the over-estimated; the variances are the raw estimates'.
+fn slot_inputs(sizes: &Sizes, by: WeightBy) -> SlotInputs {
+    let empty = SlotSize::default();
+    let planned = super::estimate::shrunk(sizes);
+    let per_slot = |of: &dyn Fn(&SlotSize) -> f64, from: &Sizes| -> Vec<f64> {
+        (0..SLOT_COUNT)
+            .map(|s| {
+                let slot = u16::try_from(s).unwrap_or(u16::MAX);
+                of(from.get(&slot).unwrap_or(&empty))
+            })
+            .collect()
+    };
+    let figures: Vec<(f64, f64, f64)> = (0..SLOT_COUNT)
+        .map(|s| {
+            let slot = u16::try_from(s).unwrap_or(u16::MAX);
+            slot_figures(planned.get(&slot).unwrap_or(&empty))
+        })
+        .collect();
+    let dump_variance = per_slot(&SlotSize::dump_variance, sizes);
+    let weight_variance = match by {
+        WeightBy::Memory => per_slot(&SlotSize::memory_variance, sizes),
+        _ => dump_variance.clone(),
+    };
+    SlotInputs {
+        figures,
+        dump_variance,
+        weight_variance,
+    }
+}
+
+/// A slot's weight by `by` from its figures (keys, `DUMP` bytes, memory); 0 by load or
+/// network (those come from the slots' stats), 1 by slots.
+fn weight_of(by: WeightBy, f: &(f64, f64, f64)) -> f64 {
+    match by {
+        WeightBy::Keys => f.0,
+        WeightBy::Bytes => f.1,
+        WeightBy::Memory => f.2,
+        WeightBy::Load | WeightBy::Network => 0.0,
+        WeightBy::Slots => 1.0,
+    }
+}
+
+/// What [`fit_aimed`] fits a plan from: as [`fit_rooms`] takes them, and each slot's variance
+/// of the weight.
+struct Fit<'a> {
+    masters: &'a [String],
+    weights: &'a [u64],
+    owners: &'a [Option<usize>],
+    pinned: &'a [bool],
+    figures: &'a [(f64, f64, f64)],
+    room: &'a BTreeMap<String, f64>,
+    variance: &'a [f64],
+}
+
+/// The plan by `by` fitted to the rooms ([`fit_rooms`]), aimed inside `tolerance` by the
+/// sampling error where slots were sized from samples ([`sampling_margin`] a priori, then
+/// [`plan_margin`] of the plan made, when larger), never below half of it: (capacities used,
+/// plan, masters cut, the tolerance aimed at). `None` as [`fit_rooms`].
+fn fit_aimed(
+    fit: &Fit,
+    capacities: Vec<u32>,
+    asked: &[u32],
+    tolerance: f64,
+    by: WeightBy,
+) -> Option<(
+    Vec<u32>,
+    ringslot_engine::by_weight::WeightPlan,
+    Vec<String>,
+    f64,
+)> {
+    let totals: Vec<f64> = fit.figures.iter().map(|f| weight_of(by, f)).collect();
+    let margin = match by {
+        WeightBy::Bytes | WeightBy::Memory => sampling_margin(asked, fit.variance, &totals),
+        _ => 0.0,
+    };
+    let plan_at = |aimed: f64| {
+        fit_rooms(
+            fit.masters,
+            capacities.clone(),
+            fit.weights,
+            fit.owners,
+            fit.pinned,
+            aimed,
+            fit.figures,
+            fit.room,
+        )
+        .map(|(c, p, cut)| (c, p, cut, aimed))
+    };
+    let first = plan_at((tolerance - margin).max(tolerance / 2.0))?;
+    // The margin takes each master to hold its share of every slot's variance; the plan's own
+    // masters may hold more (the slots it moves): aimed again by theirs.
+    let needed = plan_margin(&first.1, fit.owners, fit.variance);
+    if margin > 0.0 && needed > margin {
+        plan_at((tolerance - needed).max(tolerance / 2.0))
+    } else {
+        Some(first)
+    }
 }
 
 /// The largest, over the masters with a target, of two standard errors of a master's weight
@@ -544,29 +685,12 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     } = *inputs;
     let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
     let owners: Vec<Option<usize>> = owner_before.iter().map(index).collect();
-    let empty = SlotSize::default();
-    // The planner picks slots by these: sampled slots' means shrunk where they differ by
-    // noise only (super::estimate::shrunk), so that it does not favour the over-estimated.
-    let planned = super::estimate::shrunk(sizes);
-    let figures: Vec<(f64, f64, f64)> = (0..SLOT_COUNT)
-        .map(|s| {
-            let slot = u16::try_from(s).unwrap_or(u16::MAX);
-            slot_figures(planned.get(&slot).unwrap_or(&empty))
-        })
-        .collect();
-    let dump_variance: Vec<f64> = (0..SLOT_COUNT)
-        .map(|s| {
-            let slot = u16::try_from(s).unwrap_or(u16::MAX);
-            sizes.get(&slot).map_or(0.0, SlotSize::dump_variance)
-        })
-        .collect();
-    let weight = |f: &(f64, f64, f64)| match by {
-        WeightBy::Keys => f.0,
-        WeightBy::Bytes => f.1,
-        WeightBy::Memory => f.2,
-        WeightBy::Load | WeightBy::Network => 0.0,
-        WeightBy::Slots => 1.0,
-    };
+    let SlotInputs {
+        figures,
+        dump_variance,
+        weight_variance,
+    } = slot_inputs(sizes, by);
+    let weight = |f: &(f64, f64, f64)| weight_of(by, f);
     let weights: Vec<u64> = match (by, slot_load) {
         (WeightBy::Load | WeightBy::Network, Some(load)) => (0..SLOT_COUNT)
             .map(|s| load.get(s).copied().unwrap_or(0))
@@ -592,41 +716,22 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
     let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
-    // From samples, the plan aims inside the tolerance by each master's sampling error, so
-    // that the real bytes land within it too.
-    let margin = match by {
-        WeightBy::Bytes | WeightBy::Memory => sampling_margin(&asked, &dump_variance, &figures),
-        _ => 0.0,
-    };
-    let mut aimed = (tolerance - margin).max(tolerance / 2.0);
-    let (capacities, plan, capped) = if by == WeightBy::Slots {
+    let (capacities, plan, capped, aimed) = if by == WeightBy::Slots {
         let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
         pinned.fill(false);
         let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
-        (capacities, plan, Vec::new())
+        (capacities, plan, Vec::new(), tolerance)
     } else {
-        let fit = |aimed: f64| {
-            fit_rooms(
-                masters,
-                capacities.clone(),
-                &weights,
-                &owners,
-                &pinned,
-                aimed,
-                &figures,
-                room,
-            )
+        let fit = Fit {
+            masters,
+            weights: &weights,
+            owners: &owners,
+            pinned: &pinned,
+            figures: &figures,
+            room,
+            variance: &weight_variance,
         };
-        let first = fit(aimed)?;
-        // The margin above takes each master to hold its share of every slot's variance; the
-        // plan's own masters may hold more (the slots it moves): aimed again by theirs.
-        let needed = plan_margin(&first.1, &owners, &dump_variance);
-        if margin > 0.0 && needed > margin {
-            aimed = (tolerance - needed).max(tolerance / 2.0);
-            fit(aimed)?
-        } else {
-            first
-        }
+        fit_aimed(&fit, capacities, &asked, tolerance, by)?
     };
     let pinned_slots: &[u16] = if by == WeightBy::Slots {
         &[]
@@ -667,26 +772,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         figures_of("slots (redis-cli --cluster rebalance)".into(), &owners_cli),
         figures_of(by.name().into(), &owner_weight),
     ];
-    let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
-    let moves: Vec<SlotMove> = grouped(&plan.moves)
-        .into_iter()
-        .map(|m| {
-            let (keys, bytes, memory) = figures.get(m.slot).copied().unwrap_or_default();
-            SlotMove {
-                slot: u16::try_from(m.slot).unwrap_or(u16::MAX),
-                from: name(m.from),
-                to: name(m.to),
-                keys: keys as u64,
-                bytes,
-                memory: Some(memory),
-                big: u16::try_from(m.slot)
-                    .ok()
-                    .and_then(|s| sizes.get(&s))
-                    .map(|s| s.big_memory)
-                    .filter(|&b| b > 0.0),
-            }
-        })
-        .collect();
+    let moves = slot_moves(&plan.moves, masters, &figures, sizes);
     // Aimed inside --tolerance, the plan is judged at --tolerance (the planner's own verdict
     // is for the tolerance it aimed at).
     let within = if aimed < tolerance {
@@ -772,7 +858,7 @@ mod tests {
     fn a_plan_from_samples_aims_inside_the_tolerance_by_the_sampling_error() {
         // Two masters of equal shares, 5030 bytes in all, a variance of 2 x 40000: each
         // master's half carries a standard error of 200 over a target of 2515.
-        let figures = [(2.0, 30.0, 0.0), (100.0, 2500.0, 0.0), (100.0, 2500.0, 0.0)];
+        let figures = [30.0, 2500.0, 2500.0];
         let margin = sampling_margin(&[1000, 1000], &[0.0, 40_000.0, 40_000.0], &figures);
         assert!((margin - 2.0 * 200.0 / 2515.0).abs() < 1e-9, "{margin}");
         // Every key sized: no margin.

@@ -42,6 +42,11 @@ impl SlotSize {
         self.variance(self.dump, self.dump_sq)
     }
 
+    /// The variance of its memory's estimate, bytes squared, as [`SlotSize::dump_variance`].
+    pub fn memory_variance(&self) -> f64 {
+        self.variance(self.memory, self.memory_sq)
+    }
+
     /// The variance of the estimate of the keys' total from `x` and `x_sq` (the measured keys'
     /// sum and sum of squares), a sample without replacement: `keys^2 s^2 / n (1 - n / keys)`
     /// (0 where every key that is not big was measured, or fewer than two were).
@@ -151,8 +156,10 @@ pub type Sizes = BTreeMap<u16, SlotSize>;
 /// and got 308, 0.913 of the mean where the tolerance allowed 0.95). Shrunk, slots that differ
 /// only by noise weigh alike (the plan then follows their exact key counts), and slots that
 /// truly differ (a hash tag of big values, measured precisely: shrunk with the rest, one such
-/// slot among 16384 made the joining master get 17% more than planned) keep their own mean. The sums of squares are kept,
-/// so [`SlotSize::dump_variance`] still states the sampling error.
+/// slot among 16384 made the joining master get 17% more than planned) keep their own mean.
+/// For the plan's choice only: the sums of squares are left as they were, so the variance of
+/// a shrunk slot is not to be read from the result (take it from `sizes`), and the shrunk
+/// total may differ from the estimate's (the pooled mean weighs slots by their sampled keys).
 pub fn shrunk(sizes: &Sizes) -> Sizes {
     let mut out = sizes.clone();
     shrink(&mut out, |s| (&mut s.dump, s.dump_sq));
@@ -229,6 +236,8 @@ fn shrink(sizes: &mut Sizes, field: impl Fn(&mut SlotSize) -> (&mut f64, f64)) {
         }
         outlier = found;
     }
+    // (After five rounds without settling, the last flags are used with the round's mean and
+    // spread: a cluster whose slots keep changing sides is rare and any of them is fair.)
     for ((slot, n, mean, se2), outlier) in sampled.into_iter().zip(outlier) {
         let b = if tau2 + se2 > 0.0 {
             tau2 / (tau2 + se2)

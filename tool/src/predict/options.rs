@@ -45,10 +45,9 @@ pub struct Options {
 }
 
 /// The keys in the cluster (every master's `INFO keyspace`, `db0`) past which a prediction that was not
-/// told `--bytes-sample` measures a sample of each slot's keys: 2 million. Sizing every key
-/// costs about 11-14 s a million keys here (`DUMP` lengths by script and `MEMORY USAGE`,
-/// 3 masters, docs/benchmarks/cluster.md), 20 keys a slot about 5 s; the walk that counts
-/// and hashes every key stays.
+/// told `--bytes-sample` measures a sample of each slot's keys: 2 million. At 2.5 million
+/// keys (3 masters, docs/benchmarks/cluster.md) every key sized took 35-41 s and 50 a slot
+/// 16-21 s; the walk that counts and hashes every key stays.
 pub const AUTO_SAMPLE_PAST: u64 = 2_000_000;
 
 /// The keys a slot measured past [`AUTO_SAMPLE_PAST`]: 50 (at 2 million keys, about 120 keys

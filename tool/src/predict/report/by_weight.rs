@@ -40,49 +40,7 @@ fn weight_section(c: &WeightComparison) -> String {
             if f.within { "yes" } else { "no" }.into(),
         ]);
     }
-    let mut per = Table::new(&[
-        "master",
-        "capacity",
-        &format!("target ({by})"),
-        "redis-cli: slots",
-        "keys",
-        "bytes",
-        &format!("by {by}: slots"),
-        "keys",
-        "bytes",
-    ]);
-    if let [cli, weighted] = c.plans.as_slice() {
-        for (i, m) in c.masters.iter().enumerate() {
-            // Bytes after, with the 95% interval where a sample sized them.
-            let at = |v: &[f64], e: &[f64]| {
-                let value = v.get(i).copied().unwrap_or(0.0);
-                match e.get(i).copied().filter(|e| *e > 0.0) {
-                    Some(e) => format!("{value:.0} ± {e:.0}"),
-                    None => format!("{value:.0}"),
-                }
-            };
-            let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
-            let keys = slots;
-            per.push(vec![
-                m.clone(),
-                {
-                    let c = c.capacities.get(i).copied().unwrap_or(0.0);
-                    if c.fract() == 0.0 {
-                        format!("{c:.0}")
-                    } else {
-                        format!("{c:.3}")
-                    }
-                },
-                format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
-                slots(&cli.slots_after),
-                keys(&cli.keys_after),
-                at(&cli.bytes_after, &cli.bytes_after_error),
-                slots(&weighted.slots_after),
-                keys(&weighted.keys_after),
-                at(&weighted.bytes_after, &weighted.bytes_after_error),
-            ]);
-        }
-    }
+    let per = per_master(c, by);
     let mut pairs: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
     for m in &c.plan.moves {
         *pairs.entry((m.from.as_str(), m.to.as_str())).or_default() += 1;
@@ -105,15 +63,7 @@ fn weight_section(c: &WeightComparison) -> String {
                 .join(", ")
         )
     };
-    let aimed = if c.aimed_tolerance < c.plan.tolerance {
-        format!(
-            " Sized from samples, it aimed within {:.1}% (the tolerance less two standard \
-             errors of a master's {by}), so that the real {by} land within {pct:.1}%.",
-            c.aimed_tolerance * 100.0
-        )
-    } else {
-        String::new()
-    };
+    let aimed = aimed_note(c, by, pct);
     let oversized = format!("{oversized}{aimed}");
     let verdict = verdict(c, by, pct);
     let carry = if c.plan.moves.is_empty() {
@@ -254,4 +204,81 @@ fn redis_cli_plan_section(c: &WeightComparison) -> String {
          memory` evens what fills the masters.\n",
         mib(bytes)
     )
+}
+
+/// What the report says when the plan aimed inside the tolerance (sized from samples): the
+/// tolerance it aimed at, and whether the sample can promise the real figures land within.
+fn aimed_note(c: &WeightComparison, by: &str, pct: f64) -> String {
+    if c.aimed_tolerance < c.plan.tolerance {
+        // Aimed at half the tolerance: the sampling error is the larger, and the real figures
+        // may land outside.
+        let clamped = (c.aimed_tolerance - c.plan.tolerance / 2.0).abs() < 1e-12;
+        format!(
+            " Sized from samples, it aimed within {:.1}% ({}), so that the real {by} land within \
+             {pct:.1}%{}.",
+            c.aimed_tolerance * 100.0,
+            if clamped {
+                "half the tolerance: two standard errors of a master's share are more"
+            } else {
+                "the tolerance less two standard errors of a master's share"
+            },
+            if clamped {
+                ", which the sample cannot promise: --bytes-sample with more keys a slot, or \
+                 all, narrows the error"
+            } else {
+                ""
+            }
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// Each master's capacity, target, and slots, keys and bytes after redis-cli's plan and after
+/// the plan by `by` (bytes with their 95% interval where a sample sized them).
+fn per_master(c: &WeightComparison, by: &str) -> Table {
+    let mut per = Table::new(&[
+        "master",
+        "capacity",
+        &format!("target ({by})"),
+        "redis-cli: slots",
+        "keys",
+        "bytes",
+        &format!("by {by}: slots"),
+        "keys",
+        "bytes",
+    ]);
+    if let [cli, weighted] = c.plans.as_slice() {
+        for (i, m) in c.masters.iter().enumerate() {
+            // Bytes after, with the 95% interval where a sample sized them.
+            let at = |v: &[f64], e: &[f64]| {
+                let value = v.get(i).copied().unwrap_or(0.0);
+                match e.get(i).copied().filter(|e| *e > 0.0) {
+                    Some(e) => format!("{value:.0} ± {e:.0}"),
+                    None => format!("{value:.0}"),
+                }
+            };
+            let slots = |v: &[u64]| v.get(i).copied().unwrap_or(0).to_string();
+            let keys = slots;
+            per.push(vec![
+                m.clone(),
+                {
+                    let c = c.capacities.get(i).copied().unwrap_or(0.0);
+                    if c.fract() == 0.0 {
+                        format!("{c:.0}")
+                    } else {
+                        format!("{c:.3}")
+                    }
+                },
+                format!("{:.0}", c.targets.get(i).copied().unwrap_or(0.0)),
+                slots(&cli.slots_after),
+                keys(&cli.keys_after),
+                at(&cli.bytes_after, &cli.bytes_after_error),
+                slots(&weighted.slots_after),
+                keys(&weighted.keys_after),
+                at(&weighted.bytes_after, &weighted.bytes_after_error),
+            ]);
+        }
+    }
+    per
 }
