@@ -124,6 +124,14 @@ pub(crate) struct Masters {
 }
 
 impl Masters {
+    /// Each master's address and link, by address.
+    pub(crate) fn links(&self) -> Vec<(String, Link)> {
+        self.nodes
+            .iter()
+            .map(|(a, n)| (a.clone(), n.link.clone()))
+            .collect()
+    }
+
     /// The masters `nodes`, the test hook read from the environment.
     pub(crate) fn new(nodes: BTreeMap<String, Node>) -> Masters {
         Masters {

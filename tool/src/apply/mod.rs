@@ -219,12 +219,7 @@ impl Prepared {
         opts: &ApplyOptions,
         on: &mut dyn FnMut(Event),
     ) -> Result<Option<Crossing>> {
-        let masters: Vec<(String, crate::cluster::link::Link)> = self
-            .masters
-            .nodes
-            .iter()
-            .map(|(a, n)| (a.clone(), n.link.clone()))
-            .collect();
+        let masters = self.masters.links();
         let (limits, unread) = Limits::read(&masters, &self.replicas, opts.headroom)?;
         for why in unread {
             on(Event::Notice(format!(
@@ -341,12 +336,7 @@ impl Prepared {
         opts: &ApplyOptions,
         on: &mut dyn FnMut(Event),
     ) {
-        let masters: Vec<(String, crate::cluster::link::Link)> = self
-            .masters
-            .nodes
-            .iter()
-            .map(|(a, n)| (a.clone(), n.link.clone()))
-            .collect();
+        let masters = self.masters.links();
         let paced = pace::Paced::start(&masters, budget, opts.batch_keys, opts.batch_bytes);
         let ms = |s: f64| s * 1000.0;
         let idle: Vec<String> = paced

@@ -198,17 +198,9 @@ impl<'a> Sizer<'a> {
             return Ok(());
         }
         let at = &self.master.address;
-        let mut pipe = redis::pipe();
-        for name in names {
-            pipe.cmd("MEMORY")
-                .arg("USAGE")
-                .arg(name.as_slice())
-                .arg("SAMPLES")
-                .arg(5);
-        }
-        let memory: Vec<Option<u64>> = self
-            .holds
-            .time(at, || con.pipeline(&pipe, "MEMORY USAGE"))?;
+        let memory = self.holds.time(at, || {
+            memory_estimates(con, names.iter().map(|n| n.as_slice()))
+        })?;
         for (name, memory) in names.iter().zip(memory) {
             match memory {
                 None => {}
@@ -527,6 +519,23 @@ fn size_by_script(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Calls, 
 /// Per call of a pipeline: the names it covered, and the sizes of its first names.
 type Calls = Vec<(usize, Vec<KeySize>)>;
 
+/// Each of `names`' `MEMORY USAGE ... SAMPLES 5` (O(1): five elements of a collection,
+/// scaled), in one pipeline; `None` for a key gone. What tells a big key before it is read.
+fn memory_estimates<'n>(
+    con: &mut NodeConnection,
+    names: impl Iterator<Item = &'n [u8]>,
+) -> Result<Vec<Option<u64>>, NodeError> {
+    let mut pipe = redis::pipe();
+    for name in names {
+        pipe.cmd("MEMORY")
+            .arg("USAGE")
+            .arg(name)
+            .arg("SAMPLES")
+            .arg(5);
+    }
+    con.pipeline(&pipe, "MEMORY USAGE")
+}
+
 /// Keys a pipeline of `DUMP`s (and `MEMORY USAGE`) carries at most.
 const DUMP_KEYS: usize = 128;
 
@@ -534,15 +543,7 @@ const DUMP_KEYS: usize = 128;
 /// first `MEMORY USAGE ... SAMPLES 5` of each (big keys are not serialized), then `DUMP` and
 /// `MEMORY USAGE ... SAMPLES 0` of the others.
 fn size_by_dump(con: &mut NodeConnection, names: &[Vec<u8>]) -> Result<Vec<KeySize>, NodeError> {
-    let mut pipe = redis::pipe();
-    for name in names {
-        pipe.cmd("MEMORY")
-            .arg("USAGE")
-            .arg(name.as_slice())
-            .arg("SAMPLES")
-            .arg(5);
-    }
-    let estimates: Vec<Option<u64>> = con.pipeline(&pipe, "MEMORY USAGE")?;
+    let estimates = memory_estimates(con, names.iter().map(Vec::as_slice))?;
     let mut pipe = redis::pipe();
     for (name, estimate) in names.iter().zip(&estimates) {
         if estimate.is_some_and(|m| m < BIG_KEY_MEMORY) {
