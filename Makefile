@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-big-keys bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-big-keys bench-compat clean
 
 all: release
 
@@ -166,6 +166,15 @@ bench-whatif: release
 bench-apply: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-apply.sh
+
+## bench-parallel: 3 masters to 6, the same slots (redis-cli's plan, BY=bytes for the plan by
+## bytes) moved by `ringslot apply`, `ringslot apply --parallel N` (PARALLEL=N, 3) and
+## `redis-cli --cluster rebalance` on three identical throw-away clusters (ports 30401-30426;
+## KEYS keys, default 300000, HOT hot keys, 5000): time, slots and MB a second, a client's
+## PING latency during each (scripts/bench-parallel.sh).
+bench-parallel: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-parallel.sh
 
 ## bench-big-keys: the trial of issue 40 at full size on a throw-away cluster (ports
 ## 30301-30305: 3 masters, a joining master and its replica; KEYS keys, default 150000, a hash of

@@ -428,23 +428,25 @@ fn json_fields(v: &serde_json::Value, at: &str, out: &mut BTreeSet<String>) {
 fn the_plan_files_fields_are_the_ones_its_page_lists() {
     // The plan file as the tool writes it (one type, `ringslot_tool::plan::SlotPlan`, writes
     // and reads it), against the table of docs/cluster.md's "The plan file".
-    use ringslot_tool::plan::{owned_ranges, SlotMove, SlotPlan, PLAN_VERSION};
+    use ringslot_tool::plan::{lanes_of, owned_ranges, SlotMove, SlotPlan, PLAN_VERSION};
     use ringslot_tool::predict::WeightBy;
+    let moves = vec![SlotMove {
+        slot: 0,
+        from: "10.0.0.1:7000".into(),
+        to: "10.0.0.2:7000".into(),
+        keys: 1,
+        bytes: 10.0,
+        memory: Some(100.0),
+        big: Some(600_000.0),
+    }];
     let plan = SlotPlan {
         version: PLAN_VERSION,
         by: WeightBy::Bytes,
         tolerance: 0.05,
         start: owned_ranges(&vec![Some("10.0.0.1:7000".to_string()); 16384]),
         ids: Default::default(),
-        moves: vec![SlotMove {
-            slot: 0,
-            from: "10.0.0.1:7000".into(),
-            to: "10.0.0.2:7000".into(),
-            keys: 1,
-            bytes: 10.0,
-            memory: Some(100.0),
-            big: Some(600_000.0),
-        }],
+        lanes: lanes_of(&moves),
+        moves,
     };
     let mut written = BTreeSet::new();
     json_fields(&serde_json::to_value(&plan).unwrap(), "", &mut written);

@@ -14,7 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 /// written before formats were numbered, in format 1. A new format (a field whose meaning
 /// changes, or one that `apply` must not ignore) takes the next number; this ringslot refuses
 /// a plan of a later format rather than carry out what it cannot read.
-pub const PLAN_VERSION: u32 = 1;
+///
+/// Format 2 records the plan's [`Lane`]s and lets `apply --parallel` carry out moves of
+/// different lanes at once: a run stopped midway may leave each lane at another move, which
+/// `apply` of format 1 would refuse as out of order. A format 1 plan is read with its lanes
+/// derived from its moves.
+pub const PLAN_VERSION: u32 = 2;
 
 fn first_version() -> u32 {
     1
@@ -39,9 +44,44 @@ pub struct SlotPlan {
     /// `ringslot apply` refuses a plan whose masters are other nodes now.
     #[serde(default)]
     pub ids: BTreeMap<String, String>,
-    /// The moves, slot by slot, in the order `ringslot apply` carries them out; each slot at
-    /// most once.
+    /// The moves, slot by slot, in the order `ringslot apply` carries them out one at a time;
+    /// each slot at most once.
     pub moves: Vec<SlotMove>,
+    /// The moves of each source and target pair, in the order of the moves ([`lanes_of`]):
+    /// what `ringslot apply --parallel` carries out side by side. Absent in a format 1 plan,
+    /// where it is derived on read.
+    #[serde(default)]
+    pub lanes: Vec<Lane>,
+}
+
+/// A lane of a plan: its moves from one master to another, in the plan's order. A lane's
+/// moves are carried out one after another; moves of lanes with no master in common may go at
+/// once (`ringslot apply --parallel`), and a run stopped midway leaves each lane at a move of
+/// its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lane {
+    /// The source and the target (`ip:port`).
+    pub from: String,
+    pub to: String,
+    /// Its slots, in the plan's order.
+    pub slots: Vec<u16>,
+}
+
+/// The lanes of `moves`: one per (source, target) pair, in the order of their first move, each
+/// with its slots in the order of the moves.
+pub fn lanes_of(moves: &[SlotMove]) -> Vec<Lane> {
+    let mut lanes: Vec<Lane> = Vec::new();
+    for m in moves {
+        match lanes.iter_mut().find(|l| l.from == m.from && l.to == m.to) {
+            Some(lane) => lane.slots.push(m.slot),
+            None => lanes.push(Lane {
+                from: m.from.clone(),
+                to: m.to.clone(),
+                slots: vec![m.slot],
+            }),
+        }
+    }
+    lanes
 }
 
 /// One slot of a plan by weight: moved from a master to another (`ip:port`), with what the
@@ -168,13 +208,16 @@ impl SlotPlan {
                  the plan again with this one (or apply it with the version that made it)"
             );
         }
-        let plan = SlotPlan::deserialize(object).map_err(|e| {
+        let mut plan = SlotPlan::deserialize(object).map_err(|e| {
             if object.get("start").is_none() {
                 anyhow!("the plan has no `start` (the slot map it starts from): make it again")
             } else {
                 anyhow!("the plan: {e}")
             }
         })?;
+        if plan.lanes.is_empty() {
+            plan.lanes = lanes_of(&plan.moves);
+        }
         plan.check()?;
         Ok(plan)
     }
@@ -224,6 +267,12 @@ impl SlotPlan {
                 bail!("the plan moves slot {} from {} to itself", m.slot, m.from);
             }
         }
+        if self.lanes != lanes_of(&self.moves) {
+            bail!(
+                "the plan's lanes are not its moves grouped by source and target, in their \
+                 order: the file was edited; make the plan again"
+            );
+        }
         Ok(())
     }
 
@@ -238,6 +287,19 @@ impl SlotPlan {
             }
         }
         owners
+    }
+
+    /// The lane of each move (an index into `lanes`), by move.
+    pub fn lane_of_moves(&self) -> Vec<usize> {
+        self.moves
+            .iter()
+            .map(|m| {
+                self.lanes
+                    .iter()
+                    .position(|l| l.from == m.from && l.to == m.to)
+                    .unwrap_or(usize::MAX)
+            })
+            .collect()
     }
 
     /// Every master the plan names (sources and targets), sorted.
@@ -276,6 +338,15 @@ mod tests {
         assert_eq!(p.moves[0].keys, 3);
         assert_eq!(p.start_owners()[8192].as_deref(), Some(B));
         assert_eq!(p.version, 1, "a plan without a version is format 1");
+        assert_eq!(
+            p.lanes,
+            vec![Lane {
+                from: A.into(),
+                to: C.into(),
+                slots: vec![0]
+            }],
+            "a format 1 plan's lanes are derived from its moves"
+        );
         let twice = format!(
             r#"{{"slot": 0, "from": "{A}", "to": "{C}"}}, {{"slot": 0, "from": "{A}", "to": "{B}"}}"#
         );
@@ -314,16 +385,25 @@ mod tests {
                 memory: None,
                 big: None,
             }],
+            lanes: vec![Lane {
+                from: A.into(),
+                to: C.into(),
+                slots: vec![5],
+            }],
         };
         let text = serde_json::to_string(&plan).unwrap();
-        assert!(text.starts_with(r#"{"version":1,"by":"bytes""#), "{text}");
+        assert!(text.starts_with(r#"{"version":2,"by":"bytes""#), "{text}");
         assert_eq!(SlotPlan::from_json(&text).unwrap(), plan);
-        let later = text.replace(r#""version":1"#, r#""version":2"#);
+        let later = text.replace(r#""version":2"#, r#""version":3"#);
         let e = SlotPlan::from_json(&later).unwrap_err().to_string();
         assert!(
-            e.contains("format 2") && e.contains("reads format 1"),
+            e.contains("format 3") && e.contains("reads format 2"),
             "{e}"
         );
+        // Lanes that are not the moves' (an edited file) are refused.
+        let edited = text.replace(r#""slots":[5]"#, r#""slots":[6]"#);
+        let e = SlotPlan::from_json(&edited).unwrap_err().to_string();
+        assert!(e.contains("lanes"), "{e}");
         let missing = text.replace(r#""tolerance":0.05,"#, "");
         let e = SlotPlan::from_json(&missing).unwrap_err().to_string();
         assert!(e.contains("tolerance"), "{e}");

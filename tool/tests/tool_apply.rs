@@ -250,6 +250,41 @@ fn a_latency_budget_below_its_floor_or_with_atomic_is_refused() {
     assert!(err.contains("cannot be used with"), "{err}");
 }
 
+#[test]
+fn a_parallel_run_out_of_range_or_with_pacing_or_atomic_is_refused() {
+    // Refused before the plan is read or a node reached.
+    let url = "redis://127.0.0.1:1";
+    let base = ["apply", "no-plan.json", "--url", url, "--yes"];
+    for (more, code, says) in [
+        (
+            &["--parallel", "0"][..],
+            1,
+            "--parallel is from 1 to 64 moves at once (got 0)",
+        ),
+        (
+            &["--parallel", "65"][..],
+            1,
+            "--parallel is from 1 to 64 moves at once (got 65)",
+        ),
+        (
+            &["--parallel", "2", "--max-latency", "5"][..],
+            1,
+            "--max-latency paces one move at a time",
+        ),
+        (
+            &["--parallel", "2", "--atomic"][..],
+            2,
+            "cannot be used with",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(more).copied().collect();
+        let out = ringslot(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{more:?}: {err}");
+        assert!(err.contains(says), "{more:?}: {err}");
+    }
+}
+
 /// Writes the plan's text to a file in `dir`, the moves reordered by `order` (a plan's moves
 /// are single slots, each moved once: any order of them is a plan too).
 fn plan_file(dir: &tempfile::TempDir, plan: &serde_json::Value) -> String {
@@ -422,6 +457,100 @@ fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
     let again = ringslot(&args);
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to do"));
+}
+
+#[test]
+fn a_parallel_apply_killed_in_its_lanes_and_run_again_ends_as_planned() {
+    // 3 masters to 6: lanes between disjoint pairs, which --parallel runs side by side.
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 3000, &[(10, 64); 100]);
+    for _ in 0..3 {
+        cluster
+            .add_node(|| Server::builder().no_module())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let before = keyspace(&cluster);
+    let plan: serde_json::Value = serde_json::from_str(&plan_by_bytes(&cluster)).unwrap();
+    let by_weight = &plan["prediction"]["by_weight"];
+    assert_eq!(by_weight["version"], 2, "{by_weight}");
+    assert!(
+        by_weight["lanes"].as_array().unwrap().len() >= 3,
+        "{by_weight}"
+    );
+    assert!(by_weight["moves"].as_array().unwrap().len() > 120);
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan_file(&dir, &plan);
+    let url = cluster.nodes[0].url();
+    let args = [
+        "apply",
+        &path,
+        "--url",
+        &url,
+        "--yes",
+        "--batch-keys",
+        "2",
+        "--parallel",
+        "3",
+    ];
+    // Killed after its N-th write counted across the lanes (the test hook), which falls in
+    // whichever lane the threads' race gives it: each run leaves its lanes at moves of their
+    // own, open or not, and the next one goes on from there.
+    for n in (1..=12).chain([20, 40]) {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+            .args(args)
+            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(86),
+            "stopped after {n} writes:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Killed (SIGKILL) after 1 to 3 slots moved and 0 to 10 ms more, from a fixed seed.
+    let mut noise = Noise(0x2545_f491_4f6c_dd1d);
+    let mut kills = 0;
+    for _ in 0..10 {
+        let mut run = Running::start(&args);
+        let slots = 1 + (noise.next_u64() % 3) as usize;
+        if !run.wait_for(MOVED, slots) {
+            eprintln!("a run ended before it was killed: {:?}", run.seen);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(noise.next_u64() % 11));
+        run.child.kill().unwrap();
+        run.child.wait().unwrap();
+        kills += 1;
+    }
+    assert_eq!(kills, 10, "the apply ended before it was killed 10 times");
+    let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
+    assert!(dry.contains("# move "), "{dry}");
+    // A run one move at a time goes on from where the lanes stand too: killed in its turn.
+    let mut run = Running::start(&args);
+    assert!(run.wait_for(MOVED, 3), "{:?}", run.seen);
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    let one_at_a_time = ["apply", &path, "--url", &url, "--yes"];
+    let mut run = Running::start(&one_at_a_time);
+    assert!(run.wait_for(MOVED, 2), "{:?}", run.seen);
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    // 26 kills in all; the last run ends the plan, moves side by side.
+    let (success, out) = Running::start(&args).finish();
+    assert!(success, "the last run failed:\n{out}");
+    assert!(out.contains("every move of the plan is done"), "{out}");
+    assert!(out.contains("moves were under way at once"), "{out}");
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
+    check_clean(&cluster);
+    assert_same(
+        &before,
+        &keyspace(&cluster),
+        "before and after the killed parallel applies",
+    );
 }
 
 #[test]

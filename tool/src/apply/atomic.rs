@@ -40,6 +40,11 @@ fn groups(moves: &[SlotMove], first: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Why `--atomic` does not go on from a run with `--parallel` stopped midway.
+const UNEVEN: &str = "a run with --parallel stopped with its lanes at different moves, from \
+    where --atomic (one job after another, in the plan's order) does not go on: finish the plan \
+    without --atomic";
+
 /// The most a job may run before the tool stops waiting for it (it goes on in the servers):
 /// an hour, unless `--atomic-wait` says otherwise.
 pub(crate) const DEFAULT_ATOMIC_WAIT: Duration = Duration::from_secs(3600);
@@ -49,19 +54,17 @@ impl Prepared {
     pub(crate) fn atomic_commands(&self) -> Vec<String> {
         let moves = &self.plan.moves;
         let mut lines = Vec::new();
-        let done = self.position.done;
-        if self.position.close_last || self.position.next_open {
+        let Some((done, close_last, next_open)) = self.position.prefix() else {
+            return vec![format!("# {UNEVEN}")];
+        };
+        if close_last || next_open {
             lines.push(format!(
                 "# move {} is half done key by key: it is finished that way first (`ringslot \
                  apply --dry-run` without --atomic lists its commands)",
-                if self.position.next_open {
-                    done + 1
-                } else {
-                    done
-                }
+                if next_open { done + 1 } else { done }
             ));
         }
-        let first = done + usize::from(self.position.next_open);
+        let first = done + usize::from(next_open);
         lines.extend(groups(moves, first).into_iter().filter_map(|g| {
             let m = moves.get(g.start)?;
             let mut slots: Vec<u16> = moves.get(g)?.iter().map(|p| p.slot).collect();
@@ -128,11 +131,12 @@ impl Prepared {
         if let Some(why) = self.atomic_refusal()? {
             bail!("{why}");
         }
-        if let Some(limits) = self.limits.as_mut() {
+        if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
         }
         self.finish_half_done(&moves, &mut applied, on)?;
-        for g in groups(&moves, self.position.done) {
+        let first = self.position.done_count();
+        for g in groups(&moves, first) {
             if INTERRUPTED.load(Ordering::SeqCst) {
                 bail!(
                     "interrupted (Ctrl-C) before the atomic migration of move {} of {total}; \
@@ -141,7 +145,7 @@ impl Prepared {
                 );
             }
             let group = moves.get(g.clone()).unwrap_or_default();
-            if let Some(limits) = self.limits.as_mut() {
+            if let Some(mut limits) = self.limits() {
                 // An atomic job moves its slots whole (the source keeps its copy until the
                 // job's trim): its memory is judged as a whole before it starts.
                 if let Some(crossing) = limits.before_job(group, 0)? {
@@ -165,7 +169,9 @@ impl Prepared {
                     bytes,
                 });
             }
-            self.position.done = g.end;
+            for i in g {
+                self.position.mark_done(i);
+            }
         }
         self.settle(&mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
@@ -182,18 +188,22 @@ impl Prepared {
     ) -> Result<()> {
         let opts = ApplyOptions::default();
         let mut limiter = Limiter::new(0);
-        let done = self.position.done;
-        if self.position.close_last {
-            if let Some(m) = done.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, &opts, &mut limiter, applied, on)?;
+        let Some((done, close_last, next_open)) = self.position.prefix() else {
+            bail!("{UNEVEN}");
+        };
+        if close_last {
+            if let Some(i) = done.checked_sub(1) {
+                if let Some(m) = moves.get(i) {
+                    self.checked(m, &opts, &mut limiter, applied, on)?;
+                }
+                self.position.mark_done(i);
             }
-            self.position.close_last = false;
         }
-        if self.position.next_open {
+        if next_open {
             if let Some(m) = moves.get(done) {
                 let (keys, bytes) = self.checked(m, &opts, &mut limiter, applied, on)?;
                 applied.add(keys, bytes);
-                self.position.done = done + 1;
+                self.position.mark_done(done);
                 on(Event::Slot {
                     index: done,
                     total: moves.len(),
@@ -202,7 +212,6 @@ impl Prepared {
                     bytes,
                 });
             }
-            self.position.next_open = false;
         }
         Ok(())
     }

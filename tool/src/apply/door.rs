@@ -10,6 +10,8 @@ use anyhow::{anyhow, Result};
 use redis::Value;
 use ringslot_engine::cluster::ClusterNode;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// For tests only: `RINGSLOT_APPLY_EXIT_AFTER_WRITES=N` makes a run exit at once (status
 /// [`EXIT_AFTER_WRITES`], no clean-up, as a killed process leaves the cluster) after its N-th
@@ -118,8 +120,10 @@ impl Write<'_> {
 /// The plan's masters, by address, and the writes sent to them so far.
 pub(crate) struct Masters {
     pub(crate) nodes: BTreeMap<String, Node>,
-    /// Writes sent so far, and the test hook's bound on them.
-    writes: u64,
+    /// Writes answered so far, counted across the lanes of a parallel run (each lane reaches
+    /// the masters by connections of its own, [`Masters::reconnect`]), and the test hook's
+    /// bound on them: the N-th write of the run, in whichever lane it falls.
+    writes: Arc<AtomicU64>,
     stop_after: Option<u64>,
 }
 
@@ -136,11 +140,34 @@ impl Masters {
     pub(crate) fn new(nodes: BTreeMap<String, Node>) -> Masters {
         Masters {
             nodes,
-            writes: 0,
+            writes: Arc::new(AtomicU64::new(0)),
             stop_after: std::env::var(EXIT_AFTER_WRITES_VAR)
                 .ok()
                 .and_then(|v| v.parse().ok()),
         }
+    }
+
+    /// The same masters by connections of their own (for a lane of a parallel run: its
+    /// `MIGRATE`s then block only its own pair's), their views as last read, the writes
+    /// counted with these. Error: a master that cannot be reached.
+    pub(crate) fn reconnect(&self) -> Result<Masters> {
+        let mut nodes = BTreeMap::new();
+        for (address, n) in &self.nodes {
+            nodes.insert(
+                address.clone(),
+                Node {
+                    link: n.link.clone(),
+                    id: n.id.clone(),
+                    con: n.link.connect()?,
+                    view: n.view.clone(),
+                },
+            );
+        }
+        Ok(Masters {
+            nodes,
+            writes: Arc::clone(&self.writes),
+            stop_after: self.stop_after,
+        })
     }
 
     /// The master at `address`. Error: not one of the plan's masters.
@@ -233,8 +260,8 @@ impl Masters {
     /// Counts a write answered; the test hook ([`EXIT_AFTER_WRITES_VAR`]) may end the process
     /// here.
     fn answered(&mut self) {
-        self.writes += 1;
-        if self.stop_after == Some(self.writes) {
+        let writes = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.stop_after == Some(writes) {
             std::process::exit(EXIT_AFTER_WRITES);
         }
     }

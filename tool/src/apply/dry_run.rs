@@ -22,27 +22,35 @@ impl Prepared {
                 lines.push(format!("{other}: CLUSTER SETSLOT {} NODE {to}", m.slot));
             }
         };
-        if self.position.close_last {
-            if let Some(m) = self
-                .position
-                .done
-                .checked_sub(1)
-                .and_then(|i| self.plan.moves.get(i))
-            {
+        let total = self.plan.moves.len();
+        for index in self.position.pending() {
+            let Some(m) = self.plan.moves.get(index) else {
+                continue;
+            };
+            if self.position.done.get(index).copied().unwrap_or(false) {
                 lines.push(format!(
                     "# move {} (slot {}) has its keys on {}: it is closed first",
-                    self.position.done, m.slot, m.to
+                    index + 1,
+                    m.slot,
+                    m.to
                 ));
                 close(&mut lines, m);
+                continue;
             }
-        }
-        let total = self.plan.moves.len();
-        for (i, m) in self.remaining().iter().enumerate() {
-            let index = self.position.done + i + 1;
             lines.push(format!(
-                "# move {index} of {total}: slot {} {} -> {} ({} keys, {:.0} bytes by DUMP \
-                 when planned)",
-                m.slot, m.from, m.to, m.keys, m.bytes
+                "# move {} of {total}: slot {} {} -> {} ({} keys, {:.0} bytes by DUMP \
+                 when planned){}",
+                index + 1,
+                m.slot,
+                m.from,
+                m.to,
+                m.keys,
+                m.bytes,
+                if self.position.open.contains(&index) {
+                    "; open: it goes on where it stopped"
+                } else {
+                    ""
+                }
             ));
             lines.push(format!(
                 "{}: CLUSTER SETSLOT {} IMPORTING {}",

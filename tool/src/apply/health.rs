@@ -132,8 +132,8 @@ pub(super) fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
 
 impl Prepared {
     /// Re-reads the seed's and each master's own view; the reason the run must stop, if any.
-    /// `next`: the index of the next move. A master the plan has drained by then ([`drains`])
-    /// that has become a replica leaves the run: no failover.
+    /// `next`: the index of the next move. A master the plan drains ([`drains`]) that serves
+    /// no slot and has become a replica leaves the run: no failover.
     ///
     /// Whether the next move's two masters are still masters is read every time
     /// ([`Prepared::roles`]); the seed's view (failing flags), every master's own view (the
@@ -152,8 +152,9 @@ impl Prepared {
         for (address, n) in self.masters.nodes.iter_mut() {
             n.view = nodes_on(&mut n.con)?;
             let me = myself(&n.view);
+            // Drained by the moves done, whichever lanes they were in: it serves no slot.
             if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
-                && drains(&self.plan, address, next)
+                && drains(&self.plan, address, self.plan.moves.len())
             {
                 drained.push(address.clone());
                 continue;

@@ -28,6 +28,7 @@ pub(crate) mod atomic;
 pub(crate) mod door;
 mod dry_run;
 mod health;
+pub(crate) mod lanes;
 mod limits;
 mod pace;
 pub(crate) mod position;
@@ -51,6 +52,7 @@ pub(crate) use pace::PacingReport;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// How the keys of a slot travel.
@@ -70,6 +72,9 @@ pub(crate) struct ApplyOptions {
     /// The budget of another client's round trip to each master, its p99 (`--max-latency`):
     /// the run paces its batches and pauses to keep within it ([`pace`]); `None`: unpaced.
     pub max_latency: Option<std::time::Duration>,
+    /// The most moves carried out at once, each between two masters in no other move
+    /// (`--parallel`, [`lanes`]); 1: one after another.
+    pub parallel: usize,
 }
 
 /// Keys `GETKEYSINSLOT` asks for unless `--batch-keys` says otherwise (as many as one
@@ -84,6 +89,19 @@ impl ApplyOptions {
     pub(crate) fn check(&self) -> Result<()> {
         if self.batch_keys == 0 {
             bail!("--batch-keys needs at least 1 key");
+        }
+        if !(1..=lanes::MAX_PARALLEL).contains(&self.parallel) {
+            bail!(
+                "--parallel is from 1 to {} moves at once (got {})",
+                lanes::MAX_PARALLEL,
+                self.parallel
+            );
+        }
+        if self.parallel > 1 && self.max_latency.is_some() {
+            bail!(
+                "--max-latency paces one move at a time: it cannot be given with --parallel \
+                 above 1 (yet)"
+            );
         }
         if let Some(budget) = self.max_latency {
             if budget < pace::MIN_MAX_LATENCY {
@@ -114,6 +132,7 @@ impl Default for ApplyOptions {
             replace: false,
             headroom: crate::predict::capacity::DEFAULT_HEADROOM / 100.0,
             max_latency: None,
+            parallel: 1,
         }
     }
 }
@@ -158,6 +177,9 @@ pub(crate) struct Applied {
     pub seconds: f64,
     /// With `--max-latency`: what pacing did, and what the probe saw.
     pub pacing: Option<pace::PacingReport>,
+    /// The most moves that were under way at once (`--parallel`; 1 for a run one move at
+    /// a time).
+    pub most_at_once: usize,
 }
 
 impl Applied {
@@ -183,8 +205,8 @@ pub(crate) struct Prepared {
     /// The replicas of the plan's masters: (address, link, its master's address).
     replicas: Vec<(String, crate::cluster::link::Link, String)>,
     /// The nodes' memory and replication, watched once [`Prepared::check_limits`] has read
-    /// them.
-    limits: Option<Limits>,
+    /// them; shared by the lanes of a parallel run ([`Prepared::limits`]).
+    limits: Option<Arc<Mutex<Limits>>>,
     /// With `--max-latency`, from the run's start: the probe and the pacer.
     paced: Option<pace::Paced>,
 }
@@ -226,12 +248,15 @@ impl Prepared {
                 "{why}: its memory is not watched (its master's view of its link and lag is)"
             )));
         }
-        let mut to_go: Vec<SlotMove> = self.remaining().to_vec();
-        // A move left open has moved part of its keys, which the target's memory holds now:
-        // only what its source still holds is to come.
-        if self.position.next_open {
-            if let Some(m) = to_go.first_mut() {
-                let left = self.keys_left(m)?.max(0) as f64;
+        let mut to_go: Vec<SlotMove> = Vec::new();
+        for (i, done) in self.position.done.clone().into_iter().enumerate() {
+            let Some(mut m) = self.plan.moves.get(i).cloned().filter(|_| !done) else {
+                continue;
+            };
+            // A move left open has moved part of its keys, which the target's memory holds
+            // now: only what its source still holds is to come.
+            if self.position.open.contains(&i) {
+                let left = self.keys_left(&m)?.max(0) as f64;
                 let part = if m.keys > 0 {
                     (left / m.keys as f64).min(1.0)
                 } else {
@@ -240,6 +265,7 @@ impl Prepared {
                 m.bytes *= part;
                 m.memory = m.memory.map(|x| x * part);
             }
+            to_go.push(m);
         }
         let drained: Vec<String> = self
             .plan
@@ -250,7 +276,7 @@ impl Prepared {
         let crossing = limits
             .standing()
             .check_plan(&to_go, opts.batch_bytes, &drained);
-        self.limits = Some(limits);
+        self.limits = Some(Arc::new(Mutex::new(limits)));
         Ok(crossing)
     }
 
@@ -266,9 +292,23 @@ impl Prepared {
         Ok(crate::reply::int(&left)?)
     }
 
-    /// The moves this run carries out: from the position on.
-    pub(crate) fn remaining(&self) -> &[SlotMove] {
-        self.plan.moves.get(self.position.done..).unwrap_or(&[])
+    /// The moves this run carries out: those not done, in the plan's order.
+    pub(crate) fn remaining(&self) -> Vec<&SlotMove> {
+        self.plan
+            .moves
+            .iter()
+            .zip(&self.position.done)
+            .filter(|(_, done)| !**done)
+            .map(|(m, _)| m)
+            .collect()
+    }
+
+    /// The watched limits ([`Prepared::check_limits`]), locked: the lanes of a parallel run
+    /// share them. A lane that panicked holding them left them as they were.
+    fn limits(&self) -> Option<MutexGuard<'_, Limits>> {
+        self.limits
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Carries out the plan from its position, reporting each slot to `on`. Errors name the
@@ -283,10 +323,24 @@ impl Prepared {
         if let Some(why) = self.atomic_running()? {
             bail!("{why}");
         }
-        if let Some(limits) = self.limits.as_mut() {
+        if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
         }
         let began = Instant::now();
+        let mut applied = if opts.parallel > 1 {
+            self.run_lanes(opts, on)?
+        } else {
+            self.run_in_order(opts, on)?
+        };
+        applied.most_at_once = applied.most_at_once.max(1);
+        self.settle(&mut applied, on)?;
+        applied.seconds = began.elapsed().as_secs_f64();
+        Ok(applied)
+    }
+
+    /// The moves left, one after another in the plan's order: the moves to close first, as
+    /// they come (each is its lane's last done, before the lane's next).
+    fn run_in_order(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
         let mut applied = Applied::default();
         if let Some(budget) = opts.max_latency {
             self.start_pacing(budget, opts, on);
@@ -294,14 +348,10 @@ impl Prepared {
         let mut limiter = Limiter::new(opts.max_bytes_per_sec);
         let total = self.plan.moves.len();
         let moves = self.plan.moves.clone();
-        let first = self.position.done;
-        if self.position.close_last {
-            if let Some(m) = first.checked_sub(1).and_then(|i| moves.get(i)) {
-                self.checked(m, opts, &mut limiter, &mut applied, on)?;
-            }
-        }
-        for (index, m) in moves.iter().enumerate().skip(first) {
-            if INTERRUPTED.load(Ordering::SeqCst) {
+        for index in self.position.pending() {
+            let Some(m) = moves.get(index) else { continue };
+            let closing = self.position.done.get(index).copied().unwrap_or(false);
+            if INTERRUPTED.load(Ordering::SeqCst) && !closing {
                 bail!(
                     "interrupted before slot {} (move {} of {total}); the slots moved stay \
                      moved: run the same command again to go on",
@@ -310,8 +360,11 @@ impl Prepared {
                 );
             }
             let (keys, bytes) = self.checked(m, opts, &mut limiter, &mut applied, on)?;
+            self.position.mark_done(index);
+            if closing {
+                continue;
+            }
             applied.add(keys, bytes);
-            self.position.done = index + 1;
             on(Event::Slot {
                 index,
                 total,
@@ -320,10 +373,7 @@ impl Prepared {
                 bytes,
             });
         }
-        self.position.close_last = false;
         applied.pacing = self.paced.take().map(pace::Paced::finish);
-        self.settle(&mut applied, on)?;
-        applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
 
@@ -386,7 +436,7 @@ impl Prepared {
             .filter(|a| health::drains(&self.plan, a, self.plan.moves.len()))
             .cloned()
             .collect();
-        if let Some(limits) = self.limits.as_mut() {
+        if let Some(mut limits) = self.limits() {
             let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
             limits.settle_replicas(&masters, &mut |text| on(Event::Notice(text)))?;
             applied.evicted = limits.evictions();
@@ -421,7 +471,7 @@ impl Prepared {
                 m.to
             );
         }
-        if let Some(limits) = self.limits.as_mut() {
+        if let Some(mut limits) = self.limits() {
             limits.wait_for_replicas(&[&m.from, &m.to], &mut |text| on(Event::Notice(text)))?;
         }
         // Paced: the pause before the slot's SETSLOTs (each answered after a save).

@@ -1,30 +1,70 @@
 //! Where a cluster stands in a plan (`ringslot apply`'s resume rule). A cluster is accepted
-//! only in a state the plan reaches: the first `k` moves done (their targets own their slots),
+//! only in a state the plan reaches: in each of its lanes (the moves of one source and target
+//! pair, [`crate::plan::Lane`]) the first `k` moves done (their targets own their slots) and
 //! the others not begun (their sources own them), every other slot where the plan found it,
-//! and open slots (`MIGRATING`/`IMPORTING`) only on the last move done (killed before every
-//! master was told) and the next one (killed while its keys moved).
+//! and open slots (`MIGRATING`/`IMPORTING`) only on a lane's last move done (killed before
+//! every master was told) and its next one (killed while its keys moved). A run one move at a
+//! time leaves the plan's first moves done, which is such a state; `--parallel` leaves each
+//! lane at a move of its own.
 
 use crate::plan::{SlotMove, SlotPlan};
 use ringslot_engine::cluster::{myself, ClusterNode};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// Where a cluster stands in a plan (see [`position`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Position {
-    /// The moves done: `moves[..done]`.
-    pub done: usize,
-    /// Whether the last move done must be closed first (`SETSLOT ... NODE` on every master):
-    /// its source still claims the slot or a node still has it open.
-    pub close_last: bool,
-    /// Whether the next move is open (its slot migrating or importing somewhere).
-    pub next_open: bool,
+    /// Whether each move is done (its target claims its slot), by move.
+    pub done: Vec<bool>,
+    /// The moves done that must still be closed (`SETSLOT ... NODE` on every master): the
+    /// source still claims the slot or a node still has it open. At most a lane's last.
+    pub to_close: BTreeSet<usize>,
+    /// The moves not done whose slot is open (migrating or importing). At most a lane's next.
+    pub open: BTreeSet<usize>,
+}
+
+impl Position {
+    /// The moves done.
+    pub fn done_count(&self) -> usize {
+        self.done.iter().filter(|d| **d).count()
+    }
+
+    /// What is left, in the plan's order, by move: the moves to close and those not done.
+    pub fn pending(&self) -> Vec<usize> {
+        (0..self.done.len())
+            .filter(|i| self.to_close.contains(i) || !self.done.get(*i).copied().unwrap_or(true))
+            .collect()
+    }
+
+    /// Where a run of one move at a time left the plan (the moves done are its first `done`):
+    /// (`done`, the last of them to close, the next one open). `None`: a `--parallel` run
+    /// left its lanes at different moves.
+    pub fn prefix(&self) -> Option<(usize, bool, bool)> {
+        let done = self.done_count();
+        if self.done.iter().take(done).any(|d| !d)
+            || self.to_close.iter().any(|&i| i + 1 != done)
+            || self.open.iter().any(|&i| i != done)
+        {
+            return None;
+        }
+        Some((done, !self.to_close.is_empty(), !self.open.is_empty()))
+    }
+
+    /// Records move `i` done and closed.
+    pub fn mark_done(&mut self, i: usize) {
+        if let Some(d) = self.done.get_mut(i) {
+            *d = true;
+        }
+        self.to_close.remove(&i);
+        self.open.remove(&i);
+    }
 }
 
 /// Where the cluster stands in `plan`. `seed_owners`: every slot's owner (`ip:port`) as the
 /// seed sees it; `views`: each master's own `CLUSTER NODES` by address (a node lists its own
 /// open slots, on its `myself` line, and its own claims are what a move changes first). Error
-/// (the reason, naming the slot): a state no prefix of the plan reaches.
+/// (the reason, naming the slot): a state no run of the plan reaches.
 pub(crate) fn position(
     plan: &SlotPlan,
     seed_owners: &[Option<String>],
@@ -32,15 +72,10 @@ pub(crate) fn position(
 ) -> Result<Position, Unreached> {
     let me = |address: &str| views.get(address).and_then(|v| myself(v));
     let claims = |address: &str, slot: u16| me(address).is_some_and(|n| n.serves(slot));
-    let planned: BTreeMap<u16, usize> = plan
-        .moves
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.slot, i))
-        .collect();
+    let planned: BTreeSet<u16> = plan.moves.iter().map(|m| m.slot).collect();
     for (slot, (now, then)) in seed_owners.iter().zip(&plan.start_owners()).enumerate() {
         let Ok(slot) = u16::try_from(slot) else { break };
-        if !planned.contains_key(&slot) && now != then {
+        if !planned.contains(&slot) && now != then {
             return Err(Unreached::Changed(format!(
                 "slot {slot} is served by {}, where the plan found it on {}",
                 now.as_deref().unwrap_or("no master"),
@@ -48,8 +83,13 @@ pub(crate) fn position(
             )));
         }
     }
-    let mut done = 0;
+    let lane_of = plan.lane_of_moves();
+    let mut done = vec![false; plan.moves.len()];
+    // Per lane: its first move not done, and its last move done.
+    let mut head: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut last: BTreeMap<usize, usize> = BTreeMap::new();
     for (i, m) in plan.moves.iter().enumerate() {
+        let lane = lane_of.get(i).copied().unwrap_or(usize::MAX);
         let (to, from) = (claims(&m.to, m.slot), claims(&m.from, m.slot));
         if !to && !from {
             return Err(Unreached::Changed(format!(
@@ -66,21 +106,35 @@ pub(crate) fn position(
             )));
         }
         if to {
-            if done != i {
+            if let Some(&h) = head.get(&lane) {
                 return Err(Unreached::OutOfOrder(format!(
-                    "slot {} (move {} of the plan) has moved but slot {} (move {}) has not: \
-                     the plan's moves are done in order, and this state is not one it reaches",
+                    "slot {} (move {} of the plan) has moved but slot {} (move {}, the same \
+                     lane {} -> {}) has not: a lane's moves are done in order, and this state \
+                     is not one the plan reaches",
                     m.slot,
                     i + 1,
-                    plan.moves.get(done).map(|d| d.slot).unwrap_or_default(),
-                    done + 1
+                    plan.moves.get(h).map(|d| d.slot).unwrap_or_default(),
+                    h + 1,
+                    m.from,
+                    m.to
                 )));
             }
-            done = i + 1;
+            if let Some(d) = done.get_mut(i) {
+                *d = true;
+            }
+            last.insert(lane, i);
+        } else {
+            head.entry(lane).or_insert(i);
         }
     }
-    let last = done.checked_sub(1).and_then(|i| plan.moves.get(i));
-    let next = plan.moves.get(done);
+    let is_last = |i: usize| last.values().any(|&l| l == i);
+    let is_head = |i: usize| head.values().any(|&h| h == i);
+    let index: BTreeMap<u16, usize> = plan
+        .moves
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.slot, i))
+        .collect();
     let id = |address: &str| me(address).map(|n| n.id.as_str());
     // An open slot of a move is the move's own only: migrating on its source towards its
     // target, importing on its target from its source.
@@ -91,12 +145,12 @@ pub(crate) fn position(
         );
         (to.is_some() && migrating_ok) || (from.is_some() && importing_ok)
     };
-    let (mut close_last, mut next_open) = (false, false);
+    let (mut to_close, mut open) = (BTreeSet::new(), BTreeSet::new());
     for (address, view) in views {
         let Some(n) = myself(view) else {
             continue;
         };
-        let open = n
+        let opened = n
             .migrating
             .iter()
             .map(|(slot, to)| (*slot, Some(to), None))
@@ -105,46 +159,53 @@ pub(crate) fn position(
                     .iter()
                     .map(|(slot, from)| (*slot, None, Some(from))),
             );
-        for (slot, to, from) in open {
-            if last.is_some_and(|m| m.slot == slot && own(m, address, to, from)) {
-                close_last = true;
-            } else if next.is_some_and(|m| m.slot == slot && own(m, address, to, from)) {
-                next_open = true;
-            } else {
-                return Err(Unreached::Open(format!(
-                    "slot {slot} is open (migrating or importing) on {address}, and not as \
-                     the plan's next move opens it (from its source to its target): close it \
-                     first (CLUSTER SETSLOT {slot} STABLE on that node if it holds no keys of \
-                     it, else redis-cli --cluster fix)"
-                )));
+        for (slot, to, from) in opened {
+            let i = index.get(&slot).copied();
+            let mv = i.and_then(|i| plan.moves.get(i).map(|m| (i, m)));
+            match mv {
+                Some((i, m)) if is_last(i) && own(m, address, to, from) => {
+                    to_close.insert(i);
+                }
+                Some((i, m)) if is_head(i) && own(m, address, to, from) => {
+                    open.insert(i);
+                }
+                _ => {
+                    return Err(Unreached::Open(format!(
+                        "slot {slot} is open (migrating or importing) on {address}, and not as \
+                         the plan's next move opens it (from its source to its target): close \
+                         it first (CLUSTER SETSLOT {slot} STABLE on that node if it holds no \
+                         keys of it, else redis-cli --cluster fix)"
+                    )));
+                }
             }
         }
     }
-    // The last move done is closed once every master's view gives its slot to its target.
-    if let Some(m) = last {
+    // A lane's last move done is closed once every master's view gives its slot to its target.
+    for &i in last.values() {
+        let Some(m) = plan.moves.get(i) else { continue };
         let elsewhere = views.values().any(|view| {
             view.iter()
                 .find(|n| n.serves(m.slot))
                 .is_some_and(|n| n.address != m.to)
         });
         if claims(&m.from, m.slot) || elsewhere {
-            close_last = true;
+            to_close.insert(i);
         }
     }
     Ok(Position {
         done,
-        close_last,
-        next_open,
+        to_close,
+        open,
     })
 }
 
-/// A state of the cluster no prefix of the plan reaches: why, naming the slot.
+/// A state of the cluster no run of the plan reaches: why, naming the slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Unreached {
     /// A slot is served by a master the plan does not lead it to: the cluster changed since
     /// the plan was made (or a view was read while a slot changed owner: worth reading again).
     Changed(String),
-    /// A later move is done while an earlier one is not.
+    /// A later move of a lane is done while an earlier one is not.
     OutOfOrder(String),
     /// A slot is open otherwise than as the plan's next move opens it.
     Open(String),
@@ -208,6 +269,7 @@ mod tests {
             by: WeightBy::Bytes,
             tolerance: 0.05,
             start: owned_ranges(&start),
+            lanes: crate::plan::lanes_of(&[mv(0, A), mv(1, A), mv(8192, B)]),
             moves: vec![mv(0, A), mv(1, A), mv(8192, B)],
             ids: BTreeMap::new(),
         }
@@ -233,7 +295,7 @@ mod tests {
         let p = plan();
         // Not begun.
         let pos = position(&p, &owners(&[]), &views("0-8191", "8192-16383", "")).unwrap();
-        assert_eq!((pos.done, pos.close_last, pos.next_open), (0, false, false));
+        assert_eq!(pos.prefix(), Some((0, false, false)));
         // Slot 0 done, slot 1 open (killed while its keys moved).
         let v = views(
             "1-8191 [1->-3333333333333333333333333333333333333333]",
@@ -241,7 +303,7 @@ mod tests {
             "0 [1-<-1111111111111111111111111111111111111111]",
         );
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!((pos.done, pos.close_last, pos.next_open), (1, false, true));
+        assert_eq!(pos.prefix(), Some((1, false, true)));
         // Slot 1 given to C on C only (killed before the source was told).
         let v = views(
             "1-8191 [1->-3333333333333333333333333333333333333333]",
@@ -249,7 +311,7 @@ mod tests {
             "0-1",
         );
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!((pos.done, pos.close_last, pos.next_open), (2, true, false));
+        assert_eq!(pos.prefix(), Some((2, true, false)));
         // Every move done.
         let pos = position(
             &p,
@@ -257,7 +319,8 @@ mod tests {
             &views("2-8191", "8193-16383", "0-1 8192"),
         )
         .unwrap();
-        assert_eq!((pos.done, pos.close_last, pos.next_open), (3, false, false));
+        assert_eq!(pos.prefix(), Some((3, false, false)));
+        assert!(pos.pending().is_empty());
     }
 
     #[test]
@@ -270,7 +333,7 @@ mod tests {
             .unwrap()
             .extend(parse_cluster_nodes(&stale).unwrap());
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!((pos.done, pos.close_last), (2, true));
+        assert_eq!(pos.prefix(), Some((2, true, false)));
         // Slot 1 migrating from A towards B, not towards the plan's target C: refused.
         let v = views(&format!("1-8191 [1->-{}]", id(B)), "8192-16383", "0");
         let e = position(&p, &owners(&[0]), &v).unwrap_err().to_string();
@@ -278,17 +341,39 @@ mod tests {
     }
 
     #[test]
-    fn states_no_prefix_reaches_are_refused_naming_the_slot() {
+    fn each_lane_stands_at_a_move_of_its_own_as_a_parallel_run_leaves_it() {
         let p = plan();
-        // Slot 8192 moved before slot 1.
-        let e = position(
-            &p,
-            &owners(&[0, 8192]),
-            &views("1-8191", "8193-16383", "0 8192"),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("slot 8192") && e.contains("slot 1 "), "{e}");
+        // Lane B -> C done (slot 8192) and lane A -> C at its second move, open (slot 1):
+        // where a run with `--parallel 2` may stop, not one a run one move at a time leaves.
+        let v = views(
+            "1-8191 [1->-3333333333333333333333333333333333333333]",
+            "8193-16383",
+            "0 8192 [1-<-1111111111111111111111111111111111111111]",
+        );
+        let pos = position(&p, &owners(&[0, 8192]), &v).unwrap();
+        assert_eq!(pos.done, vec![true, false, true]);
+        assert_eq!(pos.open, [1].into_iter().collect());
+        assert_eq!(pos.prefix(), None);
+        assert_eq!(pos.pending(), vec![1]);
+        // Lane B -> C given to C on C only: closed first, with lane A -> C not begun.
+        let v = views("0-8191", "8192-16383", "8192");
+        let pos = position(&p, &owners(&[]), &v).unwrap();
+        assert_eq!(pos.done, vec![false, false, true]);
+        assert_eq!(pos.to_close, [2].into_iter().collect());
+        assert_eq!(pos.pending(), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn states_no_run_reaches_are_refused_naming_the_slot() {
+        let p = plan();
+        // Slot 1 moved before slot 0, of the same lane.
+        let e = position(&p, &owners(&[1]), &views("0 2-8191", "8192-16383", "1"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("slot 1 ") && e.contains("slot 0 ") && e.contains("lane"),
+            "{e}"
+        );
         // A slot outside the plan changed owner.
         let mut o = owners(&[]);
         o[5] = Some(B.into());

@@ -209,7 +209,7 @@ impl Prepared {
             last_first = first;
             last_len = batch.len();
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
-            if let Some(limits) = self.limits.as_mut() {
+            if let Some(mut limits) = self.limits() {
                 if let Some(crossing) = limits.before_batch(m, batch_bytes)? {
                     bail!(
                         "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \

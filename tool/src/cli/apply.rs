@@ -46,10 +46,16 @@ pub struct ApplyArgs {
     /// 1). The summary gives each master's round trips before and during the moves.
     #[arg(long, value_name = "MS")]
     pub max_latency: Option<f64>,
+    /// Carry out up to N moves at once, each between two masters in no other move: the plan's
+    /// lanes (the moves of one source and target pair) side by side, each lane in its order.
+    /// Pays where the moves have disjoint pairs (3 masters to 6, not one master joining) and
+    /// each master has a core of its own. Not with --max-latency or --atomic (yet).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub parallel: usize,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
     /// run of moves between the same two masters) instead of key by key. Every master must be
     /// Valkey 9 or later (and a module loaded there must declare support for it).
-    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency"])]
+    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency", "parallel"])]
     pub atomic: bool,
     /// The part of each node's limit kept free, in percent (under 90): the run refuses,
     /// before its first write, a plan that would take a master or a replica past its maxmemory
@@ -78,6 +84,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         replace: a.replace,
         headroom: a.headroom / 100.0,
         max_latency: a.max_latency.map(latency).transpose()?,
+        parallel: a.parallel,
     };
     opts.check()?;
     let text = std::fs::read_to_string(&a.plan)
@@ -104,7 +111,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     let (keys, bytes): (u64, f64) = remaining.iter().fold((0u64, 0.0), |(k, b), m| {
         (k.saturating_add(m.keys), b + m.bytes)
     });
-    let (to_go, done) = (remaining.len(), prepared.position.done);
+    let (to_go, done) = (remaining.len(), prepared.position.done_count());
     if a.dry_run {
         dry_run(&prepared, a, &opts, (keys, bytes));
         if let Some(c) = &crossing {
@@ -121,7 +128,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
             a.headroom
         );
     }
-    if to_go == 0 && !prepared.position.close_last {
+    if to_go == 0 && prepared.position.to_close.is_empty() {
         eprintln!("ringslot: every move of the plan is done ({total} slots); nothing to do");
         return Ok(());
     }
@@ -129,10 +136,10 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         "ringslot: {done} of {total} moves done; this run moves {to_go} slots, {keys} keys, \
          {:.1} MiB by DUMP when planned{}.",
         bytes / 1048576.0,
-        if prepared.position.next_open {
-            " (the first is open: it goes on where it stopped)"
-        } else {
-            ""
+        match prepared.position.open.len() {
+            0 => String::new(),
+            1 => " (one is open: it goes on where it stopped)".to_string(),
+            n => format!(" ({n} are open, one a lane: each goes on where it stopped)"),
         }
     );
     if !a.yes {
@@ -170,7 +177,7 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
     println!(
         "# ringslot apply --dry-run: {} of {} moves done; {to_go} to go ({keys} keys, {:.1} \
          MiB by DUMP when planned). Nothing was changed.",
-        prepared.position.done,
+        prepared.position.done_count(),
         prepared.plan.moves.len(),
         bytes / 1048576.0
     );
@@ -179,6 +186,13 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
             "# paced by --max-latency {ms}: each MIGRATE below carries at most what the clients' \
              latency allows (from at most 10 keys), with pauses between them; the commands are \
              the same"
+        );
+    }
+    if a.parallel > 1 {
+        println!(
+            "# with --parallel {}: up to {} moves at once, each between two masters in no other \
+             move, each lane (source and target) in the order below; the commands are the same",
+            a.parallel, a.parallel
         );
     }
     let lines = if a.atomic {
@@ -311,6 +325,12 @@ fn summary(applied: &Applied, atomic: bool) {
         },
         applied.seconds
     );
+    if applied.most_at_once > 1 {
+        eprintln!(
+            "ringslot: up to {} moves were under way at once",
+            applied.most_at_once
+        );
+    }
     if !applied.equal_copies.is_empty() {
         eprintln!(
             "ringslot: {} keys were already on their target as equal copies (an earlier \

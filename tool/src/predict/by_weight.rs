@@ -788,6 +788,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             tolerance,
             start: owned_ranges(owner_before),
             ids: Default::default(),
+            lanes: crate::plan::lanes_of(&moves),
             moves,
         },
         by_maxmemory,

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# make bench-parallel: 3 masters to 6, the same slots moved three ways on three identical
+# throw-away clusters: `ringslot apply` one move at a time (A, ports 30401-30406),
+# `ringslot apply --parallel N` (B, 30411-30416; PARALLEL=N, 3 by default) and `redis-cli
+# --cluster rebalance --cluster-use-empty-masters` (C, 30421-30426); cluster buses 10000
+# below. Each starts with 3 masters holding KEYS keys of 16 B to 1 KiB and HOT keys of 4 KiB in
+# one hash tag (scripts/bench_apply_data.py), and 3 empty masters added. The plan applied is
+# redis-cli's own (`ringslot predict --rebalance --by slots`, BY=bytes for the plan by bytes),
+# so that the three movers move the same slots. Prints each run's time, slots a second and MB
+# a second (the DUMP bytes the plan lists), the PING latency a client sees during it
+# (scripts/bench_latency_client.py, RATE a second to each master, 200 by default) against its
+# idle figures, and the host's cores. Every server is stopped at the end, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KEYS="${KEYS:-300000}"
+HOT="${HOT:-5000}"
+PARALLEL="${PARALLEL:-3}"
+RATE="${RATE:-200}"
+SERVER="${REDIS_SERVER:-redis-server}"
+TOOL="${TOOL:-target/release/ringslot}"
+bases=(3040 3041 3042)
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP:-}" ] && echo "bench-parallel: kept $work" >&2 || rm -rf "$work"
+}
+trap cleanup EXIT
+for base in "${bases[@]}"; do
+  for i in 1 2 3 4 5 6; do
+    port="${base}$i"
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then
+      echo "bench-parallel: port $port is in use" >&2; exit 1
+    fi
+    mkdir -p "$work/$port"
+    "$SERVER" --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+      --cluster-node-timeout 15000 --cluster-port "$((port - 10000))" \
+      --cluster-config-file "$work/$port/nodes.conf" --dir "$work/$port" --save "" \
+      --appendonly no --daemonize no --logfile "$work/$port/log" &
+    pids+=($!)
+  done
+done
+for base in "${bases[@]}"; do
+  for i in 1 2 3 4 5 6; do
+    for _ in $(seq 100); do redis-cli -p "${base}$i" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  done
+done
+t() { date +%s.%N; }
+since() { python3 -c "print(f'{$(t) - $1:.2f}')"; }
+echo "bench-parallel: $("$SERVER" --version | cut -d' ' -f1-3), $KEYS keys + $HOT hot keys, \
+3 masters to 6, $(nproc) cores"
+python3 scripts/bench_apply_data.py "$KEYS" "$HOT" 7 "$work"
+for base in "${bases[@]}"; do
+  redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
+    --cluster-replicas 0 --cluster-yes >/dev/null
+  for _ in $(seq 300); do
+    ok=1
+    for i in 1 2 3; do
+      redis-cli -p "${base}$i" cluster info | grep -q cluster_state:ok || ok=0
+    done
+    [ "$ok" = 1 ] && break; sleep 0.2
+  done
+  for i in 0 1 2; do
+    redis-cli -p "${base}$((i + 1))" --pipe <"$work/node$i.resp" >/dev/null
+  done
+  for i in 4 5 6; do
+    redis-cli --cluster add-node "127.0.0.1:${base}$i" "127.0.0.1:${base}1" >/dev/null
+  done
+  # Every node knows every other before anything moves.
+  for _ in $(seq 600); do
+    ok=1
+    for i in 1 2 3 4 5 6; do
+      [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 6 ] || ok=0
+    done
+    [ "$ok" = 1 ] && break; sleep 0.2
+  done
+done
+# client BASE LABEL SECONDS: the latency client on the six masters at BASE.
+client() {
+  python3 scripts/bench_latency_client.py "$2" "$RATE" "$3" "${1}1" "${1}2" "${1}3" "${1}4" \
+    "${1}5" "${1}6"
+}
+# figures LABEL SECONDS SLOTS BYTES: a run's rates.
+figures() {
+  python3 -c "import sys; s, n, b = float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]); \
+print(f'{sys.argv[1]}: {s:.2f} s, {n} slots ({n / s:.0f} a second), {b / 2**20:.1f} MiB by DUMP \
+({b / 2**20 / s:.1f} MiB/s)')" "$@"
+}
+sync
+for base in 3040 3041; do
+  "$TOOL" predict --url "redis://127.0.0.1:${base}1" --rebalance --by "${BY:-slots}" \
+    --max-keys-per-sec 0 --json >"$work/plan-$base.json" 2>/dev/null
+done
+read -r slots bytes lanes < <(python3 -c 'import json,sys
+c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
+print(len(c["moves"]), sum(m["bytes"] for m in c["moves"]), len(c["lanes"]))' "$work/plan-3040.json")
+echo "the plan (--by ${BY:-slots}): $slots slots in $lanes lanes"
+run() {
+  local base=$1 label=$2
+  shift 2
+  client "$base" "$label idle" 2
+  python3 scripts/bench_latency_client.py "$label during the moves" "$RATE" 3600 "${base}1" \
+    "${base}2" "${base}3" "${base}4" "${base}5" "${base}6" &
+  local c=$!
+  pids+=("$c")
+  s=$(t)
+  "$@" >"$work/run-$base.log" 2>&1
+  took=$(since "$s")
+  kill -TERM "$c" 2>/dev/null || true
+  wait "$c" || true
+  figures "$label" "$took" "$slots" "$bytes"
+  grep -E "under way at once" "$work/run-$base.log" | sed 's/^/  /' || true
+}
+run 3040 "A: ringslot apply" "$TOOL" apply "$work/plan-3040.json" --url redis://127.0.0.1:30401 --yes
+run 3041 "B: ringslot apply --parallel $PARALLEL" "$TOOL" apply "$work/plan-3041.json" \
+  --url redis://127.0.0.1:30411 --yes --parallel "$PARALLEL"
+run 3042 "C: redis-cli --cluster rebalance" redis-cli --cluster rebalance 127.0.0.1:30421 \
+  --cluster-use-empty-masters
+for base in "${bases[@]}"; do
+  redis-cli --cluster check "127.0.0.1:${base}1" >"$work/check-$base.log" 2>&1 || true
+  echo "  ${base}x: redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check-$base.log") OK, \
+$(grep -c -E '\[(WARNING|ERR)\]' "$work/check-$base.log" || true) warnings or errors"
+done

@@ -1,0 +1,385 @@
+//! `ringslot apply --parallel N`: up to N moves at once, each between two masters that are in
+//! no other move. A `MIGRATE` blocks its source and its target while it runs (the source
+//! serialises the keys, the target restores them), and nothing else: moves between disjoint
+//! pairs of masters run side by side, each on a core of its own where each master has one.
+//!
+//! The plan's lanes ([`crate::plan::Lane`]: the moves of one source and target pair) are
+//! carried out each in its order, by up to N workers. Each worker is a [`Prepared`] of its own
+//! ([`Prepared::worker`]): its own connection to every master, so that its commands queue only
+//! behind its own; it runs a move exactly as a run one move at a time does
+//! ([`Prepared::checked`]: the health check before it, the limits' checks before each batch,
+//! the same verbs). The limits are one watch shared by the workers (the run's memory figures
+//! count every lane's bytes); `--max-bytes-per-sec` is shared out evenly among them.
+//!
+//! Which move starts next ([`next_ready`]): the first move of the plan, in its order, whose two
+//! masters are in no move under way, and that no earlier move left waits for: the earlier moves
+//! of its lane, and, on a master that both gives and takes slots in the plan, every earlier
+//! move of that master. A master that only gives (or only takes) ends where the plan puts it
+//! whatever the order its moves take, and passes through nothing beyond: its memory only falls
+//! (or rises) move after move, so the walk of the limits in the plan's order
+//! ([`super::limits::Standing::check_plan`]) covers any order; a master that does both keeps
+//! the plan's order. With N = 1 this is the plan's order.
+//!
+//! Closing a slot tells every other master (`SETSLOT ... NODE`, sent to all at once by the
+//! move's worker over its own connections): a master in another lane's move answers it after
+//! the `MIGRATE` it is carrying out, which `--batch-bytes` bounds (1 MiB, about 10 ms on a
+//! 1 Gbit/s link). Nothing else waits on another lane.
+//!
+//! Stopped midway (an error, Ctrl-C, a kill), the run lets the moves under way end (Ctrl-C,
+//! an error in another lane) or leaves each lane at a move of its own (a kill): the resume
+//! rule is per lane ([`super::position`]), and the same command goes on.
+
+use super::{Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::pacing::Limiter;
+use crate::cluster::INTERRUPTED;
+use crate::plan::SlotPlan;
+use anyhow::{anyhow, bail, Result};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+
+/// The most moves `--parallel` carries out at once.
+pub(crate) const MAX_PARALLEL: usize = 64;
+
+/// What a worker tells the run.
+enum Report {
+    /// Something the operator should see (a big key, a wait for a replica).
+    Notice(String),
+    /// Move `index` ended: (keys, bytes) moved, or why it stopped.
+    Done {
+        worker: usize,
+        index: usize,
+        result: Result<(u64, u64)>,
+    },
+}
+
+/// The masters that both give and take slots in `plan`: their moves keep the plan's order.
+pub(crate) fn giving_and_taking(plan: &SlotPlan) -> BTreeSet<&str> {
+    let giving: BTreeSet<&str> = plan.moves.iter().map(|m| m.from.as_str()).collect();
+    plan.moves
+        .iter()
+        .map(|m| m.to.as_str())
+        .filter(|a| giving.contains(a))
+        .collect()
+}
+
+/// The position in `waiting` (moves not started, by index, ascending) of the first move that
+/// may start now: its two masters are in no move of `under_way`, and no move of `waiting` or
+/// `under_way` before it is of its lane (`lane_of`, by move) or shares with it a master of
+/// `both` ([`giving_and_taking`]). `None`: none may start until a move under way ends.
+pub(crate) fn next_ready(
+    plan: &SlotPlan,
+    lane_of: &[usize],
+    both: &BTreeSet<&str>,
+    waiting: &[usize],
+    under_way: &BTreeSet<usize>,
+) -> Option<usize> {
+    let masters = |i: usize| plan.moves.get(i).map(|m| [m.from.as_str(), m.to.as_str()]);
+    let busy: BTreeSet<&str> = under_way
+        .iter()
+        .filter_map(|&i| masters(i))
+        .flatten()
+        .collect();
+    waiting.iter().position(|&j| {
+        let Some(pair) = masters(j) else {
+            return false;
+        };
+        if pair.iter().any(|a| busy.contains(a)) {
+            return false;
+        }
+        let lane = lane_of.get(j);
+        let kept: Vec<&str> = pair.into_iter().filter(|a| both.contains(a)).collect();
+        !waiting
+            .iter()
+            .chain(under_way)
+            .filter(|&&k| k < j)
+            .any(|&k| {
+                lane_of.get(k) == lane
+                    || masters(k).is_some_and(|p| p.iter().any(|a| kept.contains(a)))
+            })
+    })
+}
+
+impl Prepared {
+    /// Another worker for a parallel run: the plan and the position as they are, its own
+    /// connections to the seed and every master, the limits shared, no pacing. Error: a node
+    /// that cannot be reached.
+    fn worker(&self) -> Result<Prepared> {
+        Ok(Prepared {
+            plan: self.plan.clone(),
+            position: self.position.clone(),
+            masters: self.masters.reconnect()?,
+            seed: self.access.seed().connect()?,
+            access: self.access.clone(),
+            last_full_check: None,
+            replicas: self.replicas.clone(),
+            limits: self.limits.clone(),
+            paced: None,
+        })
+    }
+
+    /// The moves left, up to `opts.parallel` at once ([`next_ready`]), each by a worker
+    /// ([`Prepared::worker`]) in a thread of its own; what they said and moved reported to
+    /// `on` as it comes. An error in a move stops new moves from starting; the moves under way
+    /// end, and the first error is returned (with how many other moves failed). Ctrl-C
+    /// (`INTERRUPTED`) stops it the same way.
+    pub(super) fn run_lanes(
+        &mut self,
+        opts: &ApplyOptions,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<Applied> {
+        let plan = self.plan.clone();
+        let lane_of = plan.lane_of_moves();
+        let both = giving_and_taking(&plan);
+        let total = plan.moves.len();
+        let n = opts.parallel.min(plan.lanes.len()).max(1);
+        let workers = (0..n)
+            .map(|_| self.worker())
+            .collect::<Result<Vec<Prepared>>>()?;
+        let rate = match opts.max_bytes_per_sec {
+            0 => 0,
+            r => (r / n as u64).max(1),
+        };
+        on(Event::Notice(format!(
+            "{n} moves at once at most, each between two masters in no other move ({} lanes)",
+            plan.lanes.len()
+        )));
+        let mut applied = Applied::default();
+        let mut failures: Vec<anyhow::Error> = Vec::new();
+        let mut waiting = self.position.pending();
+        std::thread::scope(|scope| {
+            let (report_tx, report_rx) = mpsc::channel::<Report>();
+            let mut jobs = Vec::new();
+            let mut handles = Vec::new();
+            for (w, mut worker) in workers.into_iter().enumerate() {
+                let (job_tx, job_rx) = mpsc::channel::<usize>();
+                jobs.push(job_tx);
+                let report = report_tx.clone();
+                let opts = *opts;
+                handles.push(scope.spawn(move || {
+                    let mut limiter = Limiter::new(rate);
+                    let mut moved = Applied::default();
+                    while let Ok(index) = job_rx.recv() {
+                        let notice = report.clone();
+                        let mut said = |e: Event| {
+                            if let Event::Notice(text) = e {
+                                let _ = notice.send(Report::Notice(text));
+                            }
+                        };
+                        let result = match worker.plan.moves.get(index).cloned() {
+                            Some(m) => {
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    worker.checked(&m, &opts, &mut limiter, &mut moved, &mut said)
+                                }))
+                                .unwrap_or_else(|_| Err(anyhow!("a worker panicked")))
+                            }
+                            None => Err(anyhow!("the plan has no move {}", index + 1)),
+                        };
+                        let done = Report::Done {
+                            worker: w,
+                            index,
+                            result,
+                        };
+                        if report.send(done).is_err() {
+                            break;
+                        }
+                    }
+                    moved
+                }));
+            }
+            drop(report_tx);
+            let mut idle: Vec<usize> = (0..n).rev().collect();
+            let mut under_way = BTreeSet::new();
+            loop {
+                let stopping = !failures.is_empty() || INTERRUPTED.load(Ordering::SeqCst);
+                while !stopping && !idle.is_empty() {
+                    let Some(at) = next_ready(&plan, &lane_of, &both, &waiting, &under_way) else {
+                        break;
+                    };
+                    let index = waiting.remove(at);
+                    let sent = idle
+                        .pop()
+                        .and_then(|w| jobs.get(w))
+                        .is_some_and(|job| job.send(index).is_ok());
+                    if !sent {
+                        failures.push(anyhow!("a worker of the run ended"));
+                        break;
+                    }
+                    under_way.insert(index);
+                    applied.most_at_once = applied.most_at_once.max(under_way.len());
+                }
+                if under_way.is_empty() {
+                    break;
+                }
+                match report_rx.recv() {
+                    Ok(Report::Notice(text)) => on(Event::Notice(text)),
+                    Ok(Report::Done {
+                        worker,
+                        index,
+                        result,
+                    }) => {
+                        under_way.remove(&index);
+                        idle.push(worker);
+                        match result {
+                            Ok((keys, bytes)) => {
+                                let closing =
+                                    self.position.done.get(index).copied().unwrap_or(false);
+                                self.position.mark_done(index);
+                                if let (false, Some(mv)) = (closing, plan.moves.get(index)) {
+                                    applied.add(keys, bytes);
+                                    on(Event::Slot {
+                                        index,
+                                        total,
+                                        mv,
+                                        keys,
+                                        bytes,
+                                    });
+                                }
+                            }
+                            Err(e) => failures.push(e),
+                        }
+                    }
+                    Err(_) => {
+                        failures.push(anyhow!("every worker of the run ended"));
+                        break;
+                    }
+                }
+            }
+            drop(jobs);
+            for handle in handles {
+                match handle.join() {
+                    Ok(moved) => {
+                        applied.equal_copies.extend(moved.equal_copies);
+                        applied.replaced.extend(moved.replaced);
+                    }
+                    Err(_) => failures.push(anyhow!("a worker panicked")),
+                }
+            }
+        });
+        let mut failures = failures.into_iter();
+        if let Some(first) = failures.next() {
+            let others = failures.count();
+            if others > 0 {
+                bail!("{first:#} (and {others} other moves under way failed too)");
+            }
+            return Err(first);
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) && !waiting.is_empty() {
+            bail!(
+                "interrupted with {} moves to go; the slots moved stay moved: run the same \
+                 command again to go on",
+                waiting.len()
+            );
+        }
+        Ok(applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{lanes_of, owned_ranges, SlotMove, WeightBy, PLAN_VERSION};
+    use ringslot_engine::SLOT_COUNT;
+
+    const A: &str = "10.0.0.1:7000";
+    const B: &str = "10.0.0.2:7000";
+    const C: &str = "10.0.0.3:7000";
+    const D: &str = "10.0.0.4:7000";
+
+    /// A plan of `moves` (slot, from, to), A and B owning every slot at its start.
+    fn plan(moves: &[(u16, &str, &str)]) -> SlotPlan {
+        let start: Vec<Option<String>> = (0..SLOT_COUNT)
+            .map(|s| Some(if s < 8192 { A } else { B }.to_string()))
+            .collect();
+        let moves: Vec<SlotMove> = moves
+            .iter()
+            .map(|&(slot, from, to)| SlotMove {
+                slot,
+                from: from.into(),
+                to: to.into(),
+                keys: 1,
+                bytes: 1.0,
+                memory: None,
+                big: None,
+            })
+            .collect();
+        SlotPlan {
+            version: PLAN_VERSION,
+            by: WeightBy::Bytes,
+            tolerance: 0.05,
+            start: owned_ranges(&start),
+            ids: Default::default(),
+            lanes: lanes_of(&moves),
+            moves,
+        }
+    }
+
+    /// The rounds a run with `n` workers goes through when every move takes as long: the moves
+    /// started together, by index.
+    fn rounds(plan: &SlotPlan, n: usize) -> Vec<Vec<usize>> {
+        let lane_of = plan.lane_of_moves();
+        let both = giving_and_taking(plan);
+        let mut waiting: Vec<usize> = (0..plan.moves.len()).collect();
+        let mut out = Vec::new();
+        while !waiting.is_empty() {
+            let mut under_way = BTreeSet::new();
+            while under_way.len() < n {
+                let Some(at) = next_ready(plan, &lane_of, &both, &waiting, &under_way) else {
+                    break;
+                };
+                under_way.insert(waiting.remove(at));
+            }
+            assert!(!under_way.is_empty(), "no move could start: {waiting:?}");
+            out.push(under_way.into_iter().collect());
+        }
+        out
+    }
+
+    #[test]
+    fn disjoint_pairs_move_at_once_and_a_master_is_in_one_move_at_a_time() {
+        // 2 masters to 4, the plan's lanes one after another (as predict groups them).
+        let p = plan(&[
+            (0, A, C),
+            (1, A, C),
+            (2, A, D),
+            (8192, B, C),
+            (8193, B, D),
+            (8194, B, D),
+        ]);
+        let r = rounds(&p, 2);
+        // Every round's moves have no master in common.
+        for round in &r {
+            let mut seen = BTreeSet::new();
+            for &i in round {
+                assert!(seen.insert(p.moves[i].from.clone()), "{r:?}");
+                assert!(seen.insert(p.moves[i].to.clone()), "{r:?}");
+            }
+        }
+        // A -> C runs beside B -> D: fewer rounds than moves.
+        assert_eq!(r[0], vec![0, 4], "{r:?}");
+        assert!(r.len() < p.moves.len(), "{r:?}");
+        // Each lane in its order.
+        let when = |i: usize| r.iter().position(|x| x.contains(&i)).unwrap();
+        assert!(when(0) < when(1) && when(4) < when(5), "{r:?}");
+        // One worker: the plan's order.
+        assert_eq!(rounds(&p, 1), (0..6).map(|i| vec![i]).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_master_that_gives_and_takes_keeps_the_plans_order() {
+        // C takes from A, then gives to D; B gives to D.
+        let p = plan(&[(0, A, C), (8192, B, D), (8193, B, C), (1, A, D)]);
+        let both = giving_and_taking(&p);
+        assert!(both.is_empty(), "{both:?}");
+        let mut start = p.start_owners();
+        start[100] = Some(C.to_string());
+        let mut q = plan(&[(0, A, C), (100, C, D), (8192, B, C)]);
+        q.start = owned_ranges(&start);
+        assert_eq!(giving_and_taking(&q), [C].into_iter().collect());
+        // C's moves keep the plan's order although (100, C -> D) and (8192, B -> C) are of
+        // other lanes: the take from B waits for the give to D.
+        let r = rounds(&q, 3);
+        let when = |i: usize| r.iter().position(|x| x.contains(&i)).unwrap();
+        assert!(when(0) < when(1) && when(1) < when(2), "{r:?}");
+    }
+}
