@@ -96,21 +96,44 @@ read -r slots bytes lanes < <(python3 -c 'import json,sys
 c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
 print(len(c["moves"]), sum(m["bytes"] for m in c["moves"]), len(c["lanes"]))' "$work/plan-3040.json")
 echo "the plan (--by ${BY:-slots}): $slots slots in $lanes lanes"
+# cpu BASE: each master's used_cpu_sys + used_cpu_user (INFO cpu), seconds, on one line.
+cpu() {
+  for i in 1 2 3 4 5 6; do
+    redis-cli -p "${1}$i" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2}
+      END {printf "%s ", s}'
+  done
+}
 run() {
   local base=$1 label=$2
   shift 2
-  client "$base" "$label idle" 2
+  python3 scripts/bench_latency_client.py "$label idle" "$RATE" 2 "${base}1" "${base}2" \
+    "${base}3" "${base}4" "${base}5" "${base}6"
   python3 scripts/bench_latency_client.py "$label during the moves" "$RATE" 3600 "${base}1" \
     "${base}2" "${base}3" "${base}4" "${base}5" "${base}6" &
   local c=$!
   pids+=("$c")
+  local before
+  before=$(cpu "$base")
   s=$(t)
-  "$@" >"$work/run-$base.log" 2>&1
+  /usr/bin/time -f "%U %S" -o "$work/time-$base" "$@" >"$work/run-$base.log" 2>&1
   took=$(since "$s")
   kill -TERM "$c" 2>/dev/null || true
   wait "$c" || true
   figures "$label" "$took" "$slots" "$bytes"
   grep -E "under way at once" "$work/run-$base.log" | sed 's/^/  /' || true
+  # The CPU each process spent: what one core per master would carry.
+  python3 - "$before" "$(cpu "$base")" "$(tail -1 "$work/time-$base")" "$took" \
+    >"$work/cpu-$base" <<'PY'
+import sys
+before, after = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
+tool = sum(float(x) for x in sys.argv[3].split())
+took = float(sys.argv[4])
+masters = [a - b for a, b in zip(after, before)]
+print(f"{took} {max(masters)} {sum(masters)} {tool}")
+PY
+  read -r _ peak total tool <"$work/cpu-$base"
+  python3 -c "import sys; print('  CPU: the busiest master %.1f s, the six %.1f s, the mover \
+(tool or redis-cli) %.1f s' % tuple(float(x) for x in sys.argv[1:]))" "$peak" "$total" "$tool"
 }
 run 3040 "A: ringslot apply" "$TOOL" apply "$work/plan-3040.json" --url redis://127.0.0.1:30401 --yes
 run 3041 "B: ringslot apply --parallel $PARALLEL" "$TOOL" apply "$work/plan-3041.json" \
@@ -122,3 +145,12 @@ for base in "${bases[@]}"; do
   echo "  ${base}x: redis-cli --cluster check: $(grep -c '\[OK\]' "$work/check-$base.log") OK, \
 $(grep -c -E '\[(WARNING|ERR)\]' "$work/check-$base.log" || true) warnings or errors"
 done
+# The model for one core per master (and the mover on a host of its own): A's time divided by
+# the moves at once (at most the lanes), no less than its busiest master's CPU, nor than the
+# mover's CPU over its cores: what B's figure would be where each master has a core of its own.
+read -r a_took a_peak _ a_tool <"$work/cpu-3040"
+python3 -c "import sys; took, peak, tool, k = float(sys.argv[1]), float(sys.argv[2]), \
+float(sys.argv[3]), min(int(sys.argv[4]), int(sys.argv[5])); w = max(took / k, peak, tool / k); \
+print(f'model, one core per master: {k} moves at once would take ~{w:.1f} s \
+({took / w:.1f}x A), from A: {took:.1f} s, busiest master {peak:.1f} s CPU, tool {tool:.1f} s CPU')" \
+  "$a_took" "$a_peak" "$a_tool" "$PARALLEL" "$lanes"

@@ -270,7 +270,8 @@ impl SlotPlan {
         if self.lanes != lanes_of(&self.moves) {
             bail!(
                 "the plan's lanes are not its moves grouped by source and target, in their \
-                 order: the file was edited; make the plan again"
+                 order (were the moves edited?): remove `lanes` from the file to have them \
+                 derived from the moves, or make the plan again"
             );
         }
         Ok(())

@@ -13,10 +13,11 @@
 //! written), position.rs (where the cluster stands in the plan), health.rs (the checks between
 //! slots, [`Stop`]), verbs.rs (a slot's move), door.rs (the writes), atomic.rs (`--atomic`),
 //! dry_run.rs (`--dry-run`), pace.rs (`--max-latency`: the moves paced by a probe of every
-//! master); this file holds the run.
+//! master), lanes.rs (`--parallel`: moves between disjoint pairs of masters at once); this file
+//! holds the run.
 //!
-//! Safe by construction: it starts only from a state a prefix of the plan reaches
-//! ([`position::position`]); it checks the cluster between slots (`cluster_state:ok`, no node
+//! Safe by construction: it starts only from a state a run of the plan reaches (each lane of
+//! the plan at a move of its own, [`position::position`]); it checks the cluster between slots (`cluster_state:ok`, no node
 //! flagged `fail?`/`fail`, each master of the plan still a master with the same id) and
 //! stops on a failover ([`Stop`]); an interrupted run (Ctrl-C, a killed process, a failed node)
 //! is finished by running the same command again, which re-opens the slot where it was and

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 /// Reads the cluster from the seed and checks it against `plan`: every master the plan
 /// names is a master of the cluster (joining masters `add-node`d first), the cluster is
-/// healthy, and its state is one a prefix of the plan reaches. Reads only.
+/// healthy, and its state is one a run of the plan reaches (each lane at a move of its own).
+/// Reads only.
 pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
     let seed_view = nodes_of(&access.seed())?;
     let reach = Reach::of(access);
