@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-big-keys bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-predict-scale bench-big-keys bench-compat clean
 
 all: release
 
@@ -175,6 +175,14 @@ bench-apply: deps
 bench-parallel: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-parallel.sh
+
+## bench-predict-scale: `ringslot predict --rebalance --by bytes` at 1M, 3M and 10M keys
+## (SIZES=...) with its default rate and sampling, on a throw-away cluster of 3 masters + 1
+## (ports 30501-30504), then the plan applied and the truth (every key sized): the time and
+## the peak-to-mean by real bytes (scripts/bench-predict-scale.sh; 10M keys take ~7 GB).
+bench-predict-scale: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-predict-scale.sh
 
 ## bench-big-keys: the trial of issue 40 at full size on a throw-away cluster (ports
 ## 30301-30305: 3 masters, a joining master and its replica; KEYS keys, default 150000, a hash of

@@ -73,11 +73,13 @@ for base in "${bases[@]}"; do
       sleep 0.2
     done
   done
-  # Every node knows every other before anything moves.
+  # Every node knows every other, and says cluster_state:ok (a master just added waits up to
+  # 5 s before it does), before anything moves.
   for _ in $(seq 600); do
     ok=1
     for i in 1 2 3 4 5 6; do
       [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 6 ] || ok=0
+      redis-cli -p "${base}$i" cluster info | grep -q cluster_state:ok || ok=0
     done
     [ "$ok" = 1 ] && break; sleep 0.2
   done

@@ -9,15 +9,26 @@ import random
 import sys
 
 
-def crc16(data: bytes) -> int:
+def _crc16_table() -> list:
     # CRC16-CCITT (XMODEM), the hash of Redis Cluster's key slots (cluster spec, "Keys
-    # distribution model").
-    crc = 0
-    for b in data:
-        crc ^= b << 8
+    # distribution model"), a byte at a time from a table of the 256 bytes' remainders.
+    table = []
+    for b in range(256):
+        crc = b << 8
         for _ in range(8):
             crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
             crc &= 0xFFFF
+        table.append(crc)
+    return table
+
+
+CRC16_TABLE = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFF) ^ CRC16_TABLE[(crc >> 8) ^ b]
     return crc
 
 

@@ -493,6 +493,30 @@ fn a_parallel_apply_killed_in_its_lanes_and_run_again_ends_as_planned() {
         "--parallel",
         "3",
     ];
+    // The second lane's first move carried out alone (a plan of that move only): the plan's
+    // first move is not done but a later one is, as a parallel run leaves its lanes, and a
+    // run goes on from there.
+    let mut alone = plan.clone();
+    let second: u64 = by_weight["lanes"][1]["slots"][0].as_u64().unwrap();
+    let sub = alone["prediction"]["by_weight"].as_object_mut().unwrap();
+    sub.remove("lanes");
+    let only: Vec<serde_json::Value> = sub["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["slot"] == second)
+        .cloned()
+        .collect();
+    sub.insert("moves".into(), only.into());
+    let alone_dir = tempfile::tempdir().unwrap();
+    let alone_path = plan_file(&alone_dir, &alone);
+    ok(&["apply", &alone_path, "--url", &url, "--yes"]);
+    let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
+    let planned = by_weight["moves"].as_array().unwrap().len();
+    assert!(
+        dry.contains(&format!("1 of {planned} moves done")) && dry.contains("# move 1 of "),
+        "{dry}"
+    );
     // Killed after its N-th write counted across the lanes (the test hook), which falls in
     // whichever lane the threads' race gives it: each run leaves its lanes at moves of their
     // own, open or not, and the next one goes on from there.

@@ -11,14 +11,17 @@
 //! the same verbs). The limits are one watch shared by the workers (the run's memory figures
 //! count every lane's bytes); `--max-bytes-per-sec` is shared out evenly among them.
 //!
-//! Which move starts next ([`next_ready`]): the first move of the plan, in its order, whose two
-//! masters are in no move under way, and that no earlier move left waits for: the earlier moves
-//! of its lane, and, on a master that both gives and takes slots in the plan, every earlier
-//! move of that master. A master that only gives (or only takes) ends where the plan puts it
-//! whatever the order its moves take, and passes through nothing beyond: its memory only falls
-//! (or rises) move after move, so the walk of the limits in the plan's order
-//! ([`super::limits::Standing::check_plan`]) covers any order; a master that does both keeps
-//! the plan's order. With N = 1 this is the plan's order.
+//! Which move starts next ([`next_ready`]): the moves to close first (a run killed before every
+//! master was told), then the first move of the plan, in its order, whose two masters are in no
+//! move under way, and that no earlier move left waits for: the earlier moves of its lane, and,
+//! on a master kept in order ([`kept_in_order`]: it both gives and takes slots in the plan, or
+//! the plan drains it), every earlier move of that master. A master that only gives (or only
+//! takes) ends where the plan puts it whatever the order its moves take, and passes through
+//! nothing beyond: its memory only falls (or rises) move after move, so the walk of the limits
+//! in the plan's order ([`super::limits::Standing::check_plan`]) covers any order but for the
+//! batch on top of each move, which a parallel run also judges on top of such a master's
+//! highest memory ([`super::limits::Standing::check_any_order`]). With N = 1 this is the plan's
+//! order.
 //!
 //! Closing a slot tells every other master (`SETSLOT ... NODE`, sent to all at once by the
 //! move's worker over its own connections): a master in another lane's move answers it after
@@ -29,12 +32,13 @@
 //! an error in another lane) or leaves each lane at a move of its own (a kill): the resume
 //! rule is per lane ([`super::position`]), and the same command goes on.
 
+use super::health::drains;
 use super::{Applied, ApplyOptions, Event, Prepared};
 use crate::cluster::pacing::Limiter;
 use crate::cluster::INTERRUPTED;
 use crate::plan::SlotPlan;
 use anyhow::{anyhow, bail, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 
@@ -53,24 +57,29 @@ enum Report {
     },
 }
 
-/// The masters that both give and take slots in `plan`: their moves keep the plan's order.
-pub(crate) fn giving_and_taking(plan: &SlotPlan) -> BTreeSet<&str> {
+/// The masters whose moves keep the plan's order under `--parallel`: those that both give and
+/// take slots in `plan` (their memory falls and rises), and those it drains ([`drains`]: the
+/// memory check judges a drained master as the replica of the master that takes its last
+/// slot, which the plan's order decides).
+pub(crate) fn kept_in_order(plan: &SlotPlan) -> BTreeSet<&str> {
     let giving: BTreeSet<&str> = plan.moves.iter().map(|m| m.from.as_str()).collect();
-    plan.moves
+    let taking: BTreeSet<&str> = plan.moves.iter().map(|m| m.to.as_str()).collect();
+    giving
         .iter()
-        .map(|m| m.to.as_str())
-        .filter(|a| giving.contains(a))
+        .filter(|a| taking.contains(*a) || drains(plan, a, plan.moves.len()))
+        .copied()
         .collect()
 }
 
-/// The position in `waiting` (moves not started, by index, ascending) of the first move that
-/// may start now: its two masters are in no move of `under_way`, and no move of `waiting` or
-/// `under_way` before it is of its lane (`lane_of`, by move) or shares with it a master of
-/// `both` ([`giving_and_taking`]). `None`: none may start until a move under way ends.
+/// The position in `waiting` (the moves not started, by index, in the order they are to start)
+/// of the first that may start now: its two masters are in no move of `under_way`, and no
+/// move of `waiting` or `under_way` with a lower index is of its lane (`lane_of`, by move) or
+/// shares with it a master of `kept` ([`kept_in_order`]). `None`: none may start until a move
+/// under way ends. With nothing under way, the move of the lowest index may always start.
 pub(crate) fn next_ready(
     plan: &SlotPlan,
     lane_of: &[usize],
-    both: &BTreeSet<&str>,
+    kept: &BTreeSet<&str>,
     waiting: &[usize],
     under_way: &BTreeSet<usize>,
 ) -> Option<usize> {
@@ -80,23 +89,34 @@ pub(crate) fn next_ready(
         .filter_map(|&i| masters(i))
         .flatten()
         .collect();
+    // The lowest index left of each lane, and of each kept master.
+    let mut lane_first: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut kept_first: BTreeMap<&str, usize> = BTreeMap::new();
+    for &k in waiting.iter().chain(under_way) {
+        if let Some(&lane) = lane_of.get(k) {
+            let first = lane_first.entry(lane).or_insert(k);
+            *first = (*first).min(k);
+        }
+        for a in masters(k).into_iter().flatten() {
+            if kept.contains(a) {
+                let first = kept_first.entry(a).or_insert(k);
+                *first = (*first).min(k);
+            }
+        }
+    }
     waiting.iter().position(|&j| {
         let Some(pair) = masters(j) else {
             return false;
         };
-        if pair.iter().any(|a| busy.contains(a)) {
-            return false;
-        }
-        let lane = lane_of.get(j);
-        let kept: Vec<&str> = pair.into_iter().filter(|a| both.contains(a)).collect();
-        !waiting
-            .iter()
-            .chain(under_way)
-            .filter(|&&k| k < j)
-            .any(|&k| {
-                lane_of.get(k) == lane
-                    || masters(k).is_some_and(|p| p.iter().any(|a| kept.contains(a)))
-            })
+        let first_of_lane = lane_of
+            .get(j)
+            .is_none_or(|lane| lane_first.get(lane) == Some(&j));
+        !pair.iter().any(|a| busy.contains(a))
+            && first_of_lane
+            && pair
+                .iter()
+                .filter(|a| kept.contains(*a))
+                .all(|a| kept_first.get(a) == Some(&j))
     })
 }
 
@@ -119,10 +139,11 @@ impl Prepared {
     }
 
     /// The moves left, up to `opts.parallel` at once ([`next_ready`]), each by a worker
-    /// ([`Prepared::worker`]) in a thread of its own; what they said and moved reported to
-    /// `on` as it comes. An error in a move stops new moves from starting; the moves under way
-    /// end, and the first error is returned (with how many other moves failed). Ctrl-C
-    /// (`INTERRUPTED`) stops it the same way.
+    /// ([`Prepared::worker`], [`work`]) in a thread of its own; what they said and moved
+    /// reported to `on` as it comes. An error in a move stops new moves from starting; the
+    /// moves under way end, and the first error is returned (with how many other moves
+    /// failed). Ctrl-C (`INTERRUPTED`) stops it the same way once the moves to close are
+    /// closed.
     pub(super) fn run_lanes(
         &mut self,
         opts: &ApplyOptions,
@@ -130,8 +151,7 @@ impl Prepared {
     ) -> Result<Applied> {
         let plan = self.plan.clone();
         let lane_of = plan.lane_of_moves();
-        let both = giving_and_taking(&plan);
-        let total = plan.moves.len();
+        let kept = kept_in_order(&plan);
         let n = opts.parallel.min(plan.lanes.len()).max(1);
         let workers = (0..n)
             .map(|_| self.worker())
@@ -151,52 +171,27 @@ impl Prepared {
             let (report_tx, report_rx) = mpsc::channel::<Report>();
             let mut jobs = Vec::new();
             let mut handles = Vec::new();
-            for (w, mut worker) in workers.into_iter().enumerate() {
+            for (w, worker) in workers.into_iter().enumerate() {
                 let (job_tx, job_rx) = mpsc::channel::<usize>();
                 jobs.push(job_tx);
-                let report = report_tx.clone();
-                let opts = *opts;
-                handles.push(scope.spawn(move || {
-                    let mut limiter = Limiter::new(rate);
-                    let mut moved = Applied::default();
-                    while let Ok(index) = job_rx.recv() {
-                        let notice = report.clone();
-                        let mut said = |e: Event| {
-                            if let Event::Notice(text) = e {
-                                let _ = notice.send(Report::Notice(text));
-                            }
-                        };
-                        let result = match worker.plan.moves.get(index).cloned() {
-                            Some(m) => {
-                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    worker.checked(&m, &opts, &mut limiter, &mut moved, &mut said)
-                                }))
-                                .unwrap_or_else(|_| Err(anyhow!("a worker panicked")))
-                            }
-                            None => Err(anyhow!("the plan has no move {}", index + 1)),
-                        };
-                        let done = Report::Done {
-                            worker: w,
-                            index,
-                            result,
-                        };
-                        if report.send(done).is_err() {
-                            break;
-                        }
-                    }
-                    moved
-                }));
+                let (report, opts) = (report_tx.clone(), *opts);
+                handles.push(scope.spawn(move || work(w, worker, &job_rx, &report, &opts, rate)));
             }
             drop(report_tx);
             let mut idle: Vec<usize> = (0..n).rev().collect();
             let mut under_way = BTreeSet::new();
             loop {
+                // Stopping, only the moves to close still start (each is its lane's last).
                 let stopping = !failures.is_empty() || INTERRUPTED.load(Ordering::SeqCst);
-                while !stopping && !idle.is_empty() {
-                    let Some(at) = next_ready(&plan, &lane_of, &both, &waiting, &under_way) else {
+                while !idle.is_empty() {
+                    let Some(at) = next_ready(&plan, &lane_of, &kept, &waiting, &under_way) else {
                         break;
                     };
-                    let index = waiting.remove(at);
+                    let index = waiting.get(at).copied().unwrap_or_default();
+                    if stopping && !self.position.to_close.contains(&index) {
+                        break;
+                    }
+                    waiting.remove(at);
                     let sent = idle
                         .pop()
                         .and_then(|w| jobs.get(w))
@@ -221,21 +216,7 @@ impl Prepared {
                         under_way.remove(&index);
                         idle.push(worker);
                         match result {
-                            Ok((keys, bytes)) => {
-                                let closing =
-                                    self.position.done.get(index).copied().unwrap_or(false);
-                                self.position.mark_done(index);
-                                if let (false, Some(mv)) = (closing, plan.moves.get(index)) {
-                                    applied.add(keys, bytes);
-                                    on(Event::Slot {
-                                        index,
-                                        total,
-                                        mv,
-                                        keys,
-                                        bytes,
-                                    });
-                                }
-                            }
+                            Ok(moved) => self.done(index, moved, &mut applied, on),
                             Err(e) => failures.push(e),
                         }
                     }
@@ -264,15 +245,83 @@ impl Prepared {
             }
             return Err(first);
         }
-        if INTERRUPTED.load(Ordering::SeqCst) && !waiting.is_empty() {
+        if !waiting.is_empty() {
             bail!(
-                "interrupted with {} moves to go; the slots moved stay moved: run the same \
-                 command again to go on",
+                "{} with {} moves to go; the slots moved stay moved: run the same command \
+                 again to go on",
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    "interrupted"
+                } else {
+                    "stopped"
+                },
                 waiting.len()
             );
         }
         Ok(applied)
     }
+
+    /// Records move `index` done (`moved`: its keys and bytes) and reports it, unless it was
+    /// only closed (moved by an earlier run).
+    fn done(
+        &mut self,
+        index: usize,
+        moved: (u64, u64),
+        applied: &mut Applied,
+        on: &mut dyn FnMut(Event),
+    ) {
+        let closing = self.position.done.get(index).copied().unwrap_or(false);
+        self.position.mark_done(index);
+        let (total, (keys, bytes)) = (self.plan.moves.len(), moved);
+        if let (false, Some(mv)) = (closing, self.plan.moves.get(index)) {
+            applied.add(keys, bytes);
+            on(Event::Slot {
+                index,
+                total,
+                mv,
+                keys,
+                bytes,
+            });
+        }
+    }
+}
+
+/// A worker's life: moves each index `jobs` sends, as a run one move at a time would
+/// ([`Prepared::checked`]), and reports each to `report`, until `jobs` closes; what it said
+/// goes to `report` as it comes. `rate`: its share of `--max-bytes-per-sec`. A panic in a move
+/// is reported as its error. What it replaced on the targets.
+fn work(
+    w: usize,
+    mut worker: Prepared,
+    jobs: &mpsc::Receiver<usize>,
+    report: &mpsc::Sender<Report>,
+    opts: &ApplyOptions,
+    rate: u64,
+) -> Applied {
+    let mut limiter = Limiter::new(rate);
+    let mut moved = Applied::default();
+    while let Ok(index) = jobs.recv() {
+        let mut said = |e: Event| {
+            if let Event::Notice(text) = e {
+                let _ = report.send(Report::Notice(text));
+            }
+        };
+        let result = match worker.plan.moves.get(index).cloned() {
+            Some(m) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                worker.checked(&m, opts, &mut limiter, &mut moved, &mut said)
+            }))
+            .unwrap_or_else(|_| Err(anyhow!("a worker panicked moving slot {}", m.slot))),
+            None => Err(anyhow!("the plan has no move {}", index + 1)),
+        };
+        let done = Report::Done {
+            worker: w,
+            index,
+            result,
+        };
+        if report.send(done).is_err() {
+            break;
+        }
+    }
+    moved
 }
 
 #[cfg(test)]
@@ -318,13 +367,13 @@ mod tests {
     /// started together, by index.
     fn rounds(plan: &SlotPlan, n: usize) -> Vec<Vec<usize>> {
         let lane_of = plan.lane_of_moves();
-        let both = giving_and_taking(plan);
+        let kept = kept_in_order(plan);
         let mut waiting: Vec<usize> = (0..plan.moves.len()).collect();
         let mut out = Vec::new();
         while !waiting.is_empty() {
             let mut under_way = BTreeSet::new();
             while under_way.len() < n {
-                let Some(at) = next_ready(plan, &lane_of, &both, &waiting, &under_way) else {
+                let Some(at) = next_ready(plan, &lane_of, &kept, &waiting, &under_way) else {
                     break;
                 };
                 under_way.insert(waiting.remove(at));
@@ -366,20 +415,28 @@ mod tests {
     }
 
     #[test]
-    fn a_master_that_gives_and_takes_keeps_the_plans_order() {
-        // C takes from A, then gives to D; B gives to D.
+    fn a_master_that_gives_and_takes_or_is_drained_keeps_the_plans_order() {
+        // Only giving or only taking: no master kept in order.
         let p = plan(&[(0, A, C), (8192, B, D), (8193, B, C), (1, A, D)]);
-        let both = giving_and_taking(&p);
-        assert!(both.is_empty(), "{both:?}");
+        assert!(kept_in_order(&p).is_empty());
+        // C takes slot 1 from A, then gives slot 100 to D.
         let mut start = p.start_owners();
         start[100] = Some(C.to_string());
-        let mut q = plan(&[(0, A, C), (100, C, D), (8192, B, C)]);
+        let mut q = plan(&[(0, A, B), (1, A, C), (100, C, D)]);
         q.start = owned_ranges(&start);
-        assert_eq!(giving_and_taking(&q), [C].into_iter().collect());
-        // C's moves keep the plan's order although (100, C -> D) and (8192, B -> C) are of
-        // other lanes: the take from B waits for the give to D.
-        let r = rounds(&q, 3);
-        let when = |i: usize| r.iter().position(|x| x.contains(&i)).unwrap();
-        assert!(when(0) < when(1) && when(1) < when(2), "{r:?}");
+        assert_eq!(kept_in_order(&q), [C].into_iter().collect());
+        // C -> D (another lane, its masters free) waits for A -> C: C's moves keep the plan's
+        // order (without the rule it would start beside A -> B).
+        assert_eq!(rounds(&q, 3), vec![vec![0], vec![1], vec![2]]);
+        // A owns slots 0 and 1 only and the plan drains it: its last slot's target is the
+        // plan's (D), although A -> D is another lane whose masters are free while A -> C waits
+        // for C.
+        let start: Vec<Option<String>> = (0..SLOT_COUNT)
+            .map(|s| Some(if s < 2 { A } else { B }.to_string()))
+            .collect();
+        let mut d = plan(&[(8192, B, C), (0, A, C), (1, A, D)]);
+        d.start = owned_ranges(&start);
+        assert_eq!(kept_in_order(&d), [A].into_iter().collect());
+        assert_eq!(rounds(&d, 2), vec![vec![0], vec![1], vec![2]]);
     }
 }

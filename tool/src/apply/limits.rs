@@ -21,7 +21,7 @@ use crate::cluster::topology::nodes_on;
 use crate::plan::SlotMove;
 use anyhow::{bail, Result};
 use ringslot_engine::cluster::myself;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -300,6 +300,58 @@ impl Standing {
         None
     }
 
+    /// With `--parallel`, where the moves of a master not in `kept` may go in any order (it
+    /// only gives or only takes, [`super::lanes::kept_in_order`]): each move's batch on top
+    /// (as [`Standing::check_plan`] counts it) judged at that master's highest memory whatever
+    /// the order: a target's, and its replicas', after all the moves (`moves`, the moves to
+    /// go); a source's before any. The first node that would cross its limit, if any.
+    pub(crate) fn check_any_order(
+        &self,
+        moves: &[SlotMove],
+        batch: u64,
+        kept: &BTreeSet<&str>,
+    ) -> Option<Crossing> {
+        let start: BTreeMap<&str, f64> = self
+            .nodes
+            .iter()
+            .map(|(a, w)| (a.as_str(), w.base()))
+            .collect();
+        let mut end = start.clone();
+        let size = |m: &SlotMove| m.memory.unwrap_or(m.bytes).max(0.0);
+        for m in moves {
+            for node in std::iter::once(m.to.clone()).chain(self.replicas(&m.to)) {
+                if let Some(x) = end.get_mut(node.as_str()) {
+                    *x += size(m);
+                }
+            }
+        }
+        for m in moves {
+            let transient = m
+                .bytes
+                .max(size(m))
+                .min(batch as f64)
+                .max(m.big.unwrap_or(0.0));
+            if !kept.contains(m.to.as_str()) {
+                for node in std::iter::once(m.to.clone()).chain(self.replicas(&m.to)) {
+                    let Some(&x) = end.get(node.as_str()) else {
+                        continue;
+                    };
+                    if let Some(c) = self.judge(&node, x + transient, m.slot) {
+                        return Some(c);
+                    }
+                }
+            }
+            if !kept.contains(m.from.as_str()) {
+                if let Some(&x) = start.get(m.from.as_str()) {
+                    if let Some(c) = self.judge(&m.from, x + transient, m.slot) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// Judges a batch of `batch` bytes from `m`'s source to its target: the node at
     /// `address` (`grows`: the target or one of its replicas, which take the payload and
     /// then the keys; else the source, which holds the payload while its MIGRATE runs), at
@@ -517,46 +569,14 @@ impl Limits {
         Ok(Some((text, links)))
     }
 
-    /// Waits while a replica of `masters` is not streaming (`state` other than `online`, or
-    /// absent from its master's `INFO replication`) or lags past [`REPLICA_LAG_BOUND`]
-    /// bytes, at most [`REPLICA_WAIT`], calling `waiting` once with what it waits for. A
-    /// master is read at most every [`WATCH_EVERY`] unless a replica of it lagged when last
-    /// read. Error: still so after the wait (the node, its state, its lag), or a master that
-    /// no longer answers.
-    pub(crate) fn wait_for_replicas(
-        &mut self,
-        masters: &[&str],
-        waiting: &mut dyn FnMut(String),
-    ) -> Result<()> {
-        let began = Instant::now();
-        let mut told = false;
-        loop {
-            let Some(behind) = self.replica_behind(masters)? else {
-                return Ok(());
-            };
-            if began.elapsed() >= REPLICA_WAIT {
-                bail!(
-                    "{behind} after {} s of waiting: the run stopped before its next slot (a \
-                     slot it was moving stays as it was). Once the replica streams again (INFO \
-                     replication), run the same command to go on",
-                    REPLICA_WAIT.as_secs()
-                );
-            }
-            if !told {
-                waiting(format!(
-                    "waiting for a replica: {behind} (at most {} s)",
-                    REPLICA_WAIT.as_secs()
-                ));
-                told = true;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// The first replica of `masters` that is not streaming or lags past
-    /// [`REPLICA_LAG_BOUND`] bytes, in words (masters read within [`WATCH_EVERY`] and found
-    /// well are skipped).
-    fn replica_behind(&mut self, masters: &[&str]) -> Result<Option<String>> {
+    /// The first replica of `masters` that is not streaming (`state` other than `online`, or
+    /// absent from its master's `INFO replication`) or lags past [`REPLICA_LAG_BOUND`] bytes,
+    /// in words; `None` when none. A master is read at most every [`WATCH_EVERY`] unless a
+    /// replica of it lagged when last read. One look of the wait before each slot
+    /// ([`super::Prepared::wait_for_replicas`], which loops on it with the watch unlocked
+    /// between looks, so that the other lanes of a parallel run go on meanwhile). Error: a
+    /// master that no longer answers.
+    pub(crate) fn replica_behind(&mut self, masters: &[&str]) -> Result<Option<String>> {
         for master in masters {
             if self.standing.all_replicas(master).is_empty() {
                 continue;
@@ -827,6 +847,26 @@ mod tests {
             panic!("a:1 would pass 9 MB: 7 + 2 + a batch");
         };
         assert!(c.to_string().contains("a:1 (master) would reach"), "{c}");
+    }
+
+    #[test]
+    fn side_by_side_a_big_key_is_judged_on_top_of_its_targets_highest_memory() {
+        // A target with 2 MB of its 9 MB limit takes five slots of 1 MB, the first with a big
+        // key of 5 MB: in the plan's order 2 + 1 + 5 = 8 MB at most; moved last, as a parallel
+        // run may move it, 2 + 5 + 5 = 12 MB.
+        let s = standing(&[("a:1", 50e6, 0.0, None), ("j:1", 2e6, 10e6, None)]);
+        let mut moves: Vec<SlotMove> = (0..5).map(|i| mv(i, "a:1", "j:1", 1e6)).collect();
+        moves[0].big = Some(5e6);
+        assert_eq!(s.check_plan(&moves, 1 << 20, &[]), None);
+        let none = BTreeSet::new();
+        let Some(Crossing::Limit { node, slot, .. }) = s.check_any_order(&moves, 1 << 20, &none)
+        else {
+            panic!("j:1 past its limit when the big key moves last");
+        };
+        assert_eq!((node.as_str(), slot), ("j:1", 0));
+        // A master kept in the plan's order is the walk's to judge.
+        let kept: BTreeSet<&str> = ["j:1"].into_iter().collect();
+        assert_eq!(s.check_any_order(&moves, 1 << 20, &kept), None);
     }
 
     #[test]

@@ -276,7 +276,16 @@ impl Prepared {
             .collect();
         let crossing = limits
             .standing()
-            .check_plan(&to_go, opts.batch_bytes, &drained);
+            .check_plan(&to_go, opts.batch_bytes, &drained)
+            .or_else(|| {
+                // Side by side, the moves of a master not kept in order may go in any order.
+                (opts.parallel > 1).then(|| {
+                    let kept = lanes::kept_in_order(&self.plan);
+                    limits
+                        .standing()
+                        .check_any_order(&to_go, opts.batch_bytes, &kept)
+                })?
+            });
         self.limits = Some(Arc::new(Mutex::new(limits)));
         Ok(crossing)
     }
@@ -339,8 +348,9 @@ impl Prepared {
         Ok(applied)
     }
 
-    /// The moves left, one after another in the plan's order: the moves to close first, as
-    /// they come (each is its lane's last done, before the lane's next).
+    /// The moves left, one after another ([`Position::pending`]): the moves an earlier run left
+    /// to close first, then the others in the plan's order. Ctrl-C stops it before a move
+    /// that is not a close.
     fn run_in_order(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
         let mut applied = Applied::default();
         if let Some(budget) = opts.max_latency {
@@ -446,6 +456,40 @@ impl Prepared {
         Ok(())
     }
 
+    /// Waits while a replica of `masters` is not streaming or lags
+    /// ([`Limits::replica_behind`]), at most [`limits::REPLICA_WAIT`], saying once through `on`
+    /// what it waits for; the watch is locked for each look only. Error: still so after the
+    /// wait (the node, its state, its lag), or a master that no longer answers.
+    fn wait_for_replicas(&self, masters: &[&str], on: &mut dyn FnMut(Event)) -> Result<()> {
+        let began = Instant::now();
+        let mut told = false;
+        loop {
+            let behind = match self.limits() {
+                Some(mut limits) => limits.replica_behind(masters)?,
+                None => None,
+            };
+            let Some(behind) = behind else {
+                return Ok(());
+            };
+            if began.elapsed() >= limits::REPLICA_WAIT {
+                bail!(
+                    "{behind} after {} s of waiting: the run stopped before its next slot (a \
+                     slot it was moving stays as it was). Once the replica streams again (INFO \
+                     replication), run the same command to go on",
+                    limits::REPLICA_WAIT.as_secs()
+                );
+            }
+            if !told {
+                on(Event::Notice(format!(
+                    "waiting for a replica: {behind} (at most {} s)",
+                    limits::REPLICA_WAIT.as_secs()
+                )));
+                told = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// One move between two health checks; an error says why and what was left.
     fn checked(
         &mut self,
@@ -472,9 +516,7 @@ impl Prepared {
                 m.to
             );
         }
-        if let Some(mut limits) = self.limits() {
-            limits.wait_for_replicas(&[&m.from, &m.to], &mut |text| on(Event::Notice(text)))?;
-        }
+        self.wait_for_replicas(&[&m.from, &m.to], on)?;
         // Paced: the pause before the slot's SETSLOTs (each answered after a save).
         self.pace();
         match self.move_slot(m, opts, limiter, applied, on) {

@@ -30,11 +30,12 @@ impl Position {
         self.done.iter().filter(|d| **d).count()
     }
 
-    /// What is left, in the plan's order, by move: the moves to close and those not done.
+    /// What is left, by move, in the order a run takes it: the moves to close first (each its
+    /// lane's last done, so nothing of its lane waits before it), then those not done, in the
+    /// plan's order.
     pub fn pending(&self) -> Vec<usize> {
-        (0..self.done.len())
-            .filter(|i| self.to_close.contains(i) || !self.done.get(*i).copied().unwrap_or(true))
-            .collect()
+        let not_done = (0..self.done.len()).filter(|i| !self.done.get(*i).copied().unwrap_or(true));
+        self.to_close.iter().copied().chain(not_done).collect()
     }
 
     /// Where a run of one move at a time left the plan (the moves done are its first `done`):
@@ -127,6 +128,7 @@ pub(crate) fn position(
             head.entry(lane).or_insert(i);
         }
     }
+    kept_order(plan, &done)?;
     let is_last = |i: usize| last.values().any(|&l| l == i);
     let is_head = |i: usize| head.values().any(|&h| h == i);
     let index: BTreeMap<u16, usize> = plan
@@ -192,11 +194,70 @@ pub(crate) fn position(
             to_close.insert(i);
         }
     }
+    one_move_a_master(plan, &to_close, &open)?;
     Ok(Position {
         done,
         to_close,
         open,
     })
+}
+
+/// Refuses a state where a master kept in the plan's order
+/// ([`crate::apply::lanes::kept_in_order`]) has a move done after one of its moves not done
+/// (`done`, by move).
+fn kept_order(plan: &SlotPlan, done: &[bool]) -> Result<(), Unreached> {
+    for kept in crate::apply::lanes::kept_in_order(plan) {
+        let mut waiting: Option<usize> = None;
+        for (i, m) in plan.moves.iter().enumerate() {
+            if m.from != kept && m.to != kept {
+                continue;
+            }
+            match (done.get(i).copied().unwrap_or(false), waiting) {
+                (false, None) => waiting = Some(i),
+                (true, Some(w)) => {
+                    return Err(Unreached::OutOfOrder(format!(
+                        "slot {} (move {} of the plan) has moved but slot {} (move {}) has \
+                     not, and both are of {kept}, whose moves are done in the plan's order \
+                     (it gives and takes slots, or the plan drains it): this state is not \
+                     one the plan reaches",
+                        m.slot,
+                        i + 1,
+                        plan.moves.get(w).map(|d| d.slot).unwrap_or_default(),
+                        w + 1
+                    )));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a state where a master is in two moves left half done (`to_close` and `open`, by
+/// move): a run moves a master's slots one at a time.
+fn one_move_a_master(
+    plan: &SlotPlan,
+    to_close: &BTreeSet<usize>,
+    open: &BTreeSet<usize>,
+) -> Result<(), Unreached> {
+    let mut half_done: BTreeMap<&str, usize> = BTreeMap::new();
+    for &i in to_close.iter().chain(open) {
+        let Some(m) = plan.moves.get(i) else { continue };
+        for a in [m.from.as_str(), m.to.as_str()] {
+            if let Some(&other) = half_done.get(a) {
+                return Err(Unreached::Open(format!(
+                    "slots {} and {} are both half moved (open, or not yet given to their \
+                 target on every master), and {a} is in both moves: a run moves a master's \
+                 slots one at a time, so this state is not one the plan reaches; close one \
+                 first (redis-cli --cluster fix)",
+                    plan.moves.get(other).map(|d| d.slot).unwrap_or_default(),
+                    m.slot
+                )));
+            }
+            half_done.insert(a, i);
+        }
+    }
+    Ok(())
 }
 
 /// A state of the cluster no run of the plan reaches: why, naming the slot.
@@ -360,7 +421,40 @@ mod tests {
         let pos = position(&p, &owners(&[]), &v).unwrap();
         assert_eq!(pos.done, vec![false, false, true]);
         assert_eq!(pos.to_close, [2].into_iter().collect());
-        assert_eq!(pos.pending(), vec![0, 1, 2]);
+        assert_eq!(pos.pending(), vec![2, 0, 1], "the move to close first");
+    }
+
+    #[test]
+    fn a_master_that_gives_and_takes_has_its_moves_done_in_the_plans_order() {
+        // B takes slot 0 from A, then gives slot 8192 to C: two lanes, one master kept in order.
+        let mut p = plan();
+        p.moves = vec![p.moves[0].clone(), p.moves[2].clone()];
+        p.moves[0].to = B.into();
+        p.lanes = crate::plan::lanes_of(&p.moves);
+        assert!(kept_order(&p, &[true, false]).is_ok());
+        let e = kept_order(&p, &[false, true]).unwrap_err().to_string();
+        assert!(
+            e.contains("slot 8192") && e.contains("slot 0 ") && e.contains(B),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn two_half_moves_on_one_master_are_refused() {
+        let p = plan();
+        // Slot 1 (lane A -> C) open, and slot 8192 (lane B -> C) given to C on C only: C in
+        // two moves at once, which no run does.
+        let v = views(
+            "1-8191 [1->-3333333333333333333333333333333333333333]",
+            "8192-16383",
+            "0 8192 [1-<-1111111111111111111111111111111111111111]",
+        );
+        let e = position(&p, &owners(&[0]), &v).unwrap_err().to_string();
+        assert!(
+            e.contains("slots 1 and 8192") || e.contains("slots 8192 and 1"),
+            "{e}"
+        );
+        assert!(e.contains(C), "{e}");
     }
 
     #[test]
