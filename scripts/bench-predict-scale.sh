@@ -5,7 +5,9 @@
 # each size: keys of 16 B to 1 KiB and HOT keys of 4 KiB in one hash tag
 # (scripts/bench_apply_data.py). For each size: the prediction's time, the plan's peak-to-mean
 # by bytes as predicted (each master's bytes after with their sampling error), then the plan
-# applied (`ringslot apply`) and the truth: every master's DUMP bytes after, every key sized.
+# applied (`ringslot apply`) and the truth: every master's DUMP bytes after, every key sized
+# (APPLY=0: the prediction alone). The CPU the prediction took in each process, and what that
+# makes it with a core per master.
 # 10M keys take about 7 GB of memory in the servers and 6 GB of disk for the load files.
 # Every server is stopped at the end, also on failure.
 set -euo pipefail
@@ -41,6 +43,13 @@ mean = sum(b) / len(b)
 print("  truth after the apply, every key sized: " + ", ".join(
     f"{m} {x / 2**20:.1f} MiB ({x / mean:.3f})" for m, x in zip(c["masters"], b))
     + f"; peak-to-mean {max(b) / mean:.3f}")'
+}
+# cpu: each master's used_cpu_sys + used_cpu_user (INFO cpu), seconds, on one line.
+cpu() {
+  for i in 1 2 3; do
+    redis-cli -p "${base}$i" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2}
+      END {printf "%s ", s}'
+  done
 }
 echo "bench-predict-scale: $("$SERVER" --version | cut -d' ' -f1-3), $(nproc) cores"
 for keys in $SIZES; do
@@ -95,10 +104,27 @@ for keys in $SIZES; do
   used=$(for i in 1 2 3; do redis-cli -p "${base}$i" info memory | tr -d '\r' \
     | awk -F: '/^used_memory:/ {print $2}'; done | awk '{s += $1} END {printf "%.1f", s / 2^30}')
   echo "$keys keys + $HOT hot keys: loaded in $(since "$s") s, ${used} GiB used_memory"
+  before=$(cpu)
   s=$(t)
-  "$TOOL" predict --url "redis://127.0.0.1:${base}1" --rebalance --by bytes --json \
-    >"$work/plan.json" 2>"$work/predict.log"
-  echo "  ringslot predict --rebalance --by bytes (default rate and sampling): $(since "$s") s"
+  /usr/bin/time -f "%U %S" -o "$work/time" "$TOOL" predict --url "redis://127.0.0.1:${base}1" \
+    --rebalance --by bytes --json >"$work/plan.json" 2>"$work/predict.log"
+  took=$(since "$s")
+  echo "  ringslot predict --rebalance --by bytes (default rate and sampling): $took s"
+  # The CPU each process spent, and the model for a core per master and the tool on a host
+  # of its own with as many cores as masters: no less than the busiest master's CPU, the
+  # tool's over 3 cores, or the SCAN at the default rate (200000 keys a second a master).
+  python3 - "$before" "$(cpu)" "$(tail -1 "$work/time")" "$took" "$keys" <<'PY'
+import sys
+before, after = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
+tool = sum(float(x) for x in sys.argv[3].split())
+took, keys = float(sys.argv[4]), int(sys.argv[5])
+masters = [a - b for a, b in zip(after, before)]
+scan = keys / 3 / 200000
+model = max(max(masters), tool / 3, scan)
+print(f"  CPU: the masters {', '.join(f'{m:.1f}' for m in masters)} s, the tool {tool:.1f} s "
+      f"({(sum(masters) + tool) / took:.2f} cores busy); a core per master and 3 for the tool: "
+      f"~{model:.1f} s (the SCAN at the default rate alone: {scan:.1f} s)")
+PY
   python3 - "$work/plan.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["prediction"]["by_weight"]
@@ -109,6 +135,10 @@ print(f"  the plan: {p['slots_moved']} slots, {p['bytes_moved'] / 2**20:.1f} MiB
     for m, b, e in zip(c["masters"], p["bytes_after"],
                        p.get("bytes_after_error", [0] * len(p["bytes_after"])))))
 PY
+  if [ "${APPLY:-1}" = 0 ]; then
+    stop
+    continue
+  fi
   s=$(t)
   "$TOOL" apply "$work/plan.json" --url "redis://127.0.0.1:${base}1" --yes 2>"$work/apply.log" \
     || { tail -5 "$work/apply.log" >&2; exit 1; }
