@@ -349,8 +349,8 @@ impl Prepared {
     }
 
     /// The moves left, one after another ([`Position::pending`]): the moves an earlier run left
-    /// to close first, then the others in the plan's order. Ctrl-C stops it before a move
-    /// that is not a close.
+    /// half done first (to close, then open), then the others in the plan's order. Ctrl-C
+    /// stops it before a move that is not a close.
     fn run_in_order(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
         let mut applied = Applied::default();
         if let Some(budget) = opts.max_latency {
