@@ -12,15 +12,15 @@
 //! count every lane's bytes); `--max-bytes-per-sec` is shared out evenly among them.
 //!
 //! Which move starts next ([`next_ready`]): the moves an earlier run left half done first (to
-//! close: killed before every master was told; open: killed while its keys moved), so that no
-//! other move starts on their masters before them; then the first move of the plan, in its
-//! order, whose two masters are in no move under way, and that no earlier move left waits for:
-//! the earlier moves of its lane, and, on a master kept in order ([`kept_in_order`]: it both
-//! gives and takes slots in the plan, or the plan drains it), every earlier move of that master. A master that only gives (or only
-//! takes) ends where the plan puts it whatever the order its moves take, and passes through
-//! nothing beyond: its memory only falls (or rises) move after move, so the walk of the limits
-//! in the plan's order ([`super::limits::Standing::check_plan`]) covers any order but for the
-//! batch on top of each move, which a parallel run also judges on top of such a master's
+//! close: killed before every master was told; open: killed while its keys moved), so that no other
+//! move starts on their masters before them; then the first move of the plan, in its order, whose
+//! two masters are in no move under way, and that no earlier move left waits for: the earlier moves
+//! of its lane, and, on a master kept in order ([`kept_in_order`]: it both gives and takes slots in
+//! the plan, or the plan drains it), every earlier move of that master. A master that only gives
+//! (or only takes) ends where the plan puts it whatever the order its moves take, and passes
+//! through nothing beyond: its memory only falls (or rises) move after move, so the walk of the
+//! limits in the plan's order ([`super::limits::Standing::check_plan`]) covers any order but for
+//! the batch on top of each move, which a parallel run also judges on top of such a master's
 //! highest memory ([`super::limits::Standing::check_any_order`]). With N = 1 this is the plan's
 //! order.
 //!

@@ -16,14 +16,14 @@
 //! master), lanes.rs (`--parallel`: moves between disjoint pairs of masters at once); this file
 //! holds the run.
 //!
-//! Safe by construction: it starts only from a state a run of the plan reaches (each lane of
-//! the plan at a move of its own, [`position::position`]); it checks the cluster between slots (`cluster_state:ok`, no node
-//! flagged `fail?`/`fail`, each master of the plan still a master with the same id) and
-//! stops on a failover ([`Stop`]); an interrupted run (Ctrl-C, a killed process, a failed node)
-//! is finished by running the same command again, which re-opens the slot where it was and
-//! goes on; a key already on the target (`BUSYKEY`) is replaced only when both copies' `DUMP`
-//! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot
-//! moves: no key is created, changed or deleted except by `MIGRATE`.
+//! Safe by construction: it starts only from a state a run of the plan reaches (each lane of the
+//! plan at a move of its own, [`position::position`]); it checks the cluster between slots
+//! (`cluster_state:ok`, no node flagged `fail?`/`fail`, each master of the plan still a master with
+//! the same id) and stops on a failover ([`Stop`]); an interrupted run (Ctrl-C, a killed process, a
+//! failed node) is finished by running the same command again, which re-opens the slot where it was
+//! and goes on; a key already on the target (`BUSYKEY`) is replaced only when both copies' `DUMP`
+//! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot moves:
+//! no key is created, changed or deleted except by `MIGRATE`.
 
 pub(crate) mod atomic;
 pub(crate) mod door;
