@@ -170,8 +170,8 @@ bench-apply: deps
 ## bench-parallel: 3 masters to 6, the same slots (redis-cli's plan, BY=bytes for the plan by
 ## bytes) moved by `ringslot apply`, `ringslot apply --parallel N` (PARALLEL=N, 3) and
 ## `redis-cli --cluster rebalance` on three identical throw-away clusters (ports 30401-30426;
-## KEYS keys, default 300000, HOT hot keys, 5000): time, slots and MB a second, a client's
-## PING latency during each (scripts/bench-parallel.sh).
+## KEYS keys, default 300000, HOT hot keys, 5000; REPLICAS=1: a replica per master): time,
+## slots and MB a second, a client's PING latency during each (scripts/bench-parallel.sh).
 bench-parallel: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-parallel.sh

@@ -9,7 +9,9 @@
 # so that the three movers move the same slots. Prints each run's time, slots a second and MB
 # a second (the DUMP bytes the plan lists), the PING latency a client sees during it
 # (scripts/bench_latency_client.py, RATE a second to each master, 200 by default) against its
-# idle figures, and the host's cores. Every server is stopped at the end, also on failure.
+# idle figures, and the host's cores. REPLICAS=1 gives each master a replica (ports 50 above
+# its master's), added once every master is, as production runs. Every server is stopped at
+# the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS="${KEYS:-300000}"
@@ -27,9 +29,17 @@ cleanup() {
   [ -n "${KEEP:-}" ] && echo "bench-parallel: kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
+# ports_of BASE: the cluster's ports, its masters' and (REPLICAS=1) their replicas', 50 above.
+ports_of() {
+  for i in 1 2 3 4 5 6; do echo "${1}$i"; done
+  if [ "${REPLICAS:-0}" = 1 ]; then
+    for i in 1 2 3 4 5 6; do echo "$((${1}$i + 50))"; done
+  fi
+}
+nodes=6
+[ "${REPLICAS:-0}" = 1 ] && nodes=12
 for base in "${bases[@]}"; do
-  for i in 1 2 3 4 5 6; do
-    port="${base}$i"
+  for port in $(ports_of "$base"); do
     if redis-cli -p "$port" ping >/dev/null 2>&1; then
       echo "bench-parallel: port $port is in use" >&2; exit 1
     fi
@@ -42,14 +52,14 @@ for base in "${bases[@]}"; do
   done
 done
 for base in "${bases[@]}"; do
-  for i in 1 2 3 4 5 6; do
-    for _ in $(seq 100); do redis-cli -p "${base}$i" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for port in $(ports_of "$base"); do
+    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   done
 done
 t() { date +%s.%N; }
 since() { python3 -c "print(f'{$(t) - $1:.2f}')"; }
 echo "bench-parallel: $("$SERVER" --version | cut -d' ' -f1-3), $KEYS keys + $HOT hot keys, \
-3 masters to 6, $(nproc) cores"
+3 masters to 6, $nodes servers a cluster, $(nproc) cores"
 python3 scripts/bench_apply_data.py "$KEYS" "$HOT" 7 "$work"
 for base in "${bases[@]}"; do
   redis-cli --cluster create "127.0.0.1:${base}1" "127.0.0.1:${base}2" "127.0.0.1:${base}3" \
@@ -73,14 +83,33 @@ for base in "${bases[@]}"; do
       sleep 0.2
     done
   done
-  # Every node knows every other, and says cluster_state:ok (a master just added waits up to
-  # 5 s before it does), before anything moves.
-  for _ in $(seq 600); do
-    ok=1
+  # REPLICAS=1: a replica for each master, added once every node agrees (add-node refuses
+  # before).
+  if [ "${REPLICAS:-0}" = 1 ]; then
     for i in 1 2 3 4 5 6; do
-      [ "$(redis-cli -p "${base}$i" cluster nodes | grep -vc handshake)" = 6 ] || ok=0
-      redis-cli -p "${base}$i" cluster info | grep -q cluster_state:ok || ok=0
+      for try in $(seq 100); do
+        redis-cli --cluster add-node "127.0.0.1:$((${base}$i + 50))" "127.0.0.1:${base}1" \
+          --cluster-slave --cluster-master-id "$(redis-cli -p "${base}$i" cluster myid)" \
+          >"$work/add.log" 2>&1 && break
+        [ "$try" = 100 ] && { cat "$work/add.log" >&2; exit 1; }
+        sleep 0.2
+      done
     done
+  fi
+  # Every node knows every other, and says cluster_state:ok (a master just added waits up to
+  # 5 s before it does), and every replica streams, before anything moves.
+  for _ in $(seq 900); do
+    ok=1
+    for port in $(ports_of "$base"); do
+      [ "$(redis-cli -p "$port" cluster nodes | grep -vc handshake)" = "$nodes" ] || ok=0
+      redis-cli -p "$port" cluster info | grep -q cluster_state:ok || ok=0
+    done
+    if [ "${REPLICAS:-0}" = 1 ]; then
+      for i in 1 2 3 4 5 6; do
+        redis-cli -p "$((${base}$i + 50))" info replication | grep -q master_link_status:up \
+          || ok=0
+      done
+    fi
     [ "$ok" = 1 ] && break; sleep 0.2
   done
 done
