@@ -267,11 +267,25 @@ impl SlotPlan {
                 bail!("the plan moves slot {} from {} to itself", m.slot, m.from);
             }
         }
-        if self.lanes != lanes_of(&self.moves) {
+        let derived = lanes_of(&self.moves);
+        if self.lanes != derived {
+            let at = self
+                .lanes
+                .iter()
+                .zip(&derived)
+                .position(|(a, b)| a != b)
+                .unwrap_or(self.lanes.len().min(derived.len()));
+            let lane = self
+                .lanes
+                .get(at)
+                .or(derived.get(at))
+                .map(|l| format!(" ({} -> {})", l.from, l.to))
+                .unwrap_or_default();
             bail!(
-                "the plan's lanes are not its moves grouped by source and target, in their \
+                "the plan's lane {}{lane} is not its moves between those masters, in their \
                  order (were the moves edited?): remove `lanes` from the file to have them \
-                 derived from the moves, or make the plan again"
+                 derived from the moves, or make the plan again",
+                at + 1
             );
         }
         Ok(())

@@ -273,8 +273,8 @@ fn a_parallel_run_out_of_range_or_with_pacing_or_atomic_is_refused() {
         ),
         (
             &["--parallel", "2", "--atomic"][..],
-            2,
-            "cannot be used with",
+            1,
+            "--atomic runs one job after another",
         ),
     ] {
         let args: Vec<&str> = base.iter().chain(more).copied().collect();

@@ -291,7 +291,8 @@ impl fmt::Display for Unreached {
         match self {
             Unreached::Changed(why) => write!(
                 f,
-                "{why}: the cluster changed since the plan was made; make a new one"
+                "{why}: the cluster changed since the plan was made (or the plan was edited); \
+                 make a new one"
             ),
             Unreached::OutOfOrder(why) | Unreached::Open(why) => f.write_str(why),
         }

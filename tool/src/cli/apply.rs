@@ -46,16 +46,17 @@ pub struct ApplyArgs {
     /// 1). The summary gives each master's round trips before and during the moves.
     #[arg(long, value_name = "MS")]
     pub max_latency: Option<f64>,
-    /// Carry out up to N moves at once, each between two masters in no other move: the plan's
-    /// lanes (the moves of one source and target pair) side by side, each lane in its order.
-    /// Pays where the moves have disjoint pairs (3 masters to 6, not one master joining) and
-    /// each master has a core of its own. Not with --max-latency or --atomic (yet).
+    /// Carry out up to N moves at once (1 to 64), each between two masters in no other move:
+    /// the plan's lanes (the moves of one source and target pair) side by side, each lane in
+    /// its order. Pays where the moves have disjoint pairs (3 masters to 6, not one master
+    /// joining) and each master has a core of its own. Not above 1 with --max-latency or
+    /// --atomic (yet).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub parallel: usize,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
     /// run of moves between the same two masters) instead of key by key. Every master must be
     /// Valkey 9 or later (and a module loaded there must declare support for it).
-    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency", "parallel"])]
+    #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency"])]
     pub atomic: bool,
     /// The part of each node's limit kept free, in percent (under 90): the run refuses,
     /// before its first write, a plan that would take a master or a replica past its maxmemory
@@ -87,6 +88,12 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         parallel: a.parallel,
     };
     opts.check()?;
+    if a.atomic && a.parallel > 1 {
+        bail!(
+            "--atomic runs one job after another: it cannot be given with --parallel above 1 \
+             (yet)"
+        );
+    }
     let text = std::fs::read_to_string(&a.plan)
         .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
     let plan =
@@ -139,7 +146,8 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         match prepared.position.open.len() {
             0 => String::new(),
             1 => " (one is open: it goes on where it stopped)".to_string(),
-            n => format!(" ({n} are open, one a lane: each goes on where it stopped)"),
+            n =>
+                format!(" ({n} are open, each in a lane of its own: each goes on where it stopped)"),
         }
     );
     if !a.yes {
@@ -189,10 +197,19 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
         );
     }
     if a.parallel > 1 {
+        let lanes = &prepared.plan.lanes;
         println!(
             "# with --parallel {}: up to {} moves at once, each between two masters in no other \
-             move, each lane (source and target) in the order below; the commands are the same",
-            a.parallel, a.parallel
+             move; the plan's {} lanes (source -> target: moves) each in the order below: {}; \
+             the commands are the same",
+            a.parallel,
+            a.parallel.min(lanes.len()),
+            lanes.len(),
+            lanes
+                .iter()
+                .map(|l| format!("{} -> {}: {}", l.from, l.to, l.slots.len()))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let lines = if a.atomic {
@@ -203,7 +220,13 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
     for line in &lines {
         println!("{line}");
     }
-    println!("# end of the dry run: {to_go} moves to go; run without --dry-run to carry them out");
+    if to_go == 0 {
+        println!("# end of the dry run: no move to go");
+    } else {
+        println!(
+            "# end of the dry run: {to_go} moves to go; run without --dry-run to carry them out"
+        );
+    }
 }
 
 /// Asks on the terminal for `yes`. Error: no terminal (give `--yes`), or another answer.
@@ -295,7 +318,7 @@ impl Progress {
         // calls a slot); a closed stderr (`| head`) must not end the run.
         let line = format!(
             "ringslot: moved slot {} {} -> {}: {keys} keys, {bytes} bytes by {} (move {} of \
-             {total}, ~{left:.0} s left)\n",
+             {total}, {} moved by this run, ~{left:.0} s left)\n",
             mv.slot,
             mv.from,
             mv.to,
@@ -304,7 +327,8 @@ impl Progress {
             } else {
                 "MEMORY USAGE"
             },
-            index + 1
+            index + 1,
+            self.slots
         );
         let _ = std::io::stderr().write_all(line.as_bytes());
     }
