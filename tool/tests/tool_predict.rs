@@ -891,6 +891,28 @@ fn a_plan_by_bytes_beside_redis_clis() {
         assert_eq!(owners[slot].as_deref(), m["from"].as_str(), "{m}");
         assert_eq!(m["to"], "10.9.9.9:7000", "{m}");
     }
+    // The report's "What to run" lists redis-cli's commands, said to be redis-cli's plan, which
+    // the verdict of the plan by bytes may advise against.
+    let md = ok(&[
+        "predict",
+        "--url",
+        &seed,
+        "--add",
+        "10.9.9.9:7000",
+        "--by",
+        "bytes",
+        "--max-keys-per-sec",
+        "0",
+    ]);
+    let run = &md[md
+        .find("\n## What to run\n")
+        .expect("a What to run section")..];
+    let said = run.find("These commands carry out redis-cli's plan. \"A plan by bytes\" above");
+    let command = run.find("redis-cli --cluster rebalance");
+    assert!(
+        matches!((said, command), (Some(s), Some(c)) if s < c),
+        "{run}"
+    );
     // Read-only: the default way; --with-module is refused with --by.
     let refused = ringslot(&[
         "predict",

@@ -250,12 +250,23 @@ pub(super) fn notes_section(p: &Prediction) -> Option<String> {
     Some(md)
 }
 
-/// "What to run": the commands that carry out redis-cli's plan, and their notes.
+/// "What to run": the commands that carry out redis-cli's plan, and their notes; with a plan by
+/// weight, first a line that says these are redis-cli's, which its verdict may advise against.
 pub(super) fn what_to_run(p: &Prediction) -> Option<String> {
     if p.commands.is_empty() {
         return None;
     }
-    let mut md = String::from("\n## What to run\n\n```\n");
+    let mut md = String::from("\n## What to run\n\n");
+    if let Some(c) = &p.by_weight {
+        let by = c.plan.by.name();
+        md.push_str(&format!(
+            "These commands carry out redis-cli's plan. \"A plan by {by}\" above says which \
+             plan to run: where it is the plan by {by} (or nothing to move), do not run these \
+             (after a plan by {by}, redis-cli's rebalance undoes it); `ringslot apply` carries \
+             out the plan by {by}.\n\n"
+        ));
+    }
+    md.push_str("```\n");
     for c in &p.commands {
         md.push_str(c);
         md.push('\n');
