@@ -26,7 +26,7 @@ use crate::cluster::topology::{check_unchanged, LiveCluster, Master};
 use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{mirror, MirrorOptions};
 use ringslot_engine::{key_slot, Change, Limits, Scheme, SchemeParams, Topology, SLOT_COUNT};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Names hashed together (each flavour's what-if builds its change once per batch).
@@ -88,11 +88,20 @@ pub(crate) fn predict_readonly(
     read.unreadable.check(access.user())?;
     let mut notes: Vec<String> = sizes_note(&read.ways, opts.sizes_by).into_iter().collect();
     if !read.touched.is_empty() {
+        // The masters by the reason each gave, each reason said once.
+        let mut by_why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (address, why) in &read.touched {
+            by_why.entry(why).or_default().push(address);
+        }
+        let on: Vec<String> = by_why
+            .iter()
+            .map(|(why, at)| format!("{} ({why})", at.join(", ")))
+            .collect();
         notes.push(format!(
             "CLIENT NO-TOUCH could not be set on {}: the reads of the moving keys (DUMP, \
              MEMORY USAGE) updated their access time as a GET would, which LRU and LFU \
              eviction see (Redis 7.0 has no CLIENT NO-TOUCH; elsewhere grant +client|no-touch)",
-            read.touched.join(", ")
+            on.join("; ")
         ));
     }
     steps.push((
@@ -171,8 +180,8 @@ struct Read {
     master_keys: HashMap<String, u64>,
     sizes: Sizes,
     unreadable: Unreadable,
-    /// Masters whose reads updated the keys' access time, with why.
-    touched: Vec<String>,
+    /// Masters whose reads updated the keys' access time: (address, why).
+    touched: Vec<(String, String)>,
     /// How each master's sizes came ([`MasterPass::by_script`]).
     ways: Vec<Option<bool>>,
     big_keys: Vec<BigKey>,
@@ -231,7 +240,7 @@ fn read_masters(
         read.ways.push(p.by_script);
         read.big_keys.extend(p.big_keys);
         if let Some(why) = p.touched {
-            read.touched.push(format!("{} ({why})", m.address));
+            read.touched.push((m.address.clone(), why));
         }
     }
     Ok(read)
