@@ -376,6 +376,45 @@ impl Drop for Running {
 
 const MOVED: &str = "ringslot: moved slot";
 
+/// Starts `ringslot` with `args` up to `runs` times and kills each (SIGKILL) once it has said
+/// `least` to `least + 2` slots moved and 0 to 10 ms more, the points drawn from `seed`: where a
+/// run stops, never whether the test passes, depends on the machine. How many were killed
+/// before one ended on its own (it says why on stderr).
+fn killed_at_points(args: &[&str], runs: usize, seed: u64, least: usize) -> usize {
+    let mut noise = Noise(seed);
+    for kills in 0..runs {
+        let mut run = Running::start(args);
+        let slots = least + (noise.next_u64() % 3) as usize;
+        if !run.wait_for(MOVED, slots) {
+            eprintln!("a run ended before it was killed: {:?}", run.seen);
+            return kills;
+        }
+        std::thread::sleep(Duration::from_millis(noise.next_u64() % 11));
+        run.child.kill().unwrap();
+        run.child.wait().unwrap();
+    }
+    runs
+}
+
+/// Runs `ringslot` with `args` once for each count of `after`, stopped by the test hook right
+/// after that many writes (as a kill would leave the cluster); each must end so (status 86).
+fn stopped_after_writes(args: &[&str], after: impl IntoIterator<Item = u64>) {
+    for n in after {
+        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+            .args(args)
+            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(86),
+            "stopped after {n} writes:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// The rule docs/cluster.md gives the user of `ringslot apply` (after its keys).
 const APPLY_ACL: &str = "resetchannels -@all +cluster|nodes +cluster|info +cluster|setslot \
     +cluster|getkeysinslot +cluster|countkeysinslot +migrate +restore-asking +asking +select +dump \
@@ -407,37 +446,11 @@ fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
     // times over, and run again each time: every point of a slot's move (after IMPORTING,
     // after MIGRATING, after a MIGRATE, after SETSLOT NODE on the target, on the source, on
     // each other master) is an interruption the next run finishes.
-    for n in (1..=8).cycle().take(24) {
-        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
-            .args(args)
-            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(86),
-            "stopped after {n} writes:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    stopped_after_writes(&args, (1..=8).cycle().take(24));
     // Killed (SIGKILL) at points drawn from a fixed seed: after 0 to 2 slots moved, then 0 to
     // 10 ms more (often within a slot's MIGRATEs of 2 keys each, sometimes before the first
     // write). 20 runs take at most ~100 of the plan's moves.
-    let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
-    let mut kills = 0;
-    for _ in 0..20 {
-        let mut run = Running::start(&args);
-        let slots = (noise.next_u64() % 3) as usize;
-        if !run.wait_for(MOVED, slots) {
-            eprintln!("a run ended before it was killed: {:?}", run.seen);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(noise.next_u64() % 11));
-        run.child.kill().unwrap();
-        run.child.wait().unwrap();
-        kills += 1;
-    }
+    let kills = killed_at_points(&args, 20, 0x9e37_79b9_7f4a_7c15, 0);
     assert_eq!(kills, 20, "the apply ended before it was killed 20 times");
     // Where the kills left it: somewhere in the plan, not at its end.
     let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
@@ -520,35 +533,9 @@ fn a_parallel_apply_killed_in_its_lanes_and_run_again_ends_as_planned() {
     // Killed after its N-th write counted across the lanes (the test hook), which falls in
     // whichever lane the threads' race gives it: each run leaves its lanes at moves of their
     // own, open or not, and the next one goes on from there.
-    for n in (1..=12).chain([20, 40]) {
-        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
-            .args(args)
-            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(86),
-            "stopped after {n} writes:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    stopped_after_writes(&args, (1..=12).chain([20, 40]));
     // Killed (SIGKILL) after 1 to 3 slots moved and 0 to 10 ms more, from a fixed seed.
-    let mut noise = Noise(0x2545_f491_4f6c_dd1d);
-    let mut kills = 0;
-    for _ in 0..10 {
-        let mut run = Running::start(&args);
-        let slots = 1 + (noise.next_u64() % 3) as usize;
-        if !run.wait_for(MOVED, slots) {
-            eprintln!("a run ended before it was killed: {:?}", run.seen);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(noise.next_u64() % 11));
-        run.child.kill().unwrap();
-        run.child.wait().unwrap();
-        kills += 1;
-    }
+    let kills = killed_at_points(&args, 10, 0x2545_f491_4f6c_dd1d, 1);
     assert_eq!(kills, 10, "the apply ended before it was killed 10 times");
     let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
     assert!(dry.contains("# move "), "{dry}");
