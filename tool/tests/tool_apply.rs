@@ -376,6 +376,29 @@ impl Drop for Running {
 
 const MOVED: &str = "ringslot: moved slot";
 
+/// Runs `ringslot` with `args` to its end after the kills, and checks that the plan is done:
+/// every slot of the plan on its target, no slot left open, every key of `before` as it was.
+/// What the run said.
+fn finished_as_planned(
+    args: &[&str],
+    cluster: &mut Cluster,
+    plan: &serde_json::Value,
+    before: &Keyspace,
+) -> String {
+    let (success, out) = Running::start(args).finish();
+    assert!(success, "the last run failed:\n{out}");
+    assert!(out.contains("every move of the plan is done"), "{out}");
+    cluster.converge().unwrap();
+    assert_eq!(slot_owners(cluster), planned_owners(plan));
+    check_clean(cluster);
+    assert_same(
+        before,
+        &keyspace(cluster),
+        "before and after the killed applies",
+    );
+    out
+}
+
 /// Starts `ringslot` with `args` up to `runs` times and kills each (SIGKILL) once it has said
 /// `least` to `least + 2` slots moved and 0 to 10 ms more, the points drawn from `seed`: where a
 /// run stops, never whether the test passes, depends on the machine. How many were killed
@@ -455,17 +478,7 @@ fn an_apply_killed_twenty_times_and_run_again_ends_as_planned() {
     // Where the kills left it: somewhere in the plan, not at its end.
     let dry = ok(&["apply", &path, "--url", &url, "--dry-run"]);
     assert!(dry.contains("# move "), "{dry}");
-    let (success, out) = Running::start(&args).finish();
-    assert!(success, "the last run failed:\n{out}");
-    assert!(out.contains("every move of the plan is done"), "{out}");
-    cluster.converge().unwrap();
-    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
-    check_clean(&cluster);
-    assert_same(
-        &before,
-        &keyspace(&cluster),
-        "before and after the killed applies",
-    );
+    finished_as_planned(&args, &mut cluster, &plan, &before);
     // Once done, a run has nothing to do.
     let again = ringslot(&args);
     assert!(again.status.success());
@@ -550,18 +563,8 @@ fn a_parallel_apply_killed_in_its_lanes_and_run_again_ends_as_planned() {
     run.child.kill().unwrap();
     run.child.wait().unwrap();
     // 26 kills in all; the last run ends the plan, moves side by side.
-    let (success, out) = Running::start(&args).finish();
-    assert!(success, "the last run failed:\n{out}");
-    assert!(out.contains("every move of the plan is done"), "{out}");
+    let out = finished_as_planned(&args, &mut cluster, &plan, &before);
     assert!(out.contains("moves were under way at once"), "{out}");
-    cluster.converge().unwrap();
-    assert_eq!(slot_owners(&cluster), planned_owners(&plan));
-    check_clean(&cluster);
-    assert_same(
-        &before,
-        &keyspace(&cluster),
-        "before and after the killed parallel applies",
-    );
 }
 
 #[test]
