@@ -1,13 +1,22 @@
 //! `ringslot apply --atomic`: the plan's moves carried out by Valkey 9's atomic slot migration
-//! instead of key by key. Consecutive moves between the same two masters become one job,
+//! instead of key by key. Moves between the same two masters become one job,
 //! `CLUSTER MIGRATESLOTS SLOTSRANGE a b [c d ...] NODE <target>` sent to the source, whose
 //! progress `CLUSTER GETSLOTMIGRATIONS` on the source shows (valkey-io/valkey
 //! `src/cluster_migrateslots.c`: a job ends `success`, `failed` or `cancelled`). A job runs in
 //! the servers, not in the tool: it outlives a killed or interrupted run, which says so (Ctrl-C
 //! does not cancel it: `CLUSTER CANCELSLOTMIGRATIONS` on the source does), and a resumed run
-//! reads the jobs first and waits for the plan's own before it starts another.
+//! reads the jobs on every master first and waits for the plan's own before it starts another
+//! (a new job must not land on a target still importing).
+//!
+//! One job at a time, the jobs are the runs of consecutive moves between the same two masters,
+//! in the plan's order. With `--parallel N`, up to N jobs run at once, each between two masters
+//! in no other job, scheduled as the key-by-key moves are ([`super::lanes`]): a job is a lane's
+//! moves ([`lane_jobs`]), cut where a move of another lane on a master kept in order comes
+//! between. Each master is in one job at a time, as a node forks one child for its exports
+//! (an export also waits behind a `BGSAVE` or an AOF rewrite there).
 
 use super::door::Write as ClusterWrite;
+use super::lanes::{kept_in_order, Carry};
 use super::{claims, Applied, ApplyOptions, Event, Prepared, Stop};
 use crate::cluster::migrations::{self, job_slots, Job};
 use crate::cluster::pacing::Limiter;
@@ -16,58 +25,107 @@ use crate::cluster::INTERRUPTED;
 use crate::plan::SlotMove;
 use crate::predict::method::ranges;
 use anyhow::{anyhow, bail, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// The plan's moves from `first` on, as groups of consecutive moves between the same two
-/// masters: each group is one job.
-fn groups(moves: &[SlotMove], first: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    for (i, m) in moves.iter().enumerate().skip(first) {
+/// The moves not `done` (by index), as jobs run one after another: the runs of consecutive
+/// moves between the same two masters, each a list of move indices, ascending.
+fn groups(moves: &[SlotMove], done: &[bool]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let pair = |i: usize| moves.get(i).map(|m| (m.from.as_str(), m.to.as_str()));
+    for i in (0..moves.len()).filter(|&i| !done.get(i).copied().unwrap_or(true)) {
         match out.last_mut() {
-            Some(g)
-                if moves
-                    .get(g.start)
-                    .is_some_and(|p| p.from == m.from && p.to == m.to) =>
-            {
-                g.end = i + 1
-            }
-            _ => out.push(i..i + 1),
+            Some(g) if g.first().and_then(|&f| pair(f)) == pair(i) => g.push(i),
+            _ => out.push(vec![i]),
         }
     }
     out
 }
 
-/// Why `--atomic` does not go on from a run with `--parallel` stopped midway.
-const UNEVEN: &str = "a run with --parallel stopped with its lanes at different moves, from \
-    where --atomic (one job after another, in the plan's order) does not go on: finish the plan \
-    without --atomic";
+/// The moves not `done` (by index), as jobs run side by side (`--parallel`): each lane's
+/// moves (one source and one target), one job until a move of another lane that shares with
+/// it a master of `kept` ([`kept_in_order`]) comes between them in the plan's order; each a
+/// list of move indices, ascending, the jobs by their first move. Such a job carried out at
+/// its first move keeps the plan's order on every kept master.
+fn lane_jobs(moves: &[SlotMove], done: &[bool], kept: &BTreeSet<&str>) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    // The job each lane adds to, by (source, target): its index in `out`.
+    let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (i, m) in moves.iter().enumerate() {
+        if done.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        let lane = (m.from.as_str(), m.to.as_str());
+        let on_kept = |(a, b): (&str, &str)| {
+            [a, b]
+                .iter()
+                .any(|x| kept.contains(x) && (*x == lane.0 || *x == lane.1))
+        };
+        open.retain(|&other, _| other == lane || !on_kept(other));
+        match open.get(&lane).and_then(|&j| out.get_mut(j)) {
+            Some(job) => job.push(i),
+            None => {
+                open.insert(lane, out.len());
+                out.push(vec![i]);
+            }
+        }
+    }
+    out
+}
 
 /// The most a job may run before the tool stops waiting for it (it goes on in the servers):
 /// an hour, unless `--atomic-wait` says otherwise.
 pub(crate) const DEFAULT_ATOMIC_WAIT: Duration = Duration::from_secs(3600);
 
 impl Prepared {
-    /// The `CLUSTER MIGRATESLOTS` commands `--atomic` would send, one line each.
-    pub(crate) fn atomic_commands(&self) -> Vec<String> {
+    /// The moves not `done` as the jobs of a run with `parallel` jobs at once at most.
+    fn jobs(&self, done: &[bool], parallel: usize) -> Vec<Vec<usize>> {
+        let moves = &self.plan.moves;
+        if parallel > 1 {
+            lane_jobs(moves, done, &kept_in_order(&self.plan))
+        } else {
+            groups(moves, done)
+        }
+    }
+
+    /// The `CLUSTER MIGRATESLOTS` commands `--atomic` would send (with `parallel` jobs at
+    /// once at most), one line each.
+    pub(crate) fn atomic_commands(&self, parallel: usize) -> Vec<String> {
         let moves = &self.plan.moves;
         let mut lines = Vec::new();
-        let Some((done, close_last, next_open)) = self.position.prefix() else {
-            return vec![format!("# {UNEVEN}")];
-        };
-        if close_last || next_open {
+        let half: Vec<usize> = self
+            .position
+            .to_close
+            .iter()
+            .chain(&self.position.open)
+            .copied()
+            .collect();
+        if !half.is_empty() {
             lines.push(format!(
                 "# move {} is half done key by key: it is finished that way first (`ringslot \
                  apply --dry-run` without --atomic lists its commands)",
-                if next_open { done + 1 } else { done }
+                half.iter()
+                    .map(|i| (i + 1).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
-        let first = done + usize::from(next_open);
-        lines.extend(groups(moves, first).into_iter().filter_map(|g| {
-            let m = moves.get(g.start)?;
-            let mut slots: Vec<u16> = moves.get(g)?.iter().map(|p| p.slot).collect();
+        let mut done = self.position.done.clone();
+        for i in half {
+            if let Some(d) = done.get_mut(i) {
+                *d = true;
+            }
+        }
+        let jobs = self.jobs(&done, parallel);
+        lines.extend(jobs.into_iter().filter_map(|job| {
+            let m = moves.get(*job.first()?)?;
+            let mut slots: Vec<u16> = job
+                .iter()
+                .filter_map(|&i| moves.get(i))
+                .map(|p| p.slot)
+                .collect();
             slots.sort_unstable();
             let spec: Vec<String> = ranges(&slots)
                 .iter()
@@ -116,98 +174,216 @@ impl Prepared {
         Ok(None)
     }
 
-    /// Carries out the plan from its position by atomic slot migration (see the module docs);
-    /// `wait`: the most one job is waited for. Each job's moves are reported to `on` when it
-    /// succeeds.
+    /// Carries out the plan from its position by atomic slot migration (see the module docs),
+    /// up to `parallel` jobs at once; `wait`: the most one job is waited for. The plan's jobs
+    /// an earlier run left running are waited for first, then the moves it left half done key
+    /// by key finished that way. Each job's moves are reported to `on` when it succeeds.
     pub(crate) fn run_atomic(
         &mut self,
         wait: Duration,
+        parallel: usize,
         on: &mut dyn FnMut(Event),
     ) -> Result<Applied> {
         let began = Instant::now();
         let mut applied = Applied::default();
-        let moves = self.plan.moves.clone();
-        let total = moves.len();
         if let Some(why) = self.atomic_refusal()? {
             bail!("{why}");
         }
         if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
         }
-        self.finish_half_done(&moves, &mut applied, on)?;
-        let first = self.position.done_count();
-        for g in groups(&moves, first) {
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                bail!(
-                    "interrupted (Ctrl-C) before the atomic migration of move {} of {total}; \
-                     no job was started for it: run the same command again to go on",
-                    g.start + 1
-                );
-            }
-            let group = moves.get(g.clone()).unwrap_or_default();
-            if let Some(mut limits) = self.limits() {
-                // An atomic job moves its slots whole (the source keeps its copy until the
-                // job's trim): its memory is judged as a whole before it starts.
-                if let Some(crossing) = limits.before_job(group, 0)? {
-                    bail!(
-                        "stopped before the atomic migration of move {} of {total} (no job was \
-                         started for it): {crossing}. Make room there (CONFIG SET maxmemory on \
-                         the node and its replicas), then run the same command again",
-                        g.start + 1
-                    );
-                }
-            }
-            self.migrate_group(g.start, group, wait)?;
-            for (i, mv) in group.iter().enumerate() {
-                let bytes = mv.bytes as u64;
-                applied.add(mv.keys, bytes);
-                on(Event::Slot {
-                    index: g.start + i,
-                    total,
-                    mv,
-                    keys: mv.keys,
-                    bytes,
-                });
-            }
-            for i in g {
-                self.position.mark_done(i);
-            }
+        self.await_earlier_jobs(wait, on)?;
+        self.finish_half_done(&mut applied, on)?;
+        let jobs = self.jobs(&self.position.done, parallel);
+        let n = parallel.min(jobs.len()).max(1);
+        if n > 1 {
+            on(Event::Notice(format!(
+                "{n} atomic jobs at once at most, each between two masters in no other job ({} \
+                 jobs)",
+                jobs.len()
+            )));
+            let side = self.run_units(n, jobs, Carry::Atomic(wait), on)?;
+            applied.slots += side.slots;
+            applied.keys += side.keys;
+            applied.bytes += side.bytes;
+            applied.most_at_once = side.most_at_once;
+        } else {
+            self.jobs_in_order(jobs, wait, &mut applied, on)?;
         }
         self.settle(&mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
 
-    /// A key-by-key move left half done (a run of `apply` without `--atomic` killed in it) is
-    /// finished that way first: closed, or its keys moved and closed.
-    fn finish_half_done(
+    /// The jobs of `jobs` (each a list of move indices), one after another in their order,
+    /// each reported to `on` when it succeeds. Ctrl-C stops it before a job starts.
+    fn jobs_in_order(
         &mut self,
-        moves: &[SlotMove],
+        jobs: Vec<Vec<usize>>,
+        wait: Duration,
         applied: &mut Applied,
         on: &mut dyn FnMut(Event),
     ) -> Result<()> {
-        let opts = ApplyOptions::default();
-        let mut limiter = Limiter::new(0);
-        let Some((done, close_last, next_open)) = self.position.prefix() else {
-            bail!("{UNEVEN}");
-        };
-        if close_last {
-            if let Some(i) = done.checked_sub(1) {
-                if let Some(m) = moves.get(i) {
-                    self.checked(m, &opts, &mut limiter, applied, on)?;
+        let total = self.plan.moves.len();
+        for job in jobs {
+            let first = job.first().copied().unwrap_or_default();
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!(
+                    "interrupted (Ctrl-C) before the atomic migration of move {} of {total}; \
+                     no job was started for it: run the same command again to go on",
+                    first + 1
+                );
+            }
+            let moved = self.atomic_job(&job, wait)?;
+            for (&index, &(keys, bytes)) in job.iter().zip(&moved) {
+                self.position.mark_done(index);
+                if let Some(mv) = self.plan.moves.get(index) {
+                    applied.add(keys, bytes);
+                    on(Event::Slot {
+                        index,
+                        total,
+                        mv,
+                        keys,
+                        bytes,
+                    });
                 }
-                self.position.mark_done(i);
             }
         }
-        if next_open {
-            if let Some(m) = moves.get(done) {
-                let (keys, bytes) = self.checked(m, &opts, &mut limiter, applied, on)?;
+        Ok(())
+    }
+
+    /// One job: the moves `job` (by index, one source and one target) by atomic slot
+    /// migration, their memory judged as a whole first (an atomic job moves its slots whole;
+    /// the source keeps its copy until the job's trim). Returns each move's keys and bytes as
+    /// planned. Error: a limit the job would cross (no job started), or the job's own.
+    pub(super) fn atomic_job(&mut self, job: &[usize], wait: Duration) -> Result<Vec<(u64, u64)>> {
+        let moves: Vec<SlotMove> = job
+            .iter()
+            .filter_map(|&i| self.plan.moves.get(i).cloned())
+            .collect();
+        let first = job.first().copied().unwrap_or_default();
+        if let Some(mut limits) = self.limits() {
+            if let Some(crossing) = limits.before_job(&moves, 0)? {
+                bail!(
+                    "stopped before the atomic migration of move {} of {} (no job was \
+                     started for it): {crossing}. Make room there (CONFIG SET maxmemory on \
+                     the node and its replicas), then run the same command again",
+                    first + 1,
+                    self.plan.moves.len()
+                );
+            }
+        }
+        self.migrate_group(first, &moves, wait)?;
+        Ok(moves.iter().map(|m| (m.keys, m.bytes as u64)).collect())
+    }
+
+    /// The plan's own jobs that an earlier run (killed or interrupted) left running, on every
+    /// master, waited for before any other starts (a new job must not land on a target still
+    /// importing); the moves whose slots their targets then claim are marked done. Error: a
+    /// running job that is not the plan's (it must end first), or one that does not end in
+    /// `wait`.
+    fn await_earlier_jobs(&mut self, wait: Duration, on: &mut dyn FnMut(Event)) -> Result<()> {
+        let sources: Vec<String> = self.masters.nodes.keys().cloned().collect();
+        let exports = |job: &Job| {
+            !migrations::finished(job)
+                && job
+                    .get("operation")
+                    .is_some_and(|o| o.eq_ignore_ascii_case("export"))
+        };
+        for at in sources {
+            // A job is listed on its target too, as an import: it is waited for on its source.
+            let running: Vec<Job> = migrations::list(&mut self.masters.node(&at)?.con)?
+                .into_iter()
+                .filter(exports)
+                .collect();
+            for job in running {
+                self.await_earlier_job(&at, &job, wait, on)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The job `job`, running on the source at `at`, waited for if it is the plan's own (see
+    /// [`Prepared::await_earlier_jobs`]).
+    fn await_earlier_job(
+        &mut self,
+        at: &str,
+        job: &Job,
+        wait: Duration,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let to_id = job.get("target_node").cloned().unwrap_or_default();
+        let mine: Vec<usize> = (0..self.plan.moves.len())
+            .filter(|&i| {
+                !self.position.done.get(i).copied().unwrap_or(true)
+                    && self
+                        .plan
+                        .moves
+                        .get(i)
+                        .is_some_and(|m| m.from == at && self.masters.id(&m.to) == to_id)
+            })
+            .collect();
+        let wanted: BTreeSet<u16> = mine
+            .iter()
+            .filter_map(|&i| self.plan.moves.get(i))
+            .map(|m| m.slot)
+            .collect();
+        let name = self.plans_own_job(at, job, &to_id, &wanted)?;
+        let failure = self.wait_job(at, &name, wait)?;
+        let Some(to) = mine
+            .first()
+            .and_then(|&i| self.plan.moves.get(i))
+            .map(|m| m.to.clone())
+        else {
+            return Ok(());
+        };
+        let view = nodes_on(&mut self.masters.node(&to)?.con)?;
+        let mut moved = 0;
+        for i in mine {
+            if self
+                .plan
+                .moves
+                .get(i)
+                .is_some_and(|m| claims(&view, m.slot))
+            {
+                self.position.mark_done(i);
+                moved += 1;
+            }
+        }
+        on(Event::Notice(format!(
+            "the atomic slot migration {name} of an earlier run ended on {at}{}: {moved} \
+             slots of the plan moved to {to}",
+            failure.map(|f| format!(" ({f})")).unwrap_or_default()
+        )));
+        Ok(())
+    }
+
+    /// The moves an earlier key-by-key run left half done (killed in them: to close, then
+    /// open; at most one a lane, no two on one master) are finished that way first.
+    fn finish_half_done(&mut self, applied: &mut Applied, on: &mut dyn FnMut(Event)) -> Result<()> {
+        let opts = ApplyOptions::default();
+        let mut limiter = Limiter::new(0);
+        let half: Vec<usize> = self
+            .position
+            .to_close
+            .iter()
+            .chain(&self.position.open)
+            .copied()
+            .collect();
+        let total = self.plan.moves.len();
+        for index in half {
+            let Some(m) = self.plan.moves.get(index).cloned() else {
+                continue;
+            };
+            let closing = self.position.done.get(index).copied().unwrap_or(false);
+            let (keys, bytes) = self.checked(&m, &opts, &mut limiter, applied, on)?;
+            self.position.mark_done(index);
+            if !closing {
                 applied.add(keys, bytes);
-                self.position.mark_done(done);
                 on(Event::Slot {
-                    index: done,
-                    total: moves.len(),
-                    mv: m,
+                    index,
+                    total,
+                    mv: &m,
                     keys,
                     bytes,
                 });
@@ -435,8 +611,13 @@ mod tests {
             mv(9, "b", "d"),
             mv(1, "a", "d"),
         ];
-        assert_eq!(groups(&moves, 0), vec![0..3, 3..4, 4..5]);
-        assert_eq!(groups(&moves, 2), vec![2..3, 3..4, 4..5]);
+        let none = [false; 5];
+        assert_eq!(groups(&moves, &none), vec![vec![0, 1, 2], vec![3], vec![4]]);
+        let first_two = [true, true, false, false, false];
+        assert_eq!(groups(&moves, &first_two), vec![vec![2], vec![3], vec![4]]);
+        // A parallel run left move 3 done: the moves on either side of it are one job.
+        let third = [false, false, false, true, false];
+        assert_eq!(groups(&moves, &third), vec![vec![0, 1, 2, 4]]);
         assert_eq!(
             ranges(&[12, 3, 4, 5, 9, 11]),
             vec![(3, 5), (9, 9), (11, 12)]
@@ -445,5 +626,49 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(job_slots(&job), [3, 4, 5, 9].into_iter().collect());
+    }
+
+    #[test]
+    fn side_by_side_a_job_is_a_lanes_moves_cut_where_a_kept_master_comes_between() {
+        let moves = [
+            mv(1, "a", "d"),
+            mv(2, "b", "e"),
+            mv(3, "a", "d"),
+            mv(4, "b", "e"),
+            mv(5, "a", "d"),
+        ];
+        let none: BTreeSet<&str> = BTreeSet::new();
+        let fresh = [false; 5];
+        // No master kept in order: each lane is one job, however its moves interleave.
+        assert_eq!(
+            lane_jobs(&moves, &fresh, &none),
+            vec![vec![0, 2, 4], vec![1, 3]]
+        );
+        // One after another, the runs of consecutive moves are the jobs.
+        assert_eq!(groups(&moves, &fresh).len(), 5);
+        // d gives slot 9 to b between a's moves to it: a -> d is cut there (its moves after
+        // slot 9's go after it), b -> e is not (d is none of its masters).
+        let kept_moves = [
+            mv(1, "a", "d"),
+            mv(2, "b", "e"),
+            mv(9, "d", "b"),
+            mv(3, "a", "d"),
+            mv(4, "b", "e"),
+        ];
+        let kept: BTreeSet<&str> = ["d", "b"].into_iter().collect();
+        assert_eq!(
+            lane_jobs(&kept_moves, &[false; 5], &kept),
+            vec![vec![0], vec![1], vec![2], vec![3], vec![4]]
+        );
+        let only_d: BTreeSet<&str> = ["d"].into_iter().collect();
+        assert_eq!(
+            lane_jobs(&kept_moves, &[false; 5], &only_d),
+            vec![vec![0], vec![1, 4], vec![2], vec![3]]
+        );
+        // Moves done are left out.
+        assert_eq!(
+            lane_jobs(&moves, &[true, false, false, true, false], &none),
+            vec![vec![1], vec![2, 4]]
+        );
     }
 }

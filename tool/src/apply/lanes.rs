@@ -50,12 +50,24 @@ pub(crate) const MAX_PARALLEL: usize = 64;
 enum Report {
     /// Something the operator should see (a big key, a wait for a replica).
     Notice(String),
-    /// Move `index` ended: (keys, bytes) moved, or why it stopped.
+    /// The unit that began at move `first` ended: each of its moves' (keys, bytes), or why
+    /// it stopped.
     Done {
         worker: usize,
-        index: usize,
-        result: Result<(u64, u64)>,
+        first: usize,
+        result: Result<Vec<(u64, u64)>>,
     },
+}
+
+/// How a worker carries out its units (each a list of the plan's moves, by index, ascending).
+#[derive(Clone, Copy)]
+pub(super) enum Carry {
+    /// Key by key, a unit a move, with these options and this share of
+    /// `--max-bytes-per-sec` (bytes a second; 0: no limit).
+    Keys(ApplyOptions, u64),
+    /// By atomic slot migration, a unit a job ([`super::atomic`]), each waited for at most
+    /// this long.
+    Atomic(std::time::Duration),
 }
 
 /// The masters whose moves keep the plan's order under `--parallel`: those that both give and
@@ -139,44 +151,63 @@ impl Prepared {
         })
     }
 
-    /// The moves left, up to `opts.parallel` at once ([`next_ready`]), each by a worker
-    /// ([`Prepared::worker`], [`work`]) in a thread of its own; what they said and moved
-    /// reported to `on` as it comes. An error in a move stops new moves from starting; the
-    /// moves under way end, and the first error is returned (with how many other moves
-    /// failed). Ctrl-C (`INTERRUPTED`) stops it the same way once the moves to close are
-    /// closed.
+    /// The moves left, up to `opts.parallel` at once ([`next_ready`]), key by key: the moves
+    /// left half done first ([`super::Position::pending`]), each move a unit of
+    /// [`Prepared::run_units`]. `--max-bytes-per-sec` is shared out evenly among the workers.
     pub(super) fn run_lanes(
         &mut self,
         opts: &ApplyOptions,
         on: &mut dyn FnMut(Event),
     ) -> Result<Applied> {
-        let plan = self.plan.clone();
-        let lane_of = plan.lane_of_moves();
-        let kept = kept_in_order(&plan);
-        let n = opts.parallel.min(plan.lanes.len()).max(1);
-        let workers = (0..n)
-            .map(|_| self.worker())
-            .collect::<Result<Vec<Prepared>>>()?;
+        let n = opts.parallel.min(self.plan.lanes.len()).max(1);
         let rate = match opts.max_bytes_per_sec {
             0 => 0,
             r => (r / n as u64).max(1),
         };
         on(Event::Notice(format!(
             "{n} moves at once at most, each between two masters in no other move ({} lanes)",
-            plan.lanes.len()
+            self.plan.lanes.len()
         )));
+        let units = self.position.pending().into_iter().map(|i| vec![i]);
+        self.run_units(n, units.collect(), Carry::Keys(*opts, rate), on)
+    }
+
+    /// Carries out `units` (each a list of the plan's moves, by index, ascending, of one
+    /// source and one target; scheduled by their first move, [`next_ready`], in the order
+    /// given among those ready), up to `n` at once, each by a worker ([`Prepared::worker`],
+    /// [`work`]) in a thread of its own; what they said and moved reported to `on` as it
+    /// comes. An error in a unit stops new units from starting; the units under way end, and
+    /// the first error is returned (with how many others failed). Ctrl-C (`INTERRUPTED`) stops
+    /// it the same way once the moves to close are closed.
+    pub(super) fn run_units(
+        &mut self,
+        n: usize,
+        units: Vec<Vec<usize>>,
+        carry: Carry,
+        on: &mut dyn FnMut(Event),
+    ) -> Result<Applied> {
+        let plan = self.plan.clone();
+        let lane_of = plan.lane_of_moves();
+        let kept = kept_in_order(&plan);
+        let workers = (0..n)
+            .map(|_| self.worker())
+            .collect::<Result<Vec<Prepared>>>()?;
         let mut applied = Applied::default();
         let mut failures: Vec<anyhow::Error> = Vec::new();
-        let mut waiting = self.position.pending();
+        let mut waiting: Vec<usize> = units.iter().filter_map(|u| u.first().copied()).collect();
+        let units: BTreeMap<usize, Vec<usize>> = units
+            .into_iter()
+            .filter_map(|u| Some((*u.first()?, u)))
+            .collect();
         std::thread::scope(|scope| {
             let (report_tx, report_rx) = mpsc::channel::<Report>();
             let mut jobs = Vec::new();
             let mut handles = Vec::new();
             for (w, worker) in workers.into_iter().enumerate() {
-                let (job_tx, job_rx) = mpsc::channel::<usize>();
+                let (job_tx, job_rx) = mpsc::channel::<Vec<usize>>();
                 jobs.push(job_tx);
-                let (report, opts) = (report_tx.clone(), *opts);
-                handles.push(scope.spawn(move || work(w, worker, &job_rx, &report, &opts, rate)));
+                let report = report_tx.clone();
+                handles.push(scope.spawn(move || work(w, worker, &job_rx, &report, carry)));
             }
             drop(report_tx);
             let mut idle: Vec<usize> = (0..n).rev().collect();
@@ -188,20 +219,21 @@ impl Prepared {
                     let Some(at) = next_ready(&plan, &lane_of, &kept, &waiting, &under_way) else {
                         break;
                     };
-                    let index = waiting.get(at).copied().unwrap_or_default();
-                    if stopping && !self.position.to_close.contains(&index) {
+                    let first = waiting.get(at).copied().unwrap_or_default();
+                    if stopping && !self.position.to_close.contains(&first) {
                         break;
                     }
                     waiting.remove(at);
+                    let unit = units.get(&first).cloned().unwrap_or_default();
                     let sent = idle
                         .pop()
                         .and_then(|w| jobs.get(w))
-                        .is_some_and(|job| job.send(index).is_ok());
+                        .is_some_and(|job| job.send(unit).is_ok());
                     if !sent {
                         failures.push(anyhow!("a worker of the run ended"));
                         break;
                     }
-                    under_way.insert(index);
+                    under_way.insert(first);
                     applied.most_at_once = applied.most_at_once.max(under_way.len());
                 }
                 if under_way.is_empty() {
@@ -211,13 +243,18 @@ impl Prepared {
                     Ok(Report::Notice(text)) => on(Event::Notice(text)),
                     Ok(Report::Done {
                         worker,
-                        index,
+                        first,
                         result,
                     }) => {
-                        under_way.remove(&index);
+                        under_way.remove(&first);
                         idle.push(worker);
                         match result {
-                            Ok(moved) => self.done(index, moved, &mut applied, on),
+                            Ok(moved) => {
+                                let unit = units.get(&first).map(Vec::as_slice).unwrap_or(&[]);
+                                for (&index, &m) in unit.iter().zip(&moved) {
+                                    self.done(index, m, &mut applied, on);
+                                }
+                            }
                             Err(e) => failures.push(e),
                         }
                     }
@@ -242,20 +279,24 @@ impl Prepared {
         if let Some(first) = failures.next() {
             let others = failures.count();
             if others > 0 {
-                bail!("{first:#} (and {others} other moves under way failed too)");
+                bail!("{first:#} (and {others} other moves or jobs under way failed too)");
             }
             return Err(first);
         }
         if !waiting.is_empty() {
+            let left: usize = waiting
+                .iter()
+                .filter_map(|f| units.get(f))
+                .map(Vec::len)
+                .sum();
             bail!(
-                "{} with {} moves to go; the slots moved stay moved: run the same command \
+                "{} with {left} moves to go; the slots moved stay moved: run the same command \
                  again to go on",
                 if INTERRUPTED.load(Ordering::SeqCst) {
                     "interrupted"
                 } else {
                     "stopped"
                 },
-                waiting.len()
             );
         }
         Ok(applied)
@@ -286,36 +327,47 @@ impl Prepared {
     }
 }
 
-/// A worker's life: moves each index `jobs` sends, as a run one move at a time would
-/// ([`Prepared::checked`]), and reports each to `report`, until `jobs` closes; what it said
-/// goes to `report` as it comes. `rate`: its share of `--max-bytes-per-sec`. A panic in a move
-/// is reported as its error. What it replaced on the targets.
+/// A worker's life: carries out each unit `jobs` sends, as `carry` says (key by key: each move
+/// as a run one move at a time would, [`Prepared::checked`]; atomic: one job,
+/// [`Prepared::atomic_job`]), and reports each to `report`, until `jobs` closes; what it said
+/// goes to `report` as it comes. A panic in a unit is reported as its error. What it replaced
+/// on the targets.
 fn work(
     w: usize,
     mut worker: Prepared,
-    jobs: &mpsc::Receiver<usize>,
+    jobs: &mpsc::Receiver<Vec<usize>>,
     report: &mpsc::Sender<Report>,
-    opts: &ApplyOptions,
-    rate: u64,
+    carry: Carry,
 ) -> Applied {
-    let mut limiter = Limiter::new(rate);
+    let mut limiter = Limiter::new(match carry {
+        Carry::Keys(_, rate) => rate,
+        Carry::Atomic(_) => 0,
+    });
     let mut moved = Applied::default();
-    while let Ok(index) = jobs.recv() {
+    while let Ok(unit) = jobs.recv() {
         let mut said = |e: Event| {
             if let Event::Notice(text) = e {
                 let _ = report.send(Report::Notice(text));
             }
         };
-        let result = match worker.plan.moves.get(index).cloned() {
-            Some(m) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                worker.checked(&m, opts, &mut limiter, &mut moved, &mut said)
-            }))
-            .unwrap_or_else(|_| Err(anyhow!("a worker panicked moving slot {}", m.slot))),
-            None => Err(anyhow!("the plan has no move {}", index + 1)),
-        };
+        let first = unit.first().copied().unwrap_or_default();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match carry {
+            Carry::Keys(opts, _) => {
+                let m = worker
+                    .plan
+                    .moves
+                    .get(first)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("the plan has no move {}", first + 1))?;
+                let km = worker.checked(&m, &opts, &mut limiter, &mut moved, &mut said)?;
+                Ok(vec![km])
+            }
+            Carry::Atomic(wait) => worker.atomic_job(&unit, wait),
+        }))
+        .unwrap_or_else(|_| Err(anyhow!("a worker panicked at move {}", first + 1)));
         let done = Report::Done {
             worker: w,
-            index,
+            first,
             result,
         };
         if report.send(done).is_err() {

@@ -45,20 +45,6 @@ impl Position {
             .collect()
     }
 
-    /// Where a run of one move at a time left the plan (the moves done are its first `done`):
-    /// (`done`, the last of them to close, the next one open). `None`: a `--parallel` run
-    /// left its lanes at different moves.
-    pub fn prefix(&self) -> Option<(usize, bool, bool)> {
-        let done = self.done_count();
-        if self.done.iter().take(done).any(|d| !d)
-            || self.to_close.iter().any(|&i| i + 1 != done)
-            || self.open.iter().any(|&i| i != done)
-        {
-            return None;
-        }
-        Some((done, !self.to_close.is_empty(), !self.open.is_empty()))
-    }
-
     /// Records move `i` done and closed.
     pub fn mark_done(&mut self, i: usize) {
         if let Some(d) = self.done.get_mut(i) {
@@ -359,6 +345,20 @@ mod tests {
         o
     }
 
+    /// Where a run of one move at a time left the plan (the moves done are its first `done`):
+    /// (`done`, the last of them to close, the next one open). `None`: a `--parallel` run
+    /// left its lanes at different moves.
+    fn prefix(pos: &Position) -> Option<(usize, bool, bool)> {
+        let done = pos.done_count();
+        if pos.done.iter().take(done).any(|d| !d)
+            || pos.to_close.iter().any(|&i| i + 1 != done)
+            || pos.open.iter().any(|&i| i != done)
+        {
+            return None;
+        }
+        Some((done, !pos.to_close.is_empty(), !pos.open.is_empty()))
+    }
+
     fn views(a: &str, b: &str, c: &str) -> BTreeMap<String, Vec<ClusterNode>> {
         [(A, a), (B, b), (C, c)]
             .into_iter()
@@ -371,7 +371,7 @@ mod tests {
         let p = plan();
         // Not begun.
         let pos = position(&p, &owners(&[]), &views("0-8191", "8192-16383", "")).unwrap();
-        assert_eq!(pos.prefix(), Some((0, false, false)));
+        assert_eq!(prefix(&pos), Some((0, false, false)));
         // Slot 0 done, slot 1 open (killed while its keys moved).
         let v = views(
             "1-8191 [1->-3333333333333333333333333333333333333333]",
@@ -379,7 +379,7 @@ mod tests {
             "0 [1-<-1111111111111111111111111111111111111111]",
         );
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!(pos.prefix(), Some((1, false, true)));
+        assert_eq!(prefix(&pos), Some((1, false, true)));
         // Slot 1 given to C on C only (killed before the source was told).
         let v = views(
             "1-8191 [1->-3333333333333333333333333333333333333333]",
@@ -387,7 +387,7 @@ mod tests {
             "0-1",
         );
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!(pos.prefix(), Some((2, true, false)));
+        assert_eq!(prefix(&pos), Some((2, true, false)));
         // Every move done.
         let pos = position(
             &p,
@@ -395,7 +395,7 @@ mod tests {
             &views("2-8191", "8193-16383", "0-1 8192"),
         )
         .unwrap();
-        assert_eq!(pos.prefix(), Some((3, false, false)));
+        assert_eq!(prefix(&pos), Some((3, false, false)));
         assert!(pos.pending().is_empty());
     }
 
@@ -409,7 +409,7 @@ mod tests {
             .unwrap()
             .extend(parse_cluster_nodes(&stale).unwrap());
         let pos = position(&p, &owners(&[0]), &v).unwrap();
-        assert_eq!(pos.prefix(), Some((2, true, false)));
+        assert_eq!(prefix(&pos), Some((2, true, false)));
         // Slot 1 migrating from A towards B, not towards the plan's target C: refused.
         let v = views(&format!("1-8191 [1->-{}]", id(B)), "8192-16383", "0");
         let e = position(&p, &owners(&[0]), &v).unwrap_err().to_string();
@@ -429,7 +429,7 @@ mod tests {
         let pos = position(&p, &owners(&[0, 8192]), &v).unwrap();
         assert_eq!(pos.done, vec![true, false, true]);
         assert_eq!(pos.open, [1].into_iter().collect());
-        assert_eq!(pos.prefix(), None);
+        assert_eq!(prefix(&pos), None);
         assert_eq!(pos.pending(), vec![1]);
         // Lane B -> C's slot 8192 open (killed while its keys moved), lane A -> C not begun:
         // the open move first, before an earlier move of the plan on the same target.

@@ -49,12 +49,13 @@ pub struct ApplyArgs {
     /// Carry out up to N moves at once (1 to 64), each between two masters in no other move:
     /// the plan's lanes (the moves of one source and target pair) side by side, each lane in
     /// its order. Pays where the moves have disjoint pairs (3 masters to 6, not one master
-    /// joining) and each master has a core of its own. Not above 1 with --max-latency or
-    /// --atomic (yet).
+    /// joining) and each master has a core of its own. With --atomic: up to N jobs at once,
+    /// each a lane's moves. Not above 1 with --max-latency (yet).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub parallel: usize,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
-    /// run of moves between the same two masters) instead of key by key. Every master must be
+    /// run of moves between the same two masters, with --parallel per lane) instead of key by
+    /// key. Every master must be
     /// Valkey 9 or later (and a module loaded there must declare support for it).
     #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency"])]
     pub atomic: bool,
@@ -88,12 +89,6 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         parallel: a.parallel,
     };
     opts.check()?;
-    if a.atomic && a.parallel > 1 {
-        bail!(
-            "--atomic runs one job after another: it cannot be given with --parallel above 1 \
-             (yet)"
-        );
-    }
     let text = std::fs::read_to_string(&a.plan)
         .with_context(|| format!("cannot read the plan {}", a.plan.display()))?;
     let plan =
@@ -159,7 +154,9 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     )?;
     let mut progress = Progress::new(bytes, a.atomic);
     let outcome = if a.atomic {
-        prepared.run_atomic(Duration::from_secs(a.atomic_wait), &mut |e| progress.on(e))
+        prepared.run_atomic(Duration::from_secs(a.atomic_wait), a.parallel, &mut |e| {
+            progress.on(e)
+        })
     } else {
         prepared.run(&opts, &mut |e| progress.on(e))
     };
@@ -213,7 +210,7 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
         );
     }
     let lines = if a.atomic {
-        prepared.atomic_commands()
+        prepared.atomic_commands(a.parallel)
     } else {
         prepared.commands(opts)
     };
@@ -351,8 +348,9 @@ fn summary(applied: &Applied, atomic: bool) {
     );
     if applied.most_at_once > 1 {
         eprintln!(
-            "ringslot: up to {} moves were under way at once",
-            applied.most_at_once
+            "ringslot: up to {} {} were under way at once",
+            applied.most_at_once,
+            if atomic { "atomic jobs" } else { "moves" }
         );
     }
     if !applied.equal_copies.is_empty() {
