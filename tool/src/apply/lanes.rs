@@ -9,7 +9,9 @@
 //! behind its own; it runs a move exactly as a run one move at a time does
 //! ([`Prepared::checked`]: the health check before it, the limits' checks before each batch,
 //! the same verbs). The limits are one watch shared by the workers (the run's memory figures
-//! count every lane's bytes); `--max-bytes-per-sec` is shared out evenly among them.
+//! count every lane's bytes); `--max-bytes-per-sec` is shared out evenly among them, and
+//! `--max-latency`'s probe and pacer ([`super::pace`]) are one, shared (a master over the budget
+//! slows every lane).
 //!
 //! Which move starts next ([`next_ready`]): the moves an earlier run left half done first (to
 //! close: killed before every master was told; open: killed while its keys moved), so that no other
@@ -147,13 +149,14 @@ impl Prepared {
             last_full_check: None,
             replicas: self.replicas.clone(),
             limits: self.limits.clone(),
-            paced: None,
+            paced: self.paced.clone(),
         })
     }
 
     /// The moves left, up to `opts.parallel` at once ([`next_ready`]), key by key: the moves
     /// left half done first ([`super::Position::pending`]), each move a unit of
-    /// [`Prepared::run_units`]. `--max-bytes-per-sec` is shared out evenly among the workers.
+    /// [`Prepared::run_units`]. `--max-bytes-per-sec` is shared out evenly among the workers;
+    /// `--max-latency`'s pacer is one, shared by them.
     pub(super) fn run_lanes(
         &mut self,
         opts: &ApplyOptions,
@@ -168,8 +171,13 @@ impl Prepared {
             "{n} moves at once at most, each between two masters in no other move ({} lanes)",
             self.plan.lanes.len()
         )));
+        if let Some(budget) = opts.max_latency {
+            self.start_pacing(budget, opts, on);
+        }
         let units = self.position.pending().into_iter().map(|i| vec![i]);
-        self.run_units(n, units.collect(), Carry::Keys(*opts, rate), on)
+        let mut applied = self.run_units(n, units.collect(), Carry::Keys(*opts, rate), on)?;
+        applied.pacing = self.finish_pacing();
+        Ok(applied)
     }
 
     /// Carries out `units` (each a list of the plan's moves, by index, ascending, of one

@@ -98,12 +98,6 @@ impl ApplyOptions {
                 self.parallel
             );
         }
-        if self.parallel > 1 && self.max_latency.is_some() {
-            bail!(
-                "--max-latency paces one move at a time: it cannot be given with --parallel \
-                 above 1 (yet)"
-            );
-        }
         if let Some(budget) = self.max_latency {
             if budget < pace::MIN_MAX_LATENCY {
                 bail!(
@@ -209,7 +203,9 @@ pub(crate) struct Prepared {
     /// them; shared by the lanes of a parallel run ([`Prepared::limits`]).
     limits: Option<Arc<Mutex<Limits>>>,
     /// With `--max-latency`, from the run's start: the probe and the pacer.
-    paced: Option<pace::Paced>,
+    /// With `--max-latency`: the probe and pacer, shared by the workers of a parallel run
+    /// (one batch cap and pause for every lane: a master over the budget slows them all).
+    paced: Option<Arc<Mutex<pace::Paced>>>,
 }
 
 /// Whether the node whose own view is `view` serves `slot`.
@@ -384,7 +380,7 @@ impl Prepared {
                 bytes,
             });
         }
-        applied.pacing = self.paced.take().map(pace::Paced::finish);
+        applied.pacing = self.finish_pacing();
         Ok(applied)
     }
 
@@ -426,15 +422,36 @@ impl Prepared {
                 String::new()
             }
         )));
-        self.paced = Some(paced);
+        self.paced = Some(Arc::new(Mutex::new(paced)));
     }
 
-    /// With `--max-latency`: reads the probe, adapts the batch caps and sleeps the pause.
-    /// Unpaced: nothing.
+    /// The probe and pacer (`--max-latency`), locked: the workers of a parallel run share
+    /// them. A worker that panicked holding them left them as they were.
+    fn paced(&self) -> Option<MutexGuard<'_, pace::Paced>> {
+        self.paced
+            .as_ref()
+            .map(|p| p.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// With `--max-latency`: reads the probe, adapts the batch caps and sleeps the pause (the
+    /// pacer unlocked meanwhile). Unpaced: nothing.
     fn pace(&mut self) {
-        if let Some(p) = self.paced.as_mut() {
-            p.step();
+        let pause = self.paced().map(|mut p| p.next_pause());
+        if let Some(pause) = pause.filter(|p| !p.is_zero()) {
+            std::thread::sleep(pause);
         }
+    }
+
+    /// Stops the probe (once no worker holds it): what pacing did; unpaced, `None`.
+    fn finish_pacing(&mut self) -> Option<pace::PacingReport> {
+        let shared = self.paced.take()?;
+        let paced = Arc::try_unwrap(shared).ok()?;
+        Some(
+            paced
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .finish(),
+        )
     }
 
     /// After the last move: waits until every replica of the plan's masters holds what its

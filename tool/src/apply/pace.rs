@@ -200,7 +200,7 @@ impl Pacer {
 const IDLE_FOR: Duration = Duration::from_millis(300);
 
 /// A paced run's probe and pacer, live: started before the first move, read before each
-/// `MIGRATE` and each slot ([`Paced::step`]).
+/// `MIGRATE` and each slot ([`Paced::next_pause`]).
 pub(crate) struct Paced {
     prober: Prober,
     pacer: Pacer,
@@ -268,14 +268,12 @@ impl Paced {
         &self.idle
     }
 
-    /// Reads the round trips since the last step, adapts, and sleeps the pause.
-    pub(crate) fn step(&mut self) {
+    /// Reads the round trips since the last step and adapts: the pause to sleep now (the
+    /// caller sleeps it, the pacer unlocked).
+    pub(crate) fn next_pause(&mut self) -> Duration {
         self.read_probe();
         self.pacer.adapt();
-        let pause = self.pacer.take_pause();
-        if !pause.is_zero() {
-            std::thread::sleep(pause);
-        }
+        self.pacer.take_pause()
     }
 
     /// The batch caps now (keys, bytes), without reading the probe.

@@ -177,7 +177,7 @@ impl Prepared {
         // Paced, the caps are the pacer's; the first MIGRATE follows the pause before the slot
         // ([`Prepared::checked`]), each later one pauses first, its batch then cut to the caps
         // the pause left (the pacer may have slowed meanwhile).
-        let caps = |s: &Self| match s.paced.as_ref() {
+        let caps = |s: &Self| match s.paced() {
             Some(p) => p.caps(),
             None => (opts.batch_keys, opts.batch_bytes),
         };
@@ -185,7 +185,7 @@ impl Prepared {
         loop {
             let mut batch = self.batch(m, caps(self))?;
             if batch.is_empty() {
-                if let Some(p) = self.paced.as_mut() {
+                if let Some(mut p) = self.paced() {
                     p.slot_moved(keys, bytes, opts.batch_keys, opts.batch_bytes);
                 }
                 return Ok((keys, bytes));
@@ -229,7 +229,7 @@ impl Prepared {
                 Some((key, size)) => self.migrate_big(m, key, *size, false, on),
                 None => self.migrate(m, &names, false),
             };
-            if let Some(p) = self.paced.as_mut() {
+            if let Some(mut p) = self.paced() {
                 p.migrated();
                 // A big key's wait is the big keys' rule (said, not paced).
                 if big.is_some() {

@@ -50,7 +50,7 @@ pub struct ApplyArgs {
     /// the plan's lanes (the moves of one source and target pair) side by side, each lane in
     /// its order. Pays where the moves have disjoint pairs (3 masters to 6, not one master
     /// joining) and each master has a core of its own. With --atomic: up to N jobs at once,
-    /// each a lane's moves. Not above 1 with --max-latency (yet).
+    /// each a lane's moves. With --max-latency, one pacer for every lane.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub parallel: usize,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
@@ -385,7 +385,7 @@ fn summary(applied: &Applied, atomic: bool) {
         );
     }
     if let Some(p) = &applied.pacing {
-        pacing_summary(p);
+        pacing_summary(p, applied.most_at_once);
     }
     if !applied.replaced.is_empty() {
         eprintln!(
@@ -397,8 +397,8 @@ fn summary(applied: &Applied, atomic: bool) {
 }
 
 /// What `--max-latency` did: each master's `PING` round trips before and during the moves, and
-/// what pacing cost.
-fn pacing_summary(p: &crate::apply::PacingReport) {
+/// what pacing cost (`lanes`: the most moves under way at once, whose pauses add up).
+fn pacing_summary(p: &crate::apply::PacingReport, lanes: usize) {
     let ms = |s: f64| s * 1000.0;
     let budget = ms(p.budget.as_secs_f64());
     for (address, during) in &p.during {
@@ -420,10 +420,15 @@ fn pacing_summary(p: &crate::apply::PacingReport) {
         );
     }
     eprintln!(
-        "ringslot: pacing cost {:.1} s of pauses and {} MIGRATEs where --batch-keys and \
+        "ringslot: pacing cost {:.1} s of pauses{} and {} MIGRATEs where --batch-keys and \
          --batch-bytes alone would send about {}; it slowed {} times and sped up {} times, \
          ending at {} keys / {} bytes a MIGRATE and a pause of {} ms",
         p.paused.as_secs_f64(),
+        if lanes > 1 {
+            " (each lane's, added up)"
+        } else {
+            ""
+        },
         p.migrates,
         p.unpaced_migrates,
         p.slower,
