@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-predict-scale bench-big-keys bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-netem bench-predict-scale bench-big-keys bench-compat clean
 
 all: release
 
@@ -170,11 +170,21 @@ bench-apply: deps
 ## bench-parallel: 3 masters to 6, the same slots (redis-cli's plan, BY=bytes for the plan by
 ## bytes) moved by `ringslot apply`, `ringslot apply --parallel N` (PARALLEL=N, 3) and
 ## `redis-cli --cluster rebalance` on three identical throw-away clusters (ports 30401-30426;
-## KEYS keys, default 300000, HOT hot keys, 5000; REPLICAS=1: a replica per master): time,
+## KEYS keys, default 300000, HOT hot keys, 5000; REPLICAS=1: a replica per master;
+## PACE=MS|auto: the parallel run paced by --max-latency; ATOMIC=1 with
+## REDIS_SERVER=.deps/valkey-9.1.2/valkey-server: the two ringslot runs with --atomic): time,
 ## slots and MB a second, a client's PING latency during each (scripts/bench-parallel.sh).
 bench-parallel: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-parallel.sh
+
+## bench-netem: bench-parallel with each node, the mover and the client in a network namespace
+## of its own, each packet held DELAY_US microseconds on its way out (tc netem; 150 by default,
+## 0: the namespaces alone); needs root and a kernel with netem, else skipped with a message
+## (scripts/bench-netem.sh).
+bench-netem: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-netem.sh
 
 ## bench-predict-scale: `ringslot predict --rebalance --by bytes` at 1M, 3M and 10M keys
 ## (SIZES=...) with its default rate and sampling, on a throw-away cluster of 3 masters + 1

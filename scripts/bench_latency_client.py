@@ -5,7 +5,8 @@ MIGRATE still owes its next requests, as wrk2 counts them), until SECONDS pass o
 A PING, not a GET: it is never redirected while slots move, so its latency is the server's
 wait alone (behind a MIGRATE, a CLUSTER SETSLOT's save of nodes.conf, or anything else).
 Prints one line: the label, then per port p50/p99/max in ms, requests and errors.
-Usage: bench_latency_client.py LABEL RATE_PER_PORT SECONDS PORT..."""
+Usage: bench_latency_client.py LABEL RATE_PER_PORT SECONDS PORT|HOST:PORT... (host 127.0.0.1
+unless given)."""
 import signal
 import socket
 import sys
@@ -13,16 +14,21 @@ import threading
 import time
 
 label, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-ports = [int(p) for p in sys.argv[4:]]
+# (host, port) of each server, in the order given.
+servers = [
+    (a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) if ":" in a else ("127.0.0.1", int(a))
+    for a in sys.argv[4:]
+]
+ports = [port for _, port in servers]
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 results = {}
 
 
-def client(port: int) -> None:
+def client(host: str, port: int) -> None:
     latencies, errors = [], 0
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = socket.create_connection((host, port), timeout=30)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         results[port] = ([], 1)
@@ -52,7 +58,7 @@ def client(port: int) -> None:
     results[port] = (latencies, errors)
 
 
-threads = [threading.Thread(target=client, args=(p,)) for p in ports]
+threads = [threading.Thread(target=client, args=server) for server in servers]
 for t in threads:
     t.start()
 while any(t.is_alive() for t in threads):
