@@ -20,19 +20,8 @@ skip() {
 }
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 command -v ip >/dev/null && command -v tc >/dev/null || skip "ip and tc (iproute2) are needed"
-probe=rsnetemprobe
-ip netns add "$probe" 2>/dev/null || skip "ip netns add failed (no network namespaces here)"
-if [ "$DELAY_US" != 0 ]; then
-  ip -n "$probe" link set lo up
-  if ! err=$(ip netns exec "$probe" tc qdisc add dev lo root netem delay 100us 2>&1); then
-    ip netns del "$probe"
-    skip "this kernel cannot delay a link (tc qdisc add ... netem: $err); run with a kernel \
-that has sch_netem, or DELAY_US=0 for the namespaces alone"
-  fi
-fi
-ip netns del "$probe"
-
-# The namespaces: every port bench-parallel starts a server on, the mover and the client.
+# The namespaces: every port bench-parallel starts a server on, the mover and the client, and
+# two to probe the host with.
 ports=()
 for base in 3040 3041 3042; do
   for i in 1 2 3 4 5 6; do
@@ -40,20 +29,25 @@ for base in 3040 3041 3042; do
     [ "${REPLICAS:-0}" = 1 ] && ports+=("$((${base}$i + 50))")
   done
 done
-names=()
+names=(rsmover rsclient rsprobe1 rsprobe2)
+for port in "${ports[@]}"; do names+=("rs$port"); done
+# Every name this script may make, removed (a run killed before its teardown left them).
 teardown() {
-  for n in "${names[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  for n in "${names[@]}"; do
+    ip netns del "$n" 2>/dev/null || true
+    ip link del "e$n" 2>/dev/null || true
+  done
   ip link del rsbr0 2>/dev/null || true
 }
 trap teardown EXIT
-ip link add rsbr0 type bridge
+teardown
+ip link add rsbr0 type bridge 2>/dev/null || skip "ip link add ... type bridge failed (no bridges here)"
 ip addr add 10.77.0.254/16 dev rsbr0
 ip link set rsbr0 up
 # add NAME IP: a namespace with a link to the bridge at IP, its packets out delayed.
 add() {
   local name=$1 addr=$2
   ip netns add "$name"
-  names+=("$name")
   ip link add "v$name" type veth peer name "e$name"
   ip link set "e$name" master rsbr0 up
   ip link set "v$name" netns "$name"
@@ -64,6 +58,19 @@ add() {
     ip netns exec "$name" tc qdisc add dev "v$name" root netem delay "${DELAY_US}us"
   fi
 }
+# Two namespaces first: can the host delay a link, and does it pass traffic between them (a
+# host that filters bridged traffic, br_netfilter with a FORWARD DROP policy, does not)?
+if ! err=$(add rsprobe1 10.77.2.1 2>&1); then
+  skip "this host cannot make a delayed link in a namespace ($err); run with a kernel that has \
+sch_netem, or DELAY_US=0 for the namespaces alone"
+fi
+add rsprobe2 10.77.2.2
+# A connection to a closed port is refused at once where packets pass, and times out where not.
+reach=$(ip netns exec rsprobe1 timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.2.2/9' 2>&1 || true)
+case "$reach" in
+  *refused*) ;;
+  *) skip "the bridge does not pass traffic between namespaces here (bridged traffic filtered?)" ;;
+esac
 for port in "${ports[@]}"; do
   add "rs$port" "10.77.$((port / 10 % 100)).$((port % 10))"
 done

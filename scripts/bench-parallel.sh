@@ -34,7 +34,7 @@ bases=(3040 3041 3042)
 work="$(mktemp -d)"
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "bench-parallel: kept $work" >&2 || rm -rf "$work"
 }

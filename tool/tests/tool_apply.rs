@@ -318,12 +318,20 @@ impl Running {
     /// Waits (at most two minutes) for `n` lines that start with `prefix`; false when the
     /// process ended first.
     fn wait_for(&mut self, prefix: &str, n: usize) -> bool {
+        self.wait_until(prefix, |seen| {
+            seen.iter().filter(|l| l.starts_with(prefix)).count() >= n
+        })
+    }
+
+    /// Waits (at most two minutes) until `done` holds of the lines seen so far; false when
+    /// the process ended first. `what` names the wait when it runs out.
+    fn wait_until(&mut self, what: &str, done: impl Fn(&[String]) -> bool) -> bool {
         let deadline = Instant::now() + Duration::from_secs(120);
-        while self.seen.iter().filter(|l| l.starts_with(prefix)).count() < n {
+        while !done(&self.seen) {
             match self.lines.recv_timeout(Duration::from_millis(100)) {
                 Ok(line) => self.seen.push(line),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    assert!(Instant::now() < deadline, "no {prefix:?}: {:?}", self.seen);
+                    assert!(Instant::now() < deadline, "no {what:?}: {:?}", self.seen);
                 }
                 Err(_) => return false,
             }
@@ -953,6 +961,24 @@ fn an_atomic_apply_on_valkey_9_and_its_refusal_elsewhere() {
     assert_same(&before, &keyspace(&cluster), "after the atomic apply");
 }
 
+/// The process id of a child of process `parent` (a server's fork: its BGSAVE), read from
+/// `/proc`; `None` when it has none.
+fn fork_child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // "pid (comm) state ppid ...": the comm may hold spaces, so read after its ')'.
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}
+
 /// Waits (at most a minute) until the masters of `cluster` hold `keys` keys in all: the
 /// sources of atomic slot migrations drop the moved slots' keys after each job ends (a trim).
 fn trimmed(cluster: &Cluster, keys: usize) {
@@ -1012,19 +1038,54 @@ fn a_parallel_atomic_apply_killed_with_its_jobs_running_ends_as_planned() {
     let dry = ok(&dry);
     assert!(dry.contains("is half done key by key"), "{dry}");
     assert!(dry.contains("CLUSTER MIGRATESLOTS SLOTSRANGE"), "{dry}");
-    // Killed once its first job started: the jobs under way go on in the servers; the next
-    // run waits for every one of the plan's (or finds them ended) before it starts another.
+    // The first lane's source holds its exports: a BGSAVE saving a key a second forks the
+    // one child a node has, and an export waits behind it ("waiting-to-snapshot") until the
+    // test kills that child.
+    let held = plan["prediction"]["by_weight"]["lanes"][0]["from"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let held_node = cluster.nodes.iter().find(|s| s.address() == held).unwrap();
+    let mut con = held_node.client();
+    q(&mut con, "CONFIG SET stop-writes-on-bgsave-error no");
+    q(&mut con, "CONFIG SET rdb-key-save-delay 1000000");
+    q(&mut con, "BGSAVE");
+    // Killed once the held source's job started: it goes on in the servers (held); the next
+    // run finds it, says it waits for it, and starts no other job before it ends.
     let mut run = Running::start(&atomic);
+    let started = format!("started on {held}:");
     assert!(
-        run.wait_for("ringslot: atomic slot migration", 1),
+        run.wait_until(&started, |seen| seen.iter().any(|l| l.contains(&started))),
         "{:?}",
         run.seen
     );
     run.child.kill().unwrap();
     run.child.wait().unwrap();
-    let (success, out) = Running::start(&atomic).finish();
+    let mut next = Running::start(&atomic);
+    let waits = format!("still runs on {held}: waiting for it");
+    assert!(
+        next.wait_until(&waits, |seen| seen.iter().any(|l| l.contains(&waits))),
+        "{:?}",
+        next.seen
+    );
+    assert!(
+        !next.seen.iter().any(|l| l.contains("started on")),
+        "a job started before the earlier run's ended: {:?}",
+        next.seen
+    );
+    q(&mut con, "CONFIG SET rdb-key-save-delay 0");
+    let child = fork_child_of(held_node.pid()).expect("the BGSAVE child");
+    let status = Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (success, out) = next.finish();
     assert!(success, "{out}");
-    eprintln!("the run after the kill:\n{out}");
+    assert!(
+        out.contains(&format!("of an earlier run ended on {held}")),
+        "{out}"
+    );
     cluster.converge().unwrap();
     assert_eq!(slot_owners(&cluster), planned_owners(&plan));
     check_clean(&cluster);

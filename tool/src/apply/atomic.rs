@@ -235,18 +235,8 @@ impl Prepared {
                 );
             }
             let moved = self.atomic_job(&job, wait)?;
-            for (&index, &(keys, bytes)) in job.iter().zip(&moved) {
-                self.position.mark_done(index);
-                if let Some(mv) = self.plan.moves.get(index) {
-                    applied.add(keys, bytes);
-                    on(Event::Slot {
-                        index,
-                        total,
-                        mv,
-                        keys,
-                        bytes,
-                    });
-                }
+            for (&index, &m) in job.iter().zip(&moved) {
+                self.done(index, m, applied, on);
             }
         }
         Ok(())
@@ -255,8 +245,13 @@ impl Prepared {
     /// One job: the moves `job` (by index, one source and one target) by atomic slot
     /// migration, their memory judged as a whole first (an atomic job moves its slots whole;
     /// the source keeps its copy until the job's trim). Returns each move's keys and bytes as
-    /// planned. Error: a limit the job would cross (no job started), or the job's own.
-    pub(super) fn atomic_job(&mut self, job: &[usize], wait: Duration) -> Result<Vec<(u64, u64)>> {
+    /// planned, `None` for a move whose slot its target already served (an earlier run's job
+    /// moved it). Error: a limit the job would cross (no job started), or the job's own.
+    pub(super) fn atomic_job(
+        &mut self,
+        job: &[usize],
+        wait: Duration,
+    ) -> Result<Vec<Option<(u64, u64)>>> {
         let moves: Vec<SlotMove> = job
             .iter()
             .filter_map(|&i| self.plan.moves.get(i).cloned())
@@ -273,8 +268,11 @@ impl Prepared {
                 );
             }
         }
-        self.migrate_group(first, &moves, wait)?;
-        Ok(moves.iter().map(|m| (m.keys, m.bytes as u64)).collect())
+        let moved = self.migrate_group(first, &moves, wait)?;
+        Ok(moves
+            .iter()
+            .map(|m| moved.contains(&m.slot).then_some((m.keys, m.bytes as u64)))
+            .collect())
     }
 
     /// The plan's own jobs that an earlier run (killed or interrupted) left running, on every
@@ -313,14 +311,14 @@ impl Prepared {
         on: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let to_id = job.get("target_node").cloned().unwrap_or_default();
+        // Every move of the plan between the two masters, done or not: a job caught while its
+        // target already serves the slots (the source not yet told) is the plan's too.
         let mine: Vec<usize> = (0..self.plan.moves.len())
             .filter(|&i| {
-                !self.position.done.get(i).copied().unwrap_or(true)
-                    && self
-                        .plan
-                        .moves
-                        .get(i)
-                        .is_some_and(|m| m.from == at && self.masters.id(&m.to) == to_id)
+                self.plan
+                    .moves
+                    .get(i)
+                    .is_some_and(|m| m.from == at && self.masters.id(&m.to) == to_id)
             })
             .collect();
         let wanted: BTreeSet<u16> = mine
@@ -340,11 +338,13 @@ impl Prepared {
         let view = nodes_on(&mut self.masters.node(&to)?.con)?;
         let mut moved = 0;
         for i in mine {
-            if self
-                .plan
-                .moves
-                .get(i)
-                .is_some_and(|m| claims(&view, m.slot))
+            let done = self.position.done.get(i).copied().unwrap_or(true);
+            if !done
+                && self
+                    .plan
+                    .moves
+                    .get(i)
+                    .is_some_and(|m| claims(&view, m.slot))
             {
                 self.position.mark_done(i);
                 moved += 1;
@@ -397,9 +397,16 @@ impl Prepared {
     /// interrupted while it ran) is waited for, not started again; any other running job stops
     /// the run. Then the target's view, read after the jobs, tells which of the group's slots
     /// are still to move (a job that ended since the run began has given it its slots).
-    fn migrate_group(&mut self, start: usize, group: &[SlotMove], wait: Duration) -> Result<()> {
+    /// Returns the slots moved by the jobs this call started.
+    fn migrate_group(
+        &mut self,
+        start: usize,
+        group: &[SlotMove],
+        wait: Duration,
+    ) -> Result<BTreeSet<u16>> {
+        let mut moved = BTreeSet::new();
         let Some(m) = group.first() else {
-            return Ok(());
+            return Ok(moved);
         };
         let mut slots: Vec<u16> = group.iter().map(|p| p.slot).collect();
         slots.sort_unstable();
@@ -432,7 +439,7 @@ impl Prepared {
                 .filter(|&slot| !claims(&view, slot))
                 .collect();
             if left.is_empty() {
-                return Ok(());
+                return Ok(moved);
             }
             if let Some(why) = failure.take() {
                 bail!(
@@ -466,6 +473,7 @@ impl Prepared {
                 );
             }
             let name = self.start_job(&at, &m.to, &to_id, &left)?;
+            moved.extend(left.iter().copied());
             failure = self.wait_job(&at, &name, wait)?;
         }
     }

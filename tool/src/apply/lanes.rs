@@ -52,12 +52,12 @@ pub(crate) const MAX_PARALLEL: usize = 64;
 enum Report {
     /// Something the operator should see (a big key, a wait for a replica).
     Notice(String),
-    /// The unit that began at move `first` ended: each of its moves' (keys, bytes), or why
-    /// it stopped.
+    /// The unit that began at move `first` ended: each of its moves' (keys, bytes) moved by
+    /// this run (`None`: an earlier run moved it), or why it stopped.
     Done {
         worker: usize,
         first: usize,
-        result: Result<Vec<(u64, u64)>>,
+        result: Result<Vec<Option<(u64, u64)>>>,
     },
 }
 
@@ -137,8 +137,8 @@ pub(crate) fn next_ready(
 
 impl Prepared {
     /// Another worker for a parallel run: the plan and the position as they are, its own
-    /// connections to the seed and every master, the limits shared, no pacing. Error: a node
-    /// that cannot be reached.
+    /// connections to the seed and every master, the limits and the pacer (`--max-latency`)
+    /// shared. Error: a node that cannot be reached.
     fn worker(&self) -> Result<Prepared> {
         Ok(Prepared {
             plan: self.plan.clone(),
@@ -283,11 +283,17 @@ impl Prepared {
                 }
             }
         });
+        // Every unit's reason is said: an atomic job stopped waiting for (Ctrl-C, the wait
+        // running out) goes on in the servers, and its name and source are in its reason.
         let mut failures = failures.into_iter();
         if let Some(first) = failures.next() {
-            let others = failures.count();
-            if others > 0 {
-                bail!("{first:#} (and {others} other moves or jobs under way failed too)");
+            let others: Vec<String> = failures.map(|e| format!("{e:#}")).collect();
+            if !others.is_empty() {
+                bail!(
+                    "{first:#}; and {} other moves or jobs under way stopped: {}",
+                    others.len(),
+                    others.join("; ")
+                );
             }
             return Err(first);
         }
@@ -310,19 +316,20 @@ impl Prepared {
         Ok(applied)
     }
 
-    /// Records move `index` done (`moved`: its keys and bytes) and reports it, unless it was
-    /// only closed (moved by an earlier run).
-    fn done(
+    /// Records move `index` done (`moved`: its keys and bytes, `None` when an earlier run
+    /// moved them) and reports it, unless it was only closed or moved by an earlier run.
+    pub(super) fn done(
         &mut self,
         index: usize,
-        moved: (u64, u64),
+        moved: Option<(u64, u64)>,
         applied: &mut Applied,
         on: &mut dyn FnMut(Event),
     ) {
         let closing = self.position.done.get(index).copied().unwrap_or(false);
         self.position.mark_done(index);
-        let (total, (keys, bytes)) = (self.plan.moves.len(), moved);
-        if let (false, Some(mv)) = (closing, self.plan.moves.get(index)) {
+        let total = self.plan.moves.len();
+        if let (false, Some((keys, bytes)), Some(mv)) = (closing, moved, self.plan.moves.get(index))
+        {
             applied.add(keys, bytes);
             on(Event::Slot {
                 index,
@@ -368,7 +375,7 @@ fn work(
                     .cloned()
                     .ok_or_else(|| anyhow!("the plan has no move {}", first + 1))?;
                 let km = worker.checked(&m, &opts, &mut limiter, &mut moved, &mut said)?;
-                Ok(vec![km])
+                Ok(vec![Some(km)])
             }
             Carry::Atomic(wait) => worker.atomic_job(&unit, wait),
         }))

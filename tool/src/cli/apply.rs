@@ -148,10 +148,14 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     if !a.yes {
         confirm()?;
     }
-    on_ctrl_c(
+    on_ctrl_c(if a.atomic {
+        "interrupted; no new atomic job starts, and the jobs under way go on in the servers \
+         (CLUSTER CANCELSLOTMIGRATIONS on their sources would cancel them; the same command \
+         waits for them and goes on)"
+    } else {
         "interrupted; stopping once the slot under way is moved and closed (Ctrl-C again \
-         exits at once, leaving it open)",
-    )?;
+         exits at once, leaving it open)"
+    })?;
     let mut progress = Progress::new(bytes, a.atomic);
     let outcome = if a.atomic {
         prepared.run_atomic(Duration::from_secs(a.atomic_wait), a.parallel, &mut |e| {
@@ -193,7 +197,14 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
              the same"
         );
     }
-    if a.parallel > 1 {
+    if a.parallel > 1 && a.atomic {
+        println!(
+            "# with --parallel {}: up to {0} atomic jobs at once, each between two masters in no \
+             other job; each job below is a lane's moves (cut where a master kept in the plan's \
+             order takes part in another lane's move between them)",
+            a.parallel
+        );
+    } else if a.parallel > 1 {
         let lanes = &prepared.plan.lanes;
         println!(
             "# with --parallel {}: up to {} moves at once, each between two masters in no other \
