@@ -596,7 +596,9 @@ impl Prepared {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lanes::next_ready;
     use super::*;
+    use proptest::prelude::*;
 
     fn mv(slot: u16, from: &str, to: &str) -> SlotMove {
         SlotMove {
@@ -678,5 +680,116 @@ mod tests {
             lane_jobs(&moves, &[true, false, false, true, false], &none),
             vec![vec![1], vec![2, 4]]
         );
+    }
+
+    /// A plan over slots 0 to 39 owned by masters "m0" to "m4" (`owners`, by slot; every
+    /// other slot m0's), moving each slot of `moves` (slot, target) once, in that order, to a
+    /// target other than its owner.
+    fn random_plan(owners: &[u8], moves: &[(usize, u8)]) -> crate::plan::SlotPlan {
+        use crate::plan::{lanes_of, owned_ranges, SlotPlan, WeightBy, PLAN_VERSION};
+        let name = |m: u8| format!("m{m}");
+        let start: Vec<Option<String>> = (0..ringslot_engine::SLOT_COUNT)
+            .map(|s| Some(name(owners.get(s).copied().unwrap_or(0))))
+            .collect();
+        let mut seen = BTreeSet::new();
+        let moves: Vec<SlotMove> = moves
+            .iter()
+            .filter(|&&(slot, to)| owners.get(slot) != Some(&to) && seen.insert(slot))
+            .map(|&(slot, to)| mv(slot as u16, &name(owners[slot]), &name(to)))
+            .collect();
+        SlotPlan {
+            version: PLAN_VERSION,
+            by: WeightBy::Bytes,
+            tolerance: 0.05,
+            start: owned_ranges(&start),
+            ids: Default::default(),
+            lanes: lanes_of(&moves),
+            moves,
+        }
+    }
+
+    proptest! {
+        /// Jobs side by side, from any prefix of the plan done, each ending in any order: every
+        /// move not done is in one job of one source and one target; no master is in two jobs
+        /// at once; and two moves of one lane, or of one master kept in the plan's order
+        /// ([`kept_in_order`]), are in one job or in jobs that run one after the other in the
+        /// plan's order. No schedule stalls.
+        #[test]
+        fn jobs_side_by_side_keep_each_master_in_one_job_and_the_plans_order(
+            owners in prop::collection::vec(0u8..5, 40),
+            moves in prop::collection::vec((0usize..40, 0u8..5), 0..30),
+            workers in 1usize..4,
+            done_share in 0.0f64..1.0,
+            ends in prop::collection::vec(any::<prop::sample::Index>(), 40),
+        ) {
+            let plan = random_plan(&owners, &moves);
+            let total = plan.moves.len();
+            let done: Vec<bool> = (0..total).map(|i| (i as f64) < done_share * total as f64).collect();
+            let kept = kept_in_order(&plan);
+            let jobs = lane_jobs(&plan.moves, &done, &kept);
+            // Every move not done is in exactly one job, of one pair, ascending.
+            let mut job_of = vec![usize::MAX; total];
+            for (k, job) in jobs.iter().enumerate() {
+                prop_assert!(job.windows(2).all(|w| w[0] < w[1]));
+                let pair = |i: usize| (plan.moves[i].from.clone(), plan.moves[i].to.clone());
+                prop_assert!(job.iter().all(|&i| pair(i) == pair(job[0])));
+                for &i in job {
+                    prop_assert_eq!(job_of[i], usize::MAX);
+                    job_of[i] = k;
+                }
+            }
+            for i in 0..total {
+                prop_assert_eq!(job_of[i] == usize::MAX, done[i]);
+            }
+            // Run them: up to `workers` at once, the one to end picked by `ends`.
+            let lane_of = plan.lane_of_moves();
+            let firsts: BTreeMap<usize, usize> =
+                jobs.iter().enumerate().map(|(k, j)| (j[0], k)).collect();
+            let mut waiting: Vec<usize> = firsts.keys().copied().collect();
+            let mut under_way: BTreeSet<usize> = BTreeSet::new();
+            let (mut started, mut ended) = (vec![0usize; jobs.len()], vec![0usize; jobs.len()]);
+            let mut clock = 0;
+            let mut turn = 0;
+            while !waiting.is_empty() || !under_way.is_empty() {
+                while under_way.len() < workers {
+                    let Some(at) = next_ready(&plan, &lane_of, &kept, &waiting, &under_way) else {
+                        break;
+                    };
+                    let first = waiting.remove(at);
+                    clock += 1;
+                    started[firsts[&first]] = clock;
+                    under_way.insert(first);
+                }
+                prop_assert!(!under_way.is_empty(), "stalled with {:?}", waiting);
+                // No master in two jobs under way.
+                let mut busy = BTreeSet::new();
+                for &f in &under_way {
+                    prop_assert!(busy.insert(plan.moves[f].from.clone()));
+                    prop_assert!(busy.insert(plan.moves[f].to.clone()));
+                }
+                let pick = ends[turn % ends.len()].index(under_way.len());
+                turn += 1;
+                let first = under_way.iter().copied().nth(pick).unwrap_or_default();
+                under_way.remove(&first);
+                clock += 1;
+                ended[firsts[&first]] = clock;
+            }
+            // The plan's order where it binds.
+            for i in (0..total).filter(|&i| !done[i]) {
+                for j in (i + 1..total).filter(|&j| !done[j]) {
+                    let (a, b) = (&plan.moves[i], &plan.moves[j]);
+                    let shared_kept = [&a.from, &a.to]
+                        .iter()
+                        .any(|x| kept.contains(x.as_str()) && (**x == b.from || **x == b.to));
+                    if lane_of[i] == lane_of[j] || shared_kept {
+                        let (ji, jj) = (job_of[i], job_of[j]);
+                        prop_assert!(
+                            ji == jj || ended[ji] < started[jj],
+                            "moves {} and {} out of order: {:?}", i, j, jobs
+                        );
+                    }
+                }
+            }
+        }
     }
 }
