@@ -31,9 +31,10 @@ enum Command {
     Members(members::MembersArgs),
     /// Carries out a plan by weight (`ringslot predict ... --by bytes --json > plan.json`) on
     /// the cluster at --url: each slot moved as redis-cli moves one (SETSLOT IMPORTING and
-    /// MIGRATING, MIGRATE in batches, SETSLOT NODE everywhere). Writes: asks for a
-    /// confirmation unless --yes; --dry-run prints the commands instead. Interrupted, it goes
-    /// on when run again with the same plan.
+    /// MIGRATING, MIGRATE in batches, SETSLOT NODE everywhere), or with --atomic by Valkey 9's
+    /// atomic slot migration; --parallel N moves between disjoint pairs of masters at once.
+    /// Writes: asks for a confirmation unless --yes; --dry-run prints the commands instead.
+    /// Interrupted, it goes on when run again with the same plan.
     Apply(apply::ApplyArgs),
 }
 

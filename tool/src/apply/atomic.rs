@@ -413,8 +413,10 @@ impl Prepared {
         let wanted: BTreeSet<u16> = slots.iter().copied().collect();
         if let Some(why) = self.health(start)? {
             bail!(
-                "the apply stopped before the atomic migration of {} slots {} -> {}: {why}. \
-                 Slots already moved stay moved; after a failover, make a new plan",
+                "the apply stopped before the atomic migration of {} slots {} -> {} (no job was \
+                 started for them): {why}. Slots already moved stay moved. Run the same command \
+                 again once `redis-cli --cluster check` is clean; after a failover the plan's \
+                 masters changed: make a new plan",
                 slots.len(),
                 m.from,
                 m.to

@@ -60,7 +60,11 @@ impl fmt::Display for Stop {
                 "{node} is not the master it was (a failover: now {}, id {id})",
                 if *replica { "a replica" } else { "a master" }
             ),
-            Stop::ClusterState { node, state } => write!(f, "{node} says cluster_state:{state}"),
+            Stop::ClusterState { node, state } => write!(
+                f,
+                "{node} says cluster_state:{state} (a master just added says so for a few \
+                 seconds, until it has heard from the others)"
+            ),
             Stop::AtomicMigration { node, job, slots } => write!(
                 f,
                 "{node} runs an atomic slot migration ({job} of slots {slots}): run with \
