@@ -55,8 +55,8 @@ pub struct ApplyArgs {
     pub parallel: usize,
     /// Move the slots by Valkey 9's atomic slot migration (CLUSTER MIGRATESLOTS, one job per
     /// run of moves between the same two masters, with --parallel per lane) instead of key by
-    /// key. Every master must be
-    /// Valkey 9 or later (and a module loaded there must declare support for it).
+    /// key. Every master must be Valkey 9 or later (and a module loaded there must declare
+    /// support for it).
     #[arg(long, conflicts_with_all = ["replace", "max_bytes_per_sec", "max_latency"])]
     pub atomic: bool,
     /// The part of each node's limit kept free, in percent (under 90): the run refuses,
