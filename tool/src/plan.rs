@@ -327,6 +327,39 @@ impl SlotPlan {
 }
 
 #[cfg(test)]
+impl SlotPlan {
+    /// A plan for unit tests: `moves` from `start` (every slot's owner, by slot), by bytes
+    /// within 5%, its lanes derived from the moves, no node ids.
+    pub(crate) fn for_test(start: &[Option<String>], moves: Vec<SlotMove>) -> SlotPlan {
+        SlotPlan {
+            version: PLAN_VERSION,
+            by: WeightBy::Bytes,
+            tolerance: 0.05,
+            start: owned_ranges(start),
+            ids: BTreeMap::new(),
+            lanes: lanes_of(&moves),
+            moves,
+        }
+    }
+}
+
+#[cfg(test)]
+impl SlotMove {
+    /// A move for unit tests: `slot` from `from` to `to`, one key of one byte.
+    pub(crate) fn for_test(slot: u16, from: &str, to: &str) -> SlotMove {
+        SlotMove {
+            slot,
+            from: from.into(),
+            to: to.into(),
+            keys: 1,
+            bytes: 1.0,
+            memory: None,
+            big: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -603,15 +603,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn mv(slot: u16, from: &str, to: &str) -> SlotMove {
-        SlotMove {
-            slot,
-            from: from.into(),
-            to: to.into(),
-            keys: 1,
-            bytes: 1.0,
-            memory: None,
-            big: None,
-        }
+        SlotMove::for_test(slot, from, to)
     }
 
     #[test]
@@ -688,7 +680,6 @@ mod tests {
     /// other slot m0's), moving each slot of `moves` (slot, target) once, in that order, to a
     /// target other than its owner.
     fn random_plan(owners: &[u8], moves: &[(usize, u8)]) -> crate::plan::SlotPlan {
-        use crate::plan::{lanes_of, owned_ranges, SlotPlan, WeightBy, PLAN_VERSION};
         let name = |m: u8| format!("m{m}");
         let start: Vec<Option<String>> = (0..ringslot_engine::SLOT_COUNT)
             .map(|s| Some(name(owners.get(s).copied().unwrap_or(0))))
@@ -699,15 +690,7 @@ mod tests {
             .filter(|&&(slot, to)| owners.get(slot) != Some(&to) && seen.insert(slot))
             .map(|&(slot, to)| mv(slot as u16, &name(owners[slot]), &name(to)))
             .collect();
-        SlotPlan {
-            version: PLAN_VERSION,
-            by: WeightBy::Bytes,
-            tolerance: 0.05,
-            start: owned_ranges(&start),
-            ids: Default::default(),
-            lanes: lanes_of(&moves),
-            moves,
-        }
+        crate::plan::SlotPlan::for_test(&start, moves)
     }
 
     proptest! {

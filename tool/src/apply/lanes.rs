@@ -395,7 +395,7 @@ fn work(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{lanes_of, owned_ranges, SlotMove, WeightBy, PLAN_VERSION};
+    use crate::plan::{owned_ranges, SlotMove};
     use ringslot_engine::SLOT_COUNT;
 
     const A: &str = "10.0.0.1:7000";
@@ -408,27 +408,11 @@ mod tests {
         let start: Vec<Option<String>> = (0..SLOT_COUNT)
             .map(|s| Some(if s < 8192 { A } else { B }.to_string()))
             .collect();
-        let moves: Vec<SlotMove> = moves
+        let moves = moves
             .iter()
-            .map(|&(slot, from, to)| SlotMove {
-                slot,
-                from: from.into(),
-                to: to.into(),
-                keys: 1,
-                bytes: 1.0,
-                memory: None,
-                big: None,
-            })
+            .map(|&(slot, from, to)| SlotMove::for_test(slot, from, to))
             .collect();
-        SlotPlan {
-            version: PLAN_VERSION,
-            by: WeightBy::Bytes,
-            tolerance: 0.05,
-            start: owned_ranges(&start),
-            ids: Default::default(),
-            lanes: lanes_of(&moves),
-            moves,
-        }
+        SlotPlan::for_test(&start, moves)
     }
 
     /// The rounds a run with `n` workers goes through when every move takes as long: the moves
