@@ -583,6 +583,32 @@ fn a_parallel_apply_killed_in_its_lanes_and_run_again_ends_as_planned() {
     assert!(out.contains("ringslot: pacing cost "), "{out}");
 }
 
+/// The URL of user `ringslot-apply`, made on every node of `cluster` with the rules
+/// docs/cluster.md gives `apply`.
+fn apply_user(cluster: &Cluster) -> String {
+    // As the user docs/cluster.md gives `apply`, made on every node.
+    // On Valkey 9 also +cluster|getslotmigrations (Redis 7.0 refuses a rule naming a
+    // subcommand it does not have).
+    // Valkey 8 and later replicate SETSLOT; Redis does not.
+    let valkey =
+        text(&q(&mut cluster.nodes[0].client(), "INFO server")).contains("server_name:valkey");
+    let extra = if valkey {
+        " +cluster|getslotmigrations"
+    } else {
+        ""
+    };
+    for s in &cluster.nodes {
+        q(
+            &mut s.client(),
+            &format!("ACL SETUSER ringslot-apply on >apply-secret resetkeys ~* {APPLY_ACL}{extra}"),
+        );
+    }
+    format!(
+        "redis://ringslot-apply:apply-secret@{}",
+        cluster.nodes[0].address()
+    )
+}
+
 #[test]
 fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
     let mut cluster =
@@ -650,27 +676,7 @@ fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = plan_file(&dir, &plan);
-    // As the user docs/cluster.md gives `apply`, made on every node.
-    // On Valkey 9 also +cluster|getslotmigrations (Redis 7.0 refuses a rule naming a
-    // subcommand it does not have).
-    // Valkey 8 and later replicate SETSLOT; Redis does not.
-    let valkey =
-        text(&q(&mut cluster.nodes[0].client(), "INFO server")).contains("server_name:valkey");
-    let extra = if valkey {
-        " +cluster|getslotmigrations"
-    } else {
-        ""
-    };
-    for s in &cluster.nodes {
-        q(
-            &mut s.client(),
-            &format!("ACL SETUSER ringslot-apply on >apply-secret resetkeys ~* {APPLY_ACL}{extra}"),
-        );
-    }
-    let url = format!(
-        "redis://ringslot-apply:apply-secret@{}",
-        cluster.nodes[0].address()
-    );
+    let url = apply_user(&cluster);
     // A plan whose masters were other nodes at the same addresses (a cluster rebuilt on the
     // same ports): refused.
     let mut other = plan.clone();

@@ -196,34 +196,7 @@ fn a_rebalance_keeps_every_node_within_its_limit_and_every_replica_whole() {
         serde_json::from_str(&ok(&args)).unwrap()
     };
     let tight = predict(&[]);
-    let p = &tight["prediction"];
-    // The risks name the joining master under redis-cli's plan, first of all.
-    let risks = p["risks"].to_string();
-    assert!(risks.contains(&joining_address), "{risks}");
-    let node = p["capacity"]["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["memory"]["address"] == joining_address.as_str())
-        .unwrap_or_else(|| panic!("{} in {}", joining_address, p["capacity"]));
-    let redis_cli_peak = node["peaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["plan"].as_str().unwrap().contains("redis-cli"))
-        .unwrap();
-    assert_eq!(redis_cli_peak["verdict"], "crosses", "{node}");
-    // The big keys are listed, from their lengths and MEMORY USAGE.
-    let big: Vec<&str> = p["big_keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["key"].as_str().unwrap())
-        .collect();
-    assert!(big.contains(&"{big}:hash"), "{big:?}");
-    // The plan by memory cut the joining master's share to its room.
-    let capped = p["by_weight"]["capped"].to_string();
-    assert!(capped.contains(&joining_address), "{}", p["by_weight"]);
+    assert_tight(&tight, &joining_address);
 
     // With room (24 MB like its peers), the plan by memory follows each master's maxmemory.
     set_maxmemory(&pair, 24 * mb);
@@ -303,6 +276,47 @@ fn a_rebalance_keeps_every_node_within_its_limit_and_every_replica_whole() {
     assert_same(&before, &keyspace(&cluster), "before and after the apply");
     assert_replicas_equal(&cluster);
 
+    assert_even_fill(&cluster, joining, weight);
+}
+
+/// The joining master (`joining`) is named by the risks of a tight prediction `tight`
+/// (redis-cli's plan crosses its limit), the big hash is listed, and the plan by memory cut
+/// the joining master's share to its room.
+fn assert_tight(tight: &serde_json::Value, joining_address: &str) {
+    let p = &tight["prediction"];
+    // The risks name the joining master under redis-cli's plan, first of all.
+    let risks = p["risks"].to_string();
+    assert!(risks.contains(joining_address), "{risks}");
+    let node = p["capacity"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["memory"]["address"] == joining_address)
+        .unwrap_or_else(|| panic!("{} in {}", joining_address, p["capacity"]));
+    let redis_cli_peak = node["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["plan"].as_str().unwrap().contains("redis-cli"))
+        .unwrap();
+    assert_eq!(redis_cli_peak["verdict"], "crosses", "{node}");
+    // The big keys are listed, from their lengths and MEMORY USAGE.
+    let big: Vec<&str> = p["big_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert!(big.contains(&"{big}:hash"), "{big:?}");
+    // The plan by memory cut the joining master's share to its room.
+    let capped = p["by_weight"]["capped"].to_string();
+    assert!(capped.contains(joining_address), "{}", p["by_weight"]);
+}
+
+/// Each master's fill ratio (MEMORY USAGE of its data keys over its maxmemory) is within the
+/// plan's tolerance of the mean, by the by-weight section `weight` of the prediction applied.
+fn assert_even_fill(cluster: &Cluster, joining: usize, weight: &serde_json::Value) {
+    let mb = 1u64 << 20;
     // Even fill ratios: each master's MEMORY USAGE over its maxmemory within the plan's
     // tolerance (by the weight the plan evens); used_memory itself, reported.
     let limits: BTreeMap<String, f64> = [(0, 24.0), (1, 24.0), (2, 48.0), (joining, 24.0)]
@@ -316,7 +330,7 @@ fn a_rebalance_keeps_every_node_within_its_limit_and_every_replica_whole() {
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
         ratios.iter().fold(0.0f64, |a, &r| a.max(r)) / mean
     };
-    let by_memory = spread(&fill(&memory_by_master(&cluster)));
+    let by_memory = spread(&fill(&memory_by_master(cluster)));
     let tolerance = weight["tolerance"].as_f64().unwrap();
     let used: BTreeMap<String, f64> = limits
         .keys()

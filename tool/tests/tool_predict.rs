@@ -138,6 +138,18 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         "rings keyed by flavour"
     );
     assert!(json["prediction"]["holds"][0]["keys_read"].as_u64() > Some(0));
+    rings_equal_one_server(&cluster, &mut one, &rows);
+    expired_keys_are_counted_by_neither_way(&seed, dir, &owners, &mut cons, &rows);
+    bad_clusters_are_refused(&mut cluster, &mut cons, dir);
+}
+
+/// Each ring flavour's row of the tool's CSV equals `RING.MOVES ... KEYS` on the standalone
+/// server `one` over the same keys, with the masters as redis-cli loads them from the seed.
+fn rings_equal_one_server(
+    cluster: &Cluster,
+    one: &mut redis::Connection,
+    rows: &HashMap<String, HashMap<String, String>>,
+) {
     // The masters as redis-cli loads them from the seed: the seed, then the other masters in
     // the order of its CLUSTER NODES.
     let listed = cluster_nodes(&cluster.nodes[0]).unwrap();
@@ -150,10 +162,10 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     }
     for flavour in ["native", "ketama", "groupcache"] {
         let ring = format!("ring:{flavour}");
-        q(&mut one, &format!("RING.CREATE {ring} COMPAT {flavour}"));
-        q(&mut one, &format!("RING.ADD {ring} {}", masters.join(" ")));
+        q(one, &format!("RING.CREATE {ring} COMPAT {flavour}"));
+        q(one, &format!("RING.ADD {ring} {}", masters.join(" ")));
         let reply = map(&q(
-            &mut one,
+            one,
             &format!("RING.MOVES {ring} ADD 10.9.9.9:7000 KEYS key:*"),
         ));
         let section = |name: &str| map(&reply[name]);
@@ -180,7 +192,16 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
             );
         }
     }
+}
 
+/// Keys past their expiry are counted by neither way of predicting.
+fn expired_keys_are_counted_by_neither_way(
+    seed: &str,
+    dir: &str,
+    owners: &[Option<String>],
+    cons: &mut HashMap<String, redis::Connection>,
+    rows: &HashMap<String, HashMap<String, String>>,
+) {
     // Keys past their expiry that Redis has not reclaimed (active expiry off) are counted by
     // CLUSTER COUNTKEYSINSLOT but never migrated: neither way counts them. (Either way's reads
     // reclaim them, so each run gets its own.)
@@ -199,7 +220,7 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         let md = ok(&[
             "predict",
             "--url",
-            &seed,
+            seed,
             "--out",
             dir,
             "--add",
@@ -208,7 +229,7 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
             "--flavours",
             "native",
         ]);
-        let rows = csv_rows(&out.path().join("predict.csv"));
+        let rows = csv_rows(&Path::new(dir).join("predict.csv"));
         assert_eq!(n(&rows[SLOTS_ROW], "keys"), 20000, "{mode}: {md}");
         assert_eq!(n(&rows[SLOTS_ROW], "moved"), slots_moved, "{mode}: {md}");
         assert_eq!(n(&rows["ring (native)"], "keys"), 20000, "{mode}: {md}");
@@ -216,7 +237,16 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
     for c in cons.values_mut() {
         q(c, "DEBUG SET-ACTIVE-EXPIRE 1");
     }
+}
 
+/// A migrating slot and a failing master are refused; a master without the module makes the
+/// prediction read-only.
+fn bad_clusters_are_refused(
+    cluster: &mut Cluster,
+    cons: &mut HashMap<String, redis::Connection>,
+    dir: &str,
+) {
+    let seed = cluster.nodes[0].url();
     // A migrating slot: refused, nothing written.
     let id1 = cluster.node_id(1).unwrap();
     let m0 = cons.get_mut(&cluster.nodes[0].address()).unwrap();
@@ -630,6 +660,70 @@ fn tool_commands(con: &mut redis::Connection) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Asserts that command `c`, which the tool sent `address`, asks for bounded work: a big key
+/// (one of `big`) only in O(1) commands and sampled MEMORY USAGE; SCAN at most 1000 keys a
+/// call; the sizes' scripts at most 100 keys of one slot; RING.MOVES ... SLOTS at most
+/// `CHUNK_KEYS` keys (by `per_slot`) or one slot.
+fn assert_bounded(address: &str, c: &[String], per_slot: &[u64], big: &[&str]) {
+    let number = |v: &str| v.parse::<u64>().unwrap_or(u64::MAX);
+    let name = c[0].to_uppercase();
+    let arg = |i: usize| c.get(i).map(String::as_str).unwrap_or("");
+    // A big key is named only by O(1) commands and MEMORY USAGE with a few samples
+    // (and inside the sizes' scripts, which size it the same way: the test checks in its JSON).
+    if c.iter().any(|a| big.contains(&a.as_str())) {
+        match name.as_str() {
+            "TYPE" | "OBJECT" | "STRLEN" | "HLEN" | "EXISTS" | "EVAL_RO" => {}
+            "MEMORY" => {
+                let samples = c.iter().position(|a| a.eq_ignore_ascii_case("SAMPLES"));
+                assert!(
+                    samples.is_some_and(|i| (1..=5).contains(&number(arg(i + 1)))),
+                    "{address}: a big key's MEMORY USAGE reads at most 5 samples: {c:?}"
+                );
+            }
+            _ => panic!("{address}: a big key in a command of unbounded work: {c:?}"),
+        }
+    }
+    match name.as_str() {
+        "SCAN" => {
+            let count = c.iter().position(|a| a.eq_ignore_ascii_case("COUNT"));
+            assert!(count.is_some_and(|i| number(arg(i + 1)) <= 1000), "{c:?}");
+        }
+        "EVAL_RO" => {
+            let numkeys = number(arg(2));
+            assert!(numkeys <= 100, "{address}: {c:?}");
+            // The keys, then the byte budget (SLOWLOG keeps 32 arguments).
+            let keys: std::collections::BTreeSet<u16> = c
+                .iter()
+                .skip(3)
+                .take(numkeys as usize)
+                .filter(|k| !k.starts_with("... ("))
+                .map(|k| key_slot(k.as_bytes()))
+                .collect();
+            assert!(keys.len() <= 1, "one slot a call: {c:?}");
+        }
+        "CLUSTER" if arg(1).eq_ignore_ascii_case("GETKEYSINSLOT") => {
+            assert!(number(arg(3)) <= 16384, "{c:?}");
+        }
+        "RING.MOVES" => {
+            // The permission probe has no SLOTS (it fails on its missing ring).
+            if let Some(i) = c.iter().position(|a| a.eq_ignore_ascii_case("SLOTS")) {
+                let (a, b) = (number(arg(i + 1)) as usize, number(arg(i + 2)) as usize);
+                let keys: u64 = per_slot.get(a..=b).map_or(u64::MAX, |s| s.iter().sum());
+                assert!(
+                    a == b || keys <= ringslot_tool::predict::CHUNK_KEYS,
+                    "{keys} keys in one call: {c:?}"
+                );
+            }
+        }
+        // Everything else the tool sends is O(1) or a node's own description.
+        "CLUSTER" | "PING" | "INFO" | "CLIENT" | "DUMP" | "MEMORY" | "EXISTS" | "MODULE"
+        | "RING.MIRROR" | "RING.PLAN" | "RING.INFO" | "RESTORE" | "EXPIRE" | "DEL" | "WATCH"
+        | "UNWATCH" | "MULTI" | "EXEC" | "GET" | "COMMAND" | "TYPE" | "OBJECT" | "STRLEN"
+        | "HLEN" | "LLEN" | "SCARD" | "ZCARD" | "XLEN" => {}
+        other => panic!("{address}: an unexpected command from the tool: {other} {c:?}"),
+    }
+}
+
 #[test]
 fn each_command_of_the_tool_does_bounded_work() {
     // Issue 31: no command of either way may hold a master past 10 ms. A timed bound in CI
@@ -720,68 +814,12 @@ fn each_command_of_the_tool_does_bounded_work() {
             assert_eq!(k["length"], length, "{k}");
         }
     }
-    let number = |v: &str| v.parse::<u64>().unwrap_or(u64::MAX);
     let mut seen = std::collections::BTreeSet::new();
     for (address, con) in cons.iter_mut() {
         q(con, "CONFIG SET slowlog-log-slower-than 10000");
         for c in tool_commands(con) {
-            let name = c[0].to_uppercase();
-            seen.insert(name.clone());
-            let arg = |i: usize| c.get(i).map(String::as_str).unwrap_or("");
-            // A big key is named only by O(1) commands and MEMORY USAGE with a few samples
-            // (and inside the sizes' scripts, which size it the same way: the JSON above).
-            if c.iter().any(|a| a == big_hash || a == big_string) {
-                match name.as_str() {
-                    "TYPE" | "OBJECT" | "STRLEN" | "HLEN" | "EXISTS" | "EVAL_RO" => {}
-                    "MEMORY" => {
-                        let samples = c.iter().position(|a| a.eq_ignore_ascii_case("SAMPLES"));
-                        assert!(
-                            samples.is_some_and(|i| (1..=5).contains(&number(arg(i + 1)))),
-                            "{address}: a big key's MEMORY USAGE reads at most 5 samples: {c:?}"
-                        );
-                    }
-                    _ => panic!("{address}: a big key in a command of unbounded work: {c:?}"),
-                }
-            }
-            match name.as_str() {
-                "SCAN" => {
-                    let count = c.iter().position(|a| a.eq_ignore_ascii_case("COUNT"));
-                    assert!(count.is_some_and(|i| number(arg(i + 1)) <= 1000), "{c:?}");
-                }
-                "EVAL_RO" => {
-                    let numkeys = number(arg(2));
-                    assert!(numkeys <= 100, "{address}: {c:?}");
-                    // The keys, then the byte budget (SLOWLOG keeps 32 arguments).
-                    let keys: std::collections::BTreeSet<u16> = c
-                        .iter()
-                        .skip(3)
-                        .take(numkeys as usize)
-                        .filter(|k| !k.starts_with("... ("))
-                        .map(|k| key_slot(k.as_bytes()))
-                        .collect();
-                    assert!(keys.len() <= 1, "one slot a call: {c:?}");
-                }
-                "CLUSTER" if arg(1).eq_ignore_ascii_case("GETKEYSINSLOT") => {
-                    assert!(number(arg(3)) <= 16384, "{c:?}");
-                }
-                "RING.MOVES" => {
-                    // The permission probe has no SLOTS (it fails on its missing ring).
-                    if let Some(i) = c.iter().position(|a| a.eq_ignore_ascii_case("SLOTS")) {
-                        let (a, b) = (number(arg(i + 1)) as usize, number(arg(i + 2)) as usize);
-                        let keys: u64 = per_slot.get(a..=b).map_or(u64::MAX, |s| s.iter().sum());
-                        assert!(
-                            a == b || keys <= ringslot_tool::predict::CHUNK_KEYS,
-                            "{keys} keys in one call: {c:?}"
-                        );
-                    }
-                }
-                // Everything else the tool sends is O(1) or a node's own description.
-                "CLUSTER" | "PING" | "INFO" | "CLIENT" | "DUMP" | "MEMORY" | "EXISTS"
-                | "MODULE" | "RING.MIRROR" | "RING.PLAN" | "RING.INFO" | "RESTORE" | "EXPIRE"
-                | "DEL" | "WATCH" | "UNWATCH" | "MULTI" | "EXEC" | "GET" | "COMMAND" | "TYPE"
-                | "OBJECT" | "STRLEN" | "HLEN" | "LLEN" | "SCARD" | "ZCARD" | "XLEN" => {}
-                other => panic!("{address}: an unexpected command from the tool: {other} {c:?}"),
-            }
+            seen.insert(c[0].to_uppercase());
+            assert_bounded(address, &c, &per_slot, &[big_hash, big_string]);
         }
     }
     for expected in ["SCAN", "EVAL_RO", "RING.MOVES"] {
