@@ -2,6 +2,7 @@
 //!
 //! - [`cluster`]: the cluster layer, how a live Redis Cluster's nodes are reached and read
 //!   (links, typed node errors, topology, slot-migration jobs, permissions, pacing);
+//! - [`status`]: `ringslot status`, how the cluster stands (reads only, cheaply);
 //! - [`predict`]: `ringslot predict`, what a change of masters costs (reads only, unless
 //!   `--with-module`);
 //! - [`plan`]: the plan file, which `predict --by ... --json` writes and `apply` reads;
@@ -26,3 +27,4 @@ pub mod output;
 pub mod plan;
 pub mod predict;
 pub mod reply;
+pub mod status;

@@ -5,7 +5,7 @@
 //! dispatches.
 
 use clap::{Parser, Subcommand};
-use ringslot_tool::cli::{apply, members, predict};
+use ringslot_tool::cli::{apply, members, predict, status};
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +21,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// How the live cluster at --url stands, read cheaply: per master its slots, keys, bytes
+    /// (sampled), memory against maxmemory, replicas and open slots; the balance by slots, keys
+    /// and bytes; the biggest slots; and a one-line verdict naming the next command.
+    Status(status::StatusArgs),
     /// Predicts a change of masters on the live cluster at --url: masters joining (--add),
     /// leaving (--del), or the rebalance pending after `redis-cli --cluster add-node`
     /// (--rebalance).
@@ -41,6 +45,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let done = match &cli.command {
+        Command::Status(a) => status::run(a),
         Command::Predict(a) => predict::run(a),
         Command::Members(a) => members::run(a),
         Command::Apply(a) => apply::run(a),

@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod members;
 pub mod predict;
+pub mod status;
 pub mod values;
 
 use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// How to reach the cluster's nodes (`predict`, `apply`).
+/// How to reach the cluster's nodes (`status`, `predict`, `apply`).
 #[derive(Args, Debug)]
 pub struct ConnectionArgs {
     /// A node of the cluster, `redis://[user[:password]@]host:port` or `rediss://` for TLS:
@@ -77,7 +78,7 @@ impl ConnectionArgs {
     }
 }
 
-/// Where the output goes (`predict`, `members`).
+/// Where the output goes (`status`, `predict`, `members`).
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Print one JSON object instead of the report.

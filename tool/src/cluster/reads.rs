@@ -131,7 +131,7 @@ pub fn slot_counts(topo: &LiveCluster) -> Result<Vec<u64>> {
 }
 
 /// `CLUSTER COUNTKEYSINSLOT` of each of `slots`, pipelined 1000 at a time.
-fn count_keys_in_slots(
+pub(crate) fn count_keys_in_slots(
     con: &mut NodeConnection,
     slots: &[u16],
 ) -> Result<Vec<(u16, u64)>, NodeError> {

@@ -230,7 +230,7 @@ pub(crate) fn describe(
 }
 
 /// A key's `TYPE`, `OBJECT ENCODING` and O(1) length (`None`: gone).
-fn kind_of(con: &mut NodeConnection, name: &[u8]) -> Result<Option<KeyKind>, NodeError> {
+pub(crate) fn kind_of(con: &mut NodeConnection, name: &[u8]) -> Result<Option<KeyKind>, NodeError> {
     let mut pipe = redis::pipe();
     pipe.cmd("TYPE").arg(name);
     pipe.cmd("OBJECT").arg("ENCODING").arg(name);

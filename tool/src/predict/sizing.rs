@@ -521,7 +521,7 @@ type Calls = Vec<(usize, Vec<KeySize>)>;
 
 /// Each of `names`' `MEMORY USAGE ... SAMPLES 5` (O(1): five elements of a collection,
 /// scaled), in one pipeline; `None` for a key gone. What tells a big key before it is read.
-fn memory_estimates<'n>(
+pub(crate) fn memory_estimates<'n>(
     con: &mut NodeConnection,
     names: impl Iterator<Item = &'n [u8]>,
 ) -> Result<Vec<Option<u64>>, NodeError> {

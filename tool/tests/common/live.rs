@@ -298,3 +298,21 @@ pub fn traffic(cluster: &Cluster, stop: Arc<AtomicBool>) -> (AppClient, Vec<(Str
     }
     (client, acked)
 }
+
+/// The process id of a child of process `parent` (a server's fork: its BGSAVE), read from
+/// `/proc`; `None` when it has none.
+pub fn fork_child_of(parent: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // "pid (comm) state ppid ...": the comm may hold spaces, so read after its ')'.
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}

@@ -1,0 +1,367 @@
+//! The reads of `ringslot status` (see the module docs of [`super`]): the seed's `CLUSTER
+//! NODES`, then every master at once (a thread each) and its replicas.
+
+use super::{
+    peak_to_mean, shares, verdict, AtomicMigration, Balance, BigKeyStatus, FlaggedNode,
+    MasterStatus, OpenSlot, ReplicaStatus, SlotStatus, Status, STATUS_VERSION,
+};
+use crate::cluster::connection::NodeConnection;
+use crate::cluster::error::Code;
+use crate::cluster::link::Access;
+use crate::cluster::memory::{read_memory, replicas_of};
+use crate::cluster::migrations;
+use crate::cluster::reads::{count_keys_in_slots, slot_stats};
+use crate::cluster::topology::{nodes_on, slots_of, Reach};
+use crate::predict::big_keys::{kind_of, BIG_KEY_MEMORY};
+use crate::predict::estimate::{memory_bytes, SlotSize};
+use crate::predict::sizing::memory_estimates;
+use crate::reply::info_field;
+use anyhow::{anyhow, Result};
+use ringslot_engine::cluster::{myself, ClusterNode};
+use ringslot_engine::SLOT_COUNT;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Names one pipeline of `MEMORY USAGE` carries at most (its slots' `GETKEYSINSLOT` share one
+/// pipeline before it).
+const NAMES_A_PIPELINE: u64 = 2048;
+
+/// What one master's reads found beside its [`MasterStatus`]: each slot's key count and sizes,
+/// and the big keys of its sample.
+struct MasterReads {
+    status: MasterStatus,
+    slots: Vec<(u16, SlotSize)>,
+    big_keys: Vec<BigKeyStatus>,
+}
+
+/// Reads how the cluster at the seed of `access` stands, sizing `keys_per_slot` keys of each
+/// slot, listing at most `top` slots and big keys. Errors: the seed cannot be reached or read
+/// (`CLUSTER NODES`, `INFO`), or a master cannot be (its address and the failure named).
+pub fn read_status(access: &Access, keys_per_slot: u64, top: usize) -> Result<Status> {
+    let started = Instant::now();
+    let mut seed = access.seed().connect()?;
+    let nodes = nodes_on(&mut seed)?;
+    let server = server_of(&seed.text(&["INFO", "server"])?);
+    let seed_address =
+        myself(&nodes).map_or_else(|| seed.address().to_string(), |n| n.address.clone());
+    let reach = Reach::of(access);
+    let flagged: Vec<FlaggedNode> = nodes
+        .iter()
+        .filter_map(|n| {
+            Some(FlaggedNode {
+                address: n.address.clone(),
+                flag: n.failing_flag()?.to_string(),
+            })
+        })
+        .collect();
+    let masters: Vec<&ClusterNode> = nodes
+        .iter()
+        .filter(|n| n.is_master() && n.failing_flag().is_none())
+        .collect();
+    let reads: Vec<Result<MasterReads>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = masters
+            .iter()
+            .map(|m| scope.spawn(|| read_master(&reach, m, &nodes, keys_per_slot)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a reader thread panicked")))
+            })
+            .collect()
+    });
+    let mut masters = Vec::new();
+    let mut slots = Vec::new();
+    let mut big_keys = Vec::new();
+    for r in reads {
+        let r = r?;
+        slots.extend(r.slots.iter().map(|(slot, size)| SlotStatus {
+            slot: *slot,
+            master: r.status.address.clone(),
+            keys: size.keys,
+            bytes: size.memory_total(),
+        }));
+        big_keys.extend(r.big_keys);
+        masters.push(r.status);
+    }
+    masters.sort_by(|a, b| {
+        let first = |m: &MasterStatus| if m.slots > 0 { 0 } else { 1 };
+        (first(a), &a.address).cmp(&(first(b), &b.address))
+    });
+    let balance = balance(&mut masters);
+    let covered: u64 = masters.iter().map(|m| m.slots).sum();
+    slots.sort_by(|a, b| b.bytes.total_cmp(&a.bytes).then(a.slot.cmp(&b.slot)));
+    slots.truncate(top);
+    big_keys.sort_by(|a, b| b.memory.total_cmp(&a.memory).then(a.key.cmp(&b.key)));
+    big_keys.truncate(top);
+    let mut status = Status {
+        version: STATUS_VERSION,
+        seed: seed_address,
+        server,
+        verdict: String::new(),
+        keys_sized: 0,
+        uncovered_slots: (SLOT_COUNT as u64).saturating_sub(covered),
+        masters,
+        flagged,
+        balance,
+        biggest_slots: slots,
+        big_keys,
+        keys_per_slot,
+        seconds: 0.0,
+    };
+    status.keys_sized = status.masters.iter().map(|m| m.sampled).sum();
+    status.verdict = verdict::verdict(&status);
+    status.seconds = started.elapsed().as_secs_f64();
+    Ok(status)
+}
+
+/// The masters' shares and the cluster's peak-to-mean, by slots, keys and bytes.
+fn balance(masters: &mut [MasterStatus]) -> Balance {
+    let slots: Vec<f64> = masters.iter().map(|m| m.slots as f64).collect();
+    let keys: Vec<f64> = masters.iter().map(|m| m.keys as f64).collect();
+    let bytes: Vec<f64> = masters.iter().map(|m| m.bytes.value).collect();
+    for (m, ((s, k), b)) in masters.iter_mut().zip(
+        shares(&slots)
+            .into_iter()
+            .zip(shares(&keys))
+            .zip(shares(&bytes)),
+    ) {
+        m.slots_share = s;
+        m.keys_share = k;
+        m.bytes_share = b;
+    }
+    Balance {
+        slots: peak_to_mean(&slots),
+        keys: peak_to_mean(&keys),
+        bytes: peak_to_mean(&bytes),
+    }
+}
+
+/// `redis 7.0.15` or `valkey 9.1.2`, from an `INFO server` text.
+fn server_of(info: &str) -> String {
+    match info_field(info, "valkey_version") {
+        Some(v) => format!("valkey {v}"),
+        None => format!(
+            "{} {}",
+            info_field(info, "server_name").unwrap_or_else(|| "redis".into()),
+            info_field(info, "redis_version").unwrap_or_default()
+        ),
+    }
+}
+
+/// The address of node `id` in `nodes`, else the id itself.
+fn address_of(nodes: &[ClusterNode], id: &str) -> String {
+    nodes
+        .iter()
+        .find(|n| n.id == id)
+        .map_or_else(|| id.to_string(), |n| n.address.clone())
+}
+
+/// Everything `status` reads of master `node` (in the seed's view `nodes`) and its replicas.
+fn read_master(
+    reach: &Reach,
+    node: &ClusterNode,
+    nodes: &[ClusterNode],
+    keys_per_slot: u64,
+) -> Result<MasterReads> {
+    let mut con = reach.link(node)?.connect()?;
+    // A node lists its own open slots only, on its `myself` line.
+    let own = nodes_on(&mut con)?;
+    let me = myself(&own);
+    let open = |list: Option<&Vec<(u16, String)>>| -> Vec<OpenSlot> {
+        list.into_iter()
+            .flatten()
+            .map(|(slot, id)| OpenSlot {
+                slot: *slot,
+                peer: address_of(nodes, id),
+            })
+            .collect()
+    };
+    let migrating = open(me.map(|n| &n.migrating));
+    let importing = open(me.map(|n| &n.importing));
+    let memory = read_memory(&mut con)?;
+    let replication = con.text(&["INFO", "replication"])?;
+    let keys = match con.run(&["DBSIZE"])? {
+        redis::Value::Int(n) => u64::try_from(n).unwrap_or(0),
+        _ => 0,
+    };
+    let served = slots_of(node);
+    let counts: Vec<(u16, u64)> = match slot_stats(&mut con) {
+        Some(stats) => served
+            .iter()
+            .map(|s| (*s, stats.get(s).copied().unwrap_or(0)))
+            .collect(),
+        None => count_keys_in_slots(&mut con, &served)?,
+    };
+    let atomic_migrations = atomic_migrations(&mut con, nodes)?;
+    let (slots, seen) = sample(&mut con, &counts, keys_per_slot)?;
+    let mut big_keys = Vec::new();
+    for (name, slot, memory) in seen {
+        if let Some(kind) = kind_of(&mut con, &name)? {
+            big_keys.push(BigKeyStatus {
+                key: String::from_utf8_lossy(&name).into_owned(),
+                slot,
+                master: node.address.clone(),
+                kind: kind.kind,
+                length: kind.length,
+                memory,
+            });
+        }
+    }
+    let listed = replicas_of(&replication);
+    let replicas = nodes
+        .iter()
+        .filter(|n| n.master.as_deref() == Some(node.id.as_str()))
+        .map(|r| read_replica(reach, r, &listed))
+        .collect();
+    let sizes: Vec<&SlotSize> = slots.iter().map(|(_, s)| s).collect();
+    let status = MasterStatus {
+        address: node.address.clone(),
+        id: node.id.clone(),
+        slots: served.len() as u64,
+        keys,
+        keys_in_slots: counts.iter().map(|(_, n)| n).sum(),
+        bytes: memory_bytes(&sizes),
+        sampled: sizes.iter().map(|s| s.sampled + s.big).sum(),
+        used_memory: memory.used,
+        maxmemory: memory.maxmemory,
+        policy: memory.policy.name().to_string(),
+        evicted_keys: memory.evicted_keys,
+        replicas,
+        migrating,
+        importing,
+        atomic_migrations,
+        slots_share: 1.0,
+        keys_share: 1.0,
+        bytes_share: 1.0,
+    };
+    Ok(MasterReads {
+        status,
+        slots,
+        big_keys,
+    })
+}
+
+/// The atomic slot migrations not over on the node at `con`; none on a server without them.
+fn atomic_migrations(
+    con: &mut NodeConnection,
+    nodes: &[ClusterNode],
+) -> Result<Vec<AtomicMigration>> {
+    let jobs = match migrations::list(con) {
+        Ok(jobs) => jobs,
+        Err(e) if matches!(e.code, Code::UnknownSubcommand | Code::UnknownCommand) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let text = |job: &migrations::Job, name: &str| job.get(name).cloned().unwrap_or_default();
+    Ok(jobs
+        .iter()
+        .filter(|j| !migrations::finished(j))
+        .map(|j| {
+            let peer = if text(j, "operation").eq_ignore_ascii_case("import") {
+                text(j, "source_node")
+            } else {
+                text(j, "target_node")
+            };
+            AtomicMigration {
+                operation: text(j, "operation"),
+                slots: text(j, "slot_ranges"),
+                state: text(j, "state"),
+                peer: address_of(nodes, &peer),
+            }
+        })
+        .collect())
+}
+
+/// A big key of the sample: its name, slot and `MEMORY USAGE ... SAMPLES 5`.
+type Seen = (Vec<u8>, u16, f64);
+
+/// The sizes of the slots `counts` (slot, keys) from `keys_per_slot` keys of each with keys
+/// (`CLUSTER GETKEYSINSLOT`, then `MEMORY USAGE ... SAMPLES 5` of each name), and the big keys
+/// met. A key gone between the two reads is not counted as sampled.
+fn sample(
+    con: &mut NodeConnection,
+    counts: &[(u16, u64)],
+    keys_per_slot: u64,
+) -> Result<(Vec<(u16, SlotSize)>, Vec<Seen>)> {
+    let mut sizes: BTreeMap<u16, SlotSize> = counts
+        .iter()
+        .map(|&(slot, keys)| {
+            (
+                slot,
+                SlotSize {
+                    keys,
+                    ..SlotSize::default()
+                },
+            )
+        })
+        .collect();
+    let mut seen = Vec::new();
+    let with_keys: Vec<u16> = counts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, _)| *s)
+        .collect();
+    let slots_a_pipeline = (NAMES_A_PIPELINE / keys_per_slot.max(1)).max(1) as usize;
+    for part in with_keys.chunks(slots_a_pipeline) {
+        let mut pipe = redis::pipe();
+        for slot in part {
+            pipe.cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(*slot)
+                .arg(keys_per_slot);
+        }
+        let names: Vec<Vec<Vec<u8>>> = con.pipeline(&pipe, "CLUSTER GETKEYSINSLOT")?;
+        let flat: Vec<(u16, &Vec<u8>)> = part
+            .iter()
+            .zip(&names)
+            .flat_map(|(slot, names)| names.iter().map(move |n| (*slot, n)))
+            .collect();
+        let memory = memory_estimates(con, flat.iter().map(|(_, n)| n.as_slice()))?;
+        for ((slot, name), m) in flat.iter().zip(memory) {
+            let (Some(m), Some(size)) = (m, sizes.get_mut(slot)) else {
+                continue;
+            };
+            let m = m as f64;
+            if m >= BIG_KEY_MEMORY as f64 {
+                size.big += 1;
+                size.big_memory += m;
+                size.big_dump += m;
+                seen.push(((*name).clone(), *slot, m));
+            } else {
+                size.sampled += 1;
+                size.memory += m;
+                size.memory_sq += m * m;
+            }
+        }
+    }
+    Ok((sizes.into_iter().collect(), seen))
+}
+
+/// Replica `node` of a master whose `INFO replication` lists `listed`: its link (its own
+/// `master_link_status`) and its lag as the master reports it.
+fn read_replica(
+    reach: &Reach,
+    node: &ClusterNode,
+    listed: &[crate::cluster::memory::ReplicaLink],
+) -> ReplicaStatus {
+    let lag_bytes = listed
+        .iter()
+        .find(|l| l.address == node.address)
+        .map(|l| l.lag_bytes);
+    let read = || -> Result<String> {
+        let mut con = reach.link(node)?.connect()?;
+        let text = con.text(&["INFO", "replication"])?;
+        Ok(info_field(&text, "master_link_status").unwrap_or_default())
+    };
+    let (link, unread) = match read() {
+        Ok(link) => (link, String::new()),
+        Err(e) => (String::new(), format!("{e:#}")),
+    };
+    ReplicaStatus {
+        address: node.address.clone(),
+        link,
+        lag_bytes,
+        unread,
+    }
+}

@@ -1,0 +1,164 @@
+//! `ringslot status` as text: the verdict first, then a table of the masters, the balance, the
+//! biggest slots and the big keys met (Markdown; the masters also as CSV under `--out`).
+
+use super::Status;
+use crate::output::{self, Table};
+use anyhow::Result;
+use std::path::Path;
+
+/// Bytes in MiB with one decimal.
+fn mib(bytes: f64) -> String {
+    format!("{:.1}", bytes / (1024.0 * 1024.0))
+}
+
+/// The masters' table: one row a master.
+pub fn masters_table(status: &Status) -> Table {
+    let mut t = Table::new(&[
+        "master",
+        "slots",
+        "keys",
+        "MiB (sampled)",
+        "share of bytes",
+        "used_memory MiB",
+        "maxmemory MiB",
+        "policy",
+        "replicas (link, lag bytes)",
+        "open slots",
+    ]);
+    for m in &status.masters {
+        let bytes = if m.bytes.exact || m.bytes.error == 0.0 {
+            mib(m.bytes.value)
+        } else {
+            format!("{} ± {}", mib(m.bytes.value), mib(m.bytes.error))
+        };
+        let replicas: Vec<String> = m
+            .replicas
+            .iter()
+            .map(|r| {
+                let link = if r.link.is_empty() { "unread" } else { &r.link };
+                let lag = r.lag_bytes.map_or_else(|| "-".into(), |l| l.to_string());
+                format!("{} ({link}, {lag})", r.address)
+            })
+            .collect();
+        let mut open: Vec<String> = m
+            .migrating
+            .iter()
+            .map(|o| format!("{} migrating to {}", o.slot, o.peer))
+            .chain(
+                m.importing
+                    .iter()
+                    .map(|o| format!("{} importing from {}", o.slot, o.peer)),
+            )
+            .collect();
+        open.extend(m.atomic_migrations.iter().map(|j| {
+            format!(
+                "atomic {} {} with {} ({})",
+                j.operation.to_lowercase(),
+                j.slots,
+                j.peer,
+                j.state
+            )
+        }));
+        t.push(vec![
+            m.address.clone(),
+            m.slots.to_string(),
+            m.keys.to_string(),
+            bytes,
+            format!("{:.2}", m.bytes_share),
+            mib(m.used_memory),
+            if m.maxmemory > 0.0 {
+                mib(m.maxmemory)
+            } else {
+                "-".into()
+            },
+            m.policy.clone(),
+            if replicas.is_empty() {
+                "-".into()
+            } else {
+                replicas.join(", ")
+            },
+            if open.is_empty() {
+                "-".into()
+            } else {
+                open.join(", ")
+            },
+        ]);
+    }
+    t
+}
+
+/// The report in Markdown.
+pub fn markdown(status: &Status) -> String {
+    let mut md = format!(
+        "# Cluster status ({}, seen from {})\n\n**{}**\n\n{}\n",
+        status.server,
+        status.seed,
+        status.verdict,
+        masters_table(status).markdown()
+    );
+    md.push_str(&format!(
+        "\nBalance, peak-to-mean over the masters: slots {:.2}, keys {:.2}, bytes {:.2}. Bytes \
+         are `MEMORY USAGE` of up to {} keys a slot ({} keys sized), scaled to each slot's \
+         key count; ± is two standard errors.\n",
+        status.balance.slots,
+        status.balance.keys,
+        status.balance.bytes,
+        status.keys_per_slot,
+        status.keys_sized
+    ));
+    for n in &status.flagged {
+        md.push_str(&format!(
+            "\nNode {} is flagged `{}`: not read.\n",
+            n.address, n.flag
+        ));
+    }
+    if status.uncovered_slots > 0 {
+        md.push_str(&format!(
+            "\n{} slots are served by no master.\n",
+            status.uncovered_slots
+        ));
+    }
+    if !status.biggest_slots.is_empty() {
+        let mut t = Table::new(&["slot", "master", "keys", "MiB (sampled)"]);
+        for s in &status.biggest_slots {
+            t.push(vec![
+                s.slot.to_string(),
+                s.master.clone(),
+                s.keys.to_string(),
+                format!("{:.3}", s.bytes / (1024.0 * 1024.0)),
+            ]);
+        }
+        md.push_str(&format!("\n## Biggest slots\n\n{}", t.markdown()));
+    }
+    if !status.big_keys.is_empty() {
+        let mut t = Table::new(&["key", "slot", "master", "type", "length", "MiB"]);
+        for k in &status.big_keys {
+            t.push(vec![
+                k.key.clone(),
+                k.slot.to_string(),
+                k.master.clone(),
+                k.kind.clone(),
+                k.length.to_string(),
+                mib(k.memory),
+            ]);
+        }
+        md.push_str(&format!(
+            "\n## Big keys met in the sample (512 KiB or more)\n\n{}\nThe sample sees some \
+             keys of each slot only: `ringslot predict` screens every key.\n",
+            t.markdown()
+        ));
+    }
+    md.push_str(&format!("\nRead in {:.2} s.\n", status.seconds));
+    md
+}
+
+/// Writes `<name>.md` and `<name>-masters.csv` into `dir`.
+pub fn write(status: &Status, dir: &Path, name: &str) -> Result<()> {
+    output::write(dir, &format!("{name}.md"), &markdown(status))?;
+    output::write(
+        dir,
+        &format!("{name}-masters.csv"),
+        &masters_table(status).csv(),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! The one-line verdict of `ringslot status`: what must be fixed first (a failing node, slots
+//! no master serves, a migration under way or left open, a master near its `maxmemory`), then
+//! how the masters are balanced by slots and by bytes, each with the command that acts on it.
+
+use super::{MasterStatus, Status};
+use crate::predict::options::DEFAULT_TOLERANCE;
+use ringslot_engine::change::DEFAULT_THRESHOLD;
+
+/// `used_memory` over `maxmemory` from which a master is named as near its limit.
+pub const NEAR_MAXMEMORY: f64 = 0.9;
+
+/// The verdict on `status`: its findings, most pressing first, joined by `; `.
+pub fn verdict(status: &Status) -> String {
+    let mut findings = pressing(status);
+    findings.push(balance(status));
+    findings.join("; ")
+}
+
+/// What needs an operator before any rebalance.
+fn pressing(status: &Status) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = status.flagged.first() {
+        out.push(format!(
+            "not healthy: node {} is flagged `{}` (redis-cli --cluster check; no rebalance \
+             until it is fixed)",
+            n.address, n.flag
+        ));
+    }
+    if status.uncovered_slots > 0 {
+        out.push(format!(
+            "{} slots are served by no master (redis-cli --cluster fix)",
+            status.uncovered_slots
+        ));
+    }
+    for m in &status.masters {
+        if let Some(job) = m.atomic_migrations.first() {
+            out.push(format!(
+                "an atomic slot migration is under way on {} ({} of slots {} with {}, {}): \
+                 wait for it to end",
+                m.address,
+                job.operation.to_lowercase(),
+                job.slots,
+                job.peer,
+                job.state
+            ));
+        } else if let Some(open) = m.migrating.first() {
+            out.push(format!(
+                "slot {} is migrating from {} to {}: a move under way, or left by a stopped run \
+                 (`ringslot apply` with the same plan goes on with it; else redis-cli --cluster \
+                 fix)",
+                open.slot, m.address, open.peer
+            ));
+        } else if let Some(open) = m.importing.first() {
+            out.push(format!(
+                "slot {} is importing on {} from {}: a move under way, or left by a stopped run \
+                 (`ringslot apply` with the same plan goes on with it; else redis-cli --cluster \
+                 fix)",
+                open.slot, m.address, open.peer
+            ));
+        }
+    }
+    for m in &status.masters {
+        if m.maxmemory > 0.0 && m.used_memory >= NEAR_MAXMEMORY * m.maxmemory {
+            out.push(format!(
+                "{} is at {:.0}% of its maxmemory ({}): a rebalance must not bring it bytes",
+                m.address,
+                100.0 * m.used_memory / m.maxmemory,
+                m.policy
+            ));
+        }
+    }
+    out
+}
+
+/// The master with the largest `share`.
+fn peak(masters: &[MasterStatus], share: impl Fn(&MasterStatus) -> f64) -> Option<&MasterStatus> {
+    masters.iter().max_by(|a, b| share(a).total_cmp(&share(b)))
+}
+
+/// How the masters stand by slots (redis-cli's rule: a master off its share by more than
+/// `--cluster-threshold`, 2%), then by bytes (off by more than the plan by weight's tolerance,
+/// 5%, beyond the estimate's error).
+fn balance(status: &Status) -> String {
+    let seed = &status.seed;
+    let masters = &status.masters;
+    if masters.is_empty() {
+        return "no master could be read".into();
+    }
+    if let Some(empty) = masters.iter().find(|m| m.slots == 0) {
+        return format!(
+            "master {} holds no slots: `ringslot predict --url redis://{seed} --rebalance` \
+             shows what `redis-cli --cluster rebalance --cluster-use-empty-masters` would move \
+             (add `--by bytes` for a plan that evens bytes)",
+            empty.address
+        );
+    }
+    let off = |share: f64| (share - 1.0).abs() * 100.0;
+    if let Some(m) = masters
+        .iter()
+        .filter(|m| off(m.slots_share) > DEFAULT_THRESHOLD)
+        .max_by(|a, b| off(a.slots_share).total_cmp(&off(b.slots_share)))
+    {
+        return format!(
+            "not balanced by slots: master {} holds {:.2}x its share of slots; `ringslot \
+             predict --url redis://{seed} --rebalance` shows what `redis-cli --cluster \
+             rebalance` would move",
+            m.address, m.slots_share
+        );
+    }
+    let total: f64 = masters.iter().map(|m| m.bytes.value).sum();
+    if total <= 0.0 {
+        return "balanced by slots; no keys yet".into();
+    }
+    let mean = total / masters.len() as f64;
+    let tolerance = DEFAULT_TOLERANCE / 100.0;
+    // Off by more than the tolerance even at the near end of the estimate's error.
+    let beyond = |m: &MasterStatus| {
+        let low = (m.bytes.value - m.bytes.error) / mean;
+        let high = (m.bytes.value + m.bytes.error) / mean;
+        low > 1.0 + tolerance || high < 1.0 - tolerance
+    };
+    match peak(masters, |m| if beyond(m) { m.bytes_share } else { 0.0 }).filter(|m| beyond(m)) {
+        Some(m) => format!(
+            "balanced by slots, not by bytes: master {} holds {:.2}x its share; `ringslot \
+             predict --url redis://{seed} --rebalance --by bytes` would even it",
+            m.address, m.bytes_share
+        ),
+        None => format!(
+            "balanced by slots and by bytes (peak-to-mean {:.2} and {:.2})",
+            status.balance.slots, status.balance.bytes
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::estimate::Estimate;
+    use crate::status::{Balance, OpenSlot, STATUS_VERSION};
+
+    fn master(address: &str, slots: u64, bytes: f64) -> MasterStatus {
+        MasterStatus {
+            address: address.into(),
+            id: "0".repeat(40),
+            slots,
+            keys: 0,
+            keys_in_slots: 0,
+            bytes: Estimate {
+                value: bytes,
+                error: 0.0,
+                exact: true,
+            },
+            sampled: 0,
+            used_memory: 1e6,
+            maxmemory: 0.0,
+            policy: "noeviction".into(),
+            evicted_keys: 0,
+            replicas: Vec::new(),
+            migrating: Vec::new(),
+            importing: Vec::new(),
+            atomic_migrations: Vec::new(),
+            slots_share: 1.0,
+            keys_share: 1.0,
+            bytes_share: 1.0,
+        }
+    }
+
+    fn status(mut masters: Vec<MasterStatus>) -> Status {
+        let slots: Vec<f64> = masters.iter().map(|m| m.slots as f64).collect();
+        let bytes: Vec<f64> = masters.iter().map(|m| m.bytes.value).collect();
+        for (m, (s, b)) in masters.iter_mut().zip(
+            super::super::shares(&slots)
+                .into_iter()
+                .zip(super::super::shares(&bytes)),
+        ) {
+            m.slots_share = s;
+            m.bytes_share = b;
+        }
+        Status {
+            version: STATUS_VERSION,
+            seed: "10.0.0.1:7000".into(),
+            server: "redis 7.0.15".into(),
+            verdict: String::new(),
+            masters,
+            flagged: Vec::new(),
+            uncovered_slots: 0,
+            balance: Balance {
+                slots: 1.0,
+                keys: 1.0,
+                bytes: 1.0,
+            },
+            biggest_slots: Vec::new(),
+            big_keys: Vec::new(),
+            keys_per_slot: 8,
+            keys_sized: 0,
+            seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn even_slots_and_uneven_bytes_name_the_heavy_master_and_the_plan_by_bytes() {
+        let s = status(vec![
+            master("a:1", 5462, 2.1e6),
+            master("b:1", 5461, 0.45e6),
+            master("c:1", 5461, 0.45e6),
+        ]);
+        let v = verdict(&s);
+        assert!(
+            v.starts_with("balanced by slots, not by bytes: master a:1 holds 2.10x"),
+            "{v}"
+        );
+        assert!(v.contains("--rebalance --by bytes"), "{v}");
+    }
+
+    #[test]
+    fn even_by_both_says_so_and_an_empty_master_asks_for_the_rebalance() {
+        let s = status(vec![master("a:1", 8192, 1e6), master("b:1", 8192, 1.02e6)]);
+        assert!(
+            verdict(&s).starts_with("balanced by slots and by bytes"),
+            "{}",
+            verdict(&s)
+        );
+        let s = status(vec![
+            master("a:1", 8192, 1e6),
+            master("b:1", 8192, 1e6),
+            master("c:1", 0, 0.0),
+        ]);
+        assert!(
+            verdict(&s).starts_with("master c:1 holds no slots"),
+            "{}",
+            verdict(&s)
+        );
+        let s = status(vec![master("a:1", 10000, 1e6), master("b:1", 6384, 1e6)]);
+        assert!(verdict(&s).starts_with("not balanced by slots: master a:1 holds 1.22x"));
+    }
+
+    #[test]
+    fn an_open_slot_and_a_full_master_come_before_the_balance() {
+        let mut a = master("a:1", 8192, 1e6);
+        a.migrating.push(OpenSlot {
+            slot: 100,
+            peer: "b:1".into(),
+        });
+        let mut b = master("b:1", 8192, 1e6);
+        b.maxmemory = 1.05e6;
+        let v = verdict(&status(vec![a, b]));
+        assert!(
+            v.starts_with("slot 100 is migrating from a:1 to b:1"),
+            "{v}"
+        );
+        assert!(v.contains("b:1 is at 95% of its maxmemory"), "{v}");
+        assert!(v.ends_with("(peak-to-mean 1.00 and 1.00)"), "{v}");
+    }
+}

@@ -1,0 +1,314 @@
+//! `ringslot status` on real clusters started here, on every server: it agrees with
+//! `redis-cli --cluster check` on what both report (each master's keys, slots and replicas,
+//! and the slots left open by a killed `apply`), and with the keys the test wrote on the rest
+//! (each master's bytes: the sum of its keys' `MEMORY USAGE ... SAMPLES 5` when every key is
+//! sized, within the stated error when sampled; the big key; the hot slot; `maxmemory`); it
+//! shows Valkey 9's atomic slot migration under way; it writes nothing.
+
+mod common;
+
+use common::live::*;
+use common::{ok, ringslot};
+use ringslot_engine::key_slot;
+use ringslot_harness::cluster::{has_atomic_slot_migration, redis_cli, Cluster};
+use ringslot_harness::prelude::*;
+use ringslot_harness::redis;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `ringslot status --json` against node 0, with `extra` options.
+fn status(cluster: &Cluster, extra: &[&str]) -> serde_json::Value {
+    let url = cluster.nodes[0].url();
+    let mut args = vec!["status", "--url", &url, "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).expect("a JSON object")
+}
+
+/// The master `address` of a status.
+fn master<'a>(status: &'a serde_json::Value, address: &str) -> &'a serde_json::Value {
+    status["masters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["address"] == address)
+        .unwrap_or_else(|| panic!("{address} in {}", status["masters"]))
+}
+
+/// What `redis-cli --cluster check` of node 0 prints: each master's keys, slots and replicas
+/// (`ip:port (id...) -> K keys | S slots | R slaves.`), and its warnings.
+fn redis_cli_check(cluster: &Cluster) -> (BTreeMap<String, (u64, u64, u64)>, String) {
+    let mut args = cluster.nodes[0].cli_args();
+    args.extend([
+        "--cluster".into(),
+        "check".into(),
+        cluster.nodes[0].address(),
+    ]);
+    let run = redis_cli(&args, Duration::from_secs(60)).unwrap();
+    let mut masters = BTreeMap::new();
+    for line in run.stdout.lines() {
+        let Some((head, counts)) = line.split_once(" -> ") else {
+            continue;
+        };
+        let numbers: Vec<u64> = counts
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if let (Some(address), [keys, slots, replicas]) =
+            (head.split_whitespace().next(), numbers.as_slice())
+        {
+            masters.insert(address.to_string(), (*keys, *slots, *replicas));
+        }
+    }
+    (masters, run.stdout)
+}
+
+/// The sum of `MEMORY USAGE key SAMPLES 5` of every key of each master, by address.
+fn memory_by_master(cluster: &Cluster) -> BTreeMap<String, f64> {
+    let mut by = BTreeMap::new();
+    for s in &cluster.nodes {
+        let mut con = s.client();
+        if !text(&q(&mut con, "INFO replication")).contains("role:master") {
+            continue;
+        }
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        let mut pipe = redis::pipe();
+        for k in &keys {
+            pipe.cmd("MEMORY")
+                .arg("USAGE")
+                .arg(k.as_slice())
+                .arg("SAMPLES")
+                .arg(5);
+        }
+        let sizes: Vec<u64> = pipe.query(&mut con).unwrap();
+        by.insert(s.address(), sizes.iter().sum::<u64>() as f64);
+    }
+    by
+}
+
+/// Every master's keyspace digest, to show that nothing was written.
+fn digests(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .nodes
+        .iter()
+        .map(|s| text(&q(&mut s.client(), "DEBUG DIGEST")))
+        .collect()
+}
+
+#[test]
+fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
+    let mut cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    cluster
+        .add_replica(0, || Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    q(&mut cluster.nodes[1].client(), "CONFIG SET maxmemory 512mb");
+    q(
+        &mut cluster.nodes[1].client(),
+        "CONFIG SET maxmemory-policy allkeys-lru",
+    );
+    // Small keys of every type, a hot tag of 600 keys of 2 KiB, a big string of 600 KiB.
+    fill(&cluster, 3000, &[(600, 2048)]);
+    let big = b"{bigs}:s";
+    write(&cluster, &[c(&[b"SET", big, &vec![b's'; 600 * 1024]])]);
+    let hot_slot = key_slot(b"{hot0}:0");
+    let before = digests(&cluster);
+
+    // Every key sized: each master's bytes are its keys' MEMORY USAGE, exactly.
+    let all = status(&cluster, &["--bytes-sample", "1000"]);
+    assert_eq!(all["version"], 1);
+    let truth = memory_by_master(&cluster);
+    let (check, said) = redis_cli_check(&cluster);
+    assert_eq!(check.len(), 3, "{said}");
+    for (address, &(keys, slots, replicas)) in &check {
+        let m = master(&all, address);
+        assert_eq!(m["keys"], keys, "{address}: keys as redis-cli counts them");
+        assert_eq!(m["slots"], slots, "{address}");
+        assert_eq!(
+            m["replicas"].as_array().unwrap().len() as u64,
+            replicas,
+            "{address}"
+        );
+        assert_eq!(
+            m["bytes"]["value"].as_f64(),
+            Some(truth[address]),
+            "{address}"
+        );
+    }
+    let replica = &master(&all, &cluster.nodes[0].address())["replicas"][0];
+    assert_eq!(replica["link"], "up", "{replica}");
+    let limited = master(&all, &cluster.nodes[1].address());
+    assert_eq!(limited["maxmemory"].as_f64(), Some(512.0 * 1024.0 * 1024.0));
+    assert_eq!(limited["policy"], "allkeys-lru");
+    assert_eq!(
+        all["biggest_slots"][0]["slot"], hot_slot,
+        "{}",
+        all["biggest_slots"]
+    );
+    let found = &all["big_keys"][0];
+    assert_eq!(
+        (&found["key"], &found["type"], &found["length"]),
+        (&"{bigs}:s".into(), &"string".into(), &(600 * 1024).into()),
+        "{found}"
+    );
+    // The verdict names the master with the most bytes and the plan that evens them.
+    let heaviest = truth.iter().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+    let verdict = all["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("balanced by slots, not by bytes: master ")
+            && verdict.contains(heaviest.as_str())
+            && verdict.contains("--rebalance --by bytes"),
+        "{verdict}"
+    );
+
+    // Sampled (the default, 8 keys a slot): within the stated error (and 2% for the scaling
+    // of slots whose sampled keys are all alike).
+    let sampled = status(&cluster, &[]);
+    for (address, t) in &truth {
+        let b = &master(&sampled, address)["bytes"];
+        let (value, error) = (b["value"].as_f64().unwrap(), b["error"].as_f64().unwrap());
+        assert!(
+            (value - t).abs() <= error + 0.02 * t,
+            "{address}: {b} against {t}"
+        );
+    }
+    // The report: the verdict first, then the masters.
+    let url = cluster.nodes[0].url();
+    let md = ok(&["status", "--url", &url]);
+    let said = sampled["verdict"].as_str().unwrap();
+    assert!(
+        md.contains(&format!("**{said}**")) && md.contains("| master |"),
+        "{said}\n{md}"
+    );
+    assert_eq!(digests(&cluster), before, "status wrote to the cluster");
+
+    // Open slots as a killed apply leaves them: the same slot migrating on the source and
+    // importing on the target, as redis-cli --cluster check warns.
+    open_slot_left_by_a_killed_apply(&mut cluster);
+}
+
+/// A fourth master joins; `apply` of redis-cli's plan stops after its first two writes (the
+/// test hook, as a kill would leave it); `status` shows the slot open on both sides, as
+/// `redis-cli --cluster check` warns, and says so first.
+fn open_slot_left_by_a_killed_apply(cluster: &mut Cluster) {
+    let joining = cluster
+        .add_node(|| Server::builder().no_module())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = cluster.nodes[0].url();
+    let plan = ok(&[
+        "predict",
+        "--url",
+        &url,
+        "--rebalance",
+        "--by",
+        "slots",
+        "--max-keys-per-sec",
+        "0",
+        "--json",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, plan).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args(["apply", path.to_str().unwrap(), "--url", &url, "--yes"])
+        .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", "2")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(86),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = status(cluster, &[]);
+    let target = master(&s, &cluster.nodes[joining].address());
+    let importing = &target["importing"][0];
+    let slot = importing["slot"].as_u64().unwrap();
+    let source = importing["peer"].as_str().unwrap();
+    assert_eq!(
+        master(&s, source)["migrating"][0],
+        serde_json::json!({"slot": slot, "peer": cluster.nodes[joining].address()}),
+        "{s}"
+    );
+    let (_, said) = redis_cli_check(cluster);
+    for warning in [
+        format!("has slots in importing state {slot}"),
+        format!("has slots in migrating state {slot}"),
+    ] {
+        assert!(said.contains(&warning), "{warning} in:\n{said}");
+    }
+    let verdict = s["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with(&format!("slot {slot} is migrating from {source}")),
+        "{verdict}"
+    );
+    // Where the slot stands is plain before the join's own finding.
+    assert!(
+        verdict.contains("holds no slots") || verdict.contains("by slots"),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn status_shows_an_atomic_slot_migration_under_way() {
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    if !has_atomic_slot_migration(&cluster.nodes[0]) {
+        eprintln!("no atomic slot migration on this server: nothing to show");
+        return;
+    }
+    fill(&cluster, 2000, &[]);
+    // The source's job waits behind a BGSAVE slowed to a crawl: it stays under way.
+    let source = &cluster.nodes[0];
+    let mut con = source.client();
+    q(&mut con, "CONFIG SET stop-writes-on-bgsave-error no");
+    q(&mut con, "CONFIG SET rdb-key-save-delay 1000000");
+    q(&mut con, "BGSAVE");
+    let first = slot_owners(&cluster)
+        .iter()
+        .position(|o| o.as_deref() == Some(source.address().as_str()))
+        .unwrap() as u16;
+    let name = cluster
+        .migrate_slots(0, &[(first, first + 9)], 1)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let s = status(&cluster, &[]);
+    let job = &master(&s, &source.address())["atomic_migrations"][0];
+    assert_eq!(job["operation"], "EXPORT", "{job}");
+    assert_eq!(job["slots"], format!("{first}-{}", first + 9), "{job}");
+    assert_eq!(job["peer"], cluster.nodes[1].address(), "{job}");
+    let verdict = s["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with(&format!(
+            "an atomic slot migration is under way on {}",
+            source.address()
+        )),
+        "{verdict}"
+    );
+    // Let the job go, and see it end.
+    q(&mut con, "CONFIG SET rdb-key-save-delay 0");
+    if let Some(child) = fork_child_of(source.pid()) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &child.to_string()])
+            .status();
+    }
+    cluster
+        .wait_slot_migration(0, &name, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = status(&cluster, &[]);
+    assert!(
+        after["masters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["atomic_migrations"] == serde_json::json!([])),
+        "{after}"
+    );
+    assert!(
+        ringslot(&["status", "--url", "redis://127.0.0.1:1"])
+            .status
+            .code()
+            == Some(1)
+    );
+}
