@@ -52,6 +52,6 @@ fn main() {
     };
     if let Err(e) = done {
         eprintln!("ringslot: error: {e:#}");
-        std::process::exit(1);
+        std::process::exit(ringslot_tool::cli::exit_status(&e));
     }
 }

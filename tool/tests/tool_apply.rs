@@ -689,10 +689,9 @@ fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
     let other_path = plan_file(&other_dir, &other);
     let refused = ringslot(&["apply", &other_path, "--url", &url, "--dry-run"]);
     let err = String::from_utf8_lossy(&refused.stderr).to_string();
-    assert!(
-        !refused.status.success() && err.contains("make a new plan"),
-        "{err}"
-    );
+    // A safety rule's refusal: exit status 3.
+    assert_eq!(refused.status.code(), Some(3), "{err}");
+    assert!(err.contains("make a new plan"), "{err}");
     // A user who may not MIGRATE on one master: refused before anything is written, with
     // the rule that grants it.
     let last = cluster.nodes.len() - 1;
@@ -702,7 +701,7 @@ fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
     );
     let refused = ringslot(&["apply", &path, "--url", &url, "--yes"]);
     let err = String::from_utf8_lossy(&refused.stderr).to_string();
-    assert!(!refused.status.success(), "{err}");
+    assert_eq!(refused.status.code(), Some(3), "{err}");
     assert!(
         err.contains("MIGRATE") && err.contains("ACL SETUSER ringslot-apply +migrate"),
         "{err}"
@@ -714,7 +713,7 @@ fn a_key_already_on_the_target_is_replaced_only_as_an_equal_copy() {
     // The copies differ for the second key: the run stops, naming it, overwriting nothing.
     let stopped = ringslot(&["apply", &path, "--url", &url, "--yes"]);
     let err = String::from_utf8_lossy(&stopped.stderr).to_string();
-    assert!(!stopped.status.success(), "{err}");
+    assert_eq!(stopped.status.code(), Some(3), "{err}");
     let name = String::from_utf8_lossy(&different).to_string();
     assert!(
         err.contains(&name) && err.contains("different values") && err.contains("--replace"),

@@ -253,7 +253,7 @@ fn bad_clusters_are_refused(
     q(m0, &format!("CLUSTER SETSLOT 100 MIGRATING {id1}"));
     let out = ringslot(&["predict", "--url", &seed, "--add", "10.9.9.9:7000"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3), "a safety rule's refusal: {err}");
     assert!(err.contains("is migrating or importing"), "{err}");
     q(m0, "CLUSTER SETSLOT 100 STABLE");
 
@@ -312,7 +312,7 @@ fn bad_clusters_are_refused(
     let out = ringslot(&["predict", "--url", &seed, "--add", "10.9.9.9:7000"]);
     signal("-CONT");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
         err.contains(&cluster.nodes[2].address()) && err.contains("is flagged"),
         "{err}"

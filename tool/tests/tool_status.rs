@@ -305,10 +305,73 @@ fn status_shows_an_atomic_slot_migration_under_way() {
             .all(|m| m["atomic_migrations"] == serde_json::json!([])),
         "{after}"
     );
-    assert!(
-        ringslot(&["status", "--url", "redis://127.0.0.1:1"])
-            .status
-            .code()
-            == Some(1)
+}
+
+#[test]
+fn exit_statuses_tell_a_usage_error_an_error_a_refusal_and_ctrl_c_apart() {
+    // 2: clap's usage error.
+    let out = ringslot(&["status", "--no-such-option"]);
+    assert_eq!(out.status.code(), Some(2));
+    // 1: an error (no node at the address).
+    let out = ringslot(&["status", "--url", "redis://127.0.0.1:1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("ringslot: error: "), "{err}");
+    // 3: a safety rule's refusal: predict on a cluster with an open slot, which status reads
+    // (status 0).
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 30000, &[]);
+    let url = cluster.nodes[0].url();
+    let first = slot_owners(&cluster)
+        .iter()
+        .position(|o| o.as_deref() == Some(cluster.nodes[0].address().as_str()))
+        .unwrap();
+    let id1 = cluster.node_id(1).unwrap();
+    let mut con = cluster.nodes[0].client();
+    q(
+        &mut con,
+        &format!("CLUSTER SETSLOT {first} MIGRATING {id1}"),
     );
+    let out = ringslot(&["predict", "--url", &url, "--add", "10.9.9.9:7000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("slot {first} of")), "{err}");
+    let open = status(&cluster, &[]);
+    assert_eq!(
+        master(&open, &cluster.nodes[0].address())["migrating"][0]["slot"],
+        first
+    );
+    q(&mut con, &format!("CLUSTER SETSLOT {first} STABLE"));
+    // 130: Ctrl-C. A predict reading 200 keys a second (10000 keys a master: 50 s) is
+    // interrupted once its connections show on the masters.
+    let child = Command::new(env!("CARGO_BIN_EXE_ringslot"))
+        .args(["predict", "--url", &url, "--add", "10.9.9.9:7000"])
+        .args(["--max-keys-per-sec", "200"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .nodes
+        .iter()
+        .all(|s| text(&q(&mut s.client(), "CLIENT LIST")).contains("name=ringslot"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "predict never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let signalled = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
 }

@@ -18,6 +18,7 @@
 use super::door::Write as ClusterWrite;
 use super::lanes::{kept_in_order, Carry};
 use super::{claims, Applied, ApplyOptions, Event, Prepared, Stop};
+use crate::cluster::error::refuse;
 use crate::cluster::migrations::{self, job_slots, Job};
 use crate::cluster::pacing::Limiter;
 use crate::cluster::topology::nodes_on;
@@ -187,7 +188,7 @@ impl Prepared {
         let began = Instant::now();
         let mut applied = Applied::default();
         if let Some(why) = self.atomic_refusal()? {
-            bail!("{why}");
+            refuse!("{why}");
         }
         if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
@@ -412,7 +413,7 @@ impl Prepared {
         slots.sort_unstable();
         let wanted: BTreeSet<u16> = slots.iter().copied().collect();
         if let Some(why) = self.health(start)? {
-            bail!(
+            refuse!(
                 "the apply stopped before the atomic migration of {} slots {} -> {} (no job was \
                  started for them): {why}. Slots already moved stay moved. Run the same command \
                  again once `redis-cli --cluster check` is clean; after a failover the plan's \

@@ -37,6 +37,7 @@
 
 use super::health::drains;
 use super::{Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::error::{is_refused, refuse};
 use crate::cluster::pacing::Limiter;
 use crate::cluster::INTERRUPTED;
 use crate::plan::SlotPlan;
@@ -287,13 +288,20 @@ impl Prepared {
         // running out) goes on in the servers, and its name and source are in its reason.
         let mut failures = failures.into_iter();
         if let Some(first) = failures.next() {
-            let others: Vec<String> = failures.map(|e| format!("{e:#}")).collect();
+            let rest: Vec<anyhow::Error> = failures.collect();
+            let refused = rest.iter().any(is_refused);
+            let others: Vec<String> = rest.iter().map(|e| format!("{e:#}")).collect();
             if !others.is_empty() {
-                bail!(
+                let text = format!(
                     "{first:#}; and {} other moves or jobs under way stopped: {}",
                     others.len(),
                     others.join("; ")
                 );
+                // A safety rule's refusal stays one, whichever lane met it.
+                if refused || is_refused(&first) {
+                    refuse!("{text}");
+                }
+                bail!(text);
             }
             return Err(first);
         }

@@ -40,6 +40,7 @@ pub(crate) use health::Stop;
 pub(crate) use prepare::prepare_settled;
 
 use crate::cluster::connection::NodeConnection;
+use crate::cluster::error::refuse;
 use crate::cluster::link::Access;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
@@ -327,7 +328,7 @@ impl Prepared {
         on: &mut dyn FnMut(Event),
     ) -> Result<Applied> {
         if let Some(why) = self.atomic_running()? {
-            bail!("{why}");
+            refuse!("{why}");
         }
         if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
@@ -489,7 +490,7 @@ impl Prepared {
                 return Ok(());
             };
             if began.elapsed() >= limits::REPLICA_WAIT {
-                bail!(
+                refuse!(
                     "{behind} after {} s of waiting: the run stopped before its next slot (a \
                      slot it was moving stays as it was). Once the replica streams again (INFO \
                      replication), run the same command to go on",
@@ -523,7 +524,7 @@ impl Prepared {
             .position(|p| p.slot == m.slot)
             .unwrap_or(0);
         if let Some(why) = self.health(next)? {
-            bail!(
+            refuse!(
                 "the apply stopped at slot {} ({} -> {}), which it did not touch this time: {why}. \
                  Slots already moved stay moved. Run the same command again once `redis-cli \
                  --cluster check` is clean; after a failover the plan's masters changed: make \
@@ -543,7 +544,7 @@ impl Prepared {
                 // master and the seed's view read again).
                 self.last_full_check = None;
                 if let Ok(Some(why)) = self.health(next) {
-                    bail!(
+                    refuse!(
                         "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \
                          left open; once `redis-cli --cluster check` is clean, make a new plan",
                         m.slot,

@@ -6,10 +6,11 @@ use super::door::{Masters, Node};
 use super::health::{drains, unhealthy};
 use super::position::{position, Unreached};
 use super::Prepared;
+use crate::cluster::error::refuse;
 use crate::cluster::link::Access;
 use crate::cluster::topology::{nodes_of, nodes_on, Reach};
 use crate::plan::SlotPlan;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,7 +37,7 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
                 continue;
             }
             if !plan.moves.iter().any(|m| m.to == n.address) {
-                bail!(
+                refuse!(
                     "{} is a replica by its own CLUSTER NODES while the seed lists it as a \
                      master (a failover under way?): apply when redis-cli --cluster check is \
                      clean",
@@ -60,7 +61,7 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
         .collect();
     if let Some(why) = unhealthy(&seed_view, &own) {
-        bail!("{why}: apply when the cluster is healthy (redis-cli --cluster check)");
+        refuse!("{why}: apply when the cluster is healthy (redis-cli --cluster check)");
     }
     let views: BTreeMap<String, Vec<ClusterNode>> = nodes
         .iter()
@@ -116,13 +117,13 @@ fn check_masters(
             continue;
         }
         if seed_view.iter().any(|n| n.address == address) {
-            bail!(
+            refuse!(
                 "{address}, a master when the plan was made, is not one now (a failover?): the \
                  plan's masters changed; once `redis-cli --cluster check` is clean, make a new \
                  plan"
             );
         }
-        bail!(
+        refuse!(
             "{address}, named by the plan, is not a master of the cluster: a joining master \
              is added first (redis-cli --cluster add-node {address} <seed>); a plan made on \
              another cluster does not apply here"
@@ -132,7 +133,7 @@ fn check_masters(
     for (address, id) in &plan.ids {
         if let Some(now) = seed_view.iter().find(|n| n.address == *address) {
             if now.id != *id && plan.masters().contains(address) {
-                bail!(
+                refuse!(
                     "{address} is node {} now, where the plan was made on node {}: a cluster \
                      rebuilt on the same addresses, or a node replaced; make a new plan",
                     now.short_id(),

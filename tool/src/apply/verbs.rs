@@ -10,6 +10,7 @@
 
 use super::door::{SlotState, Write};
 use super::{claims, Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::error::refuse;
 use crate::cluster::error::{Code, NodeError};
 use crate::cluster::pacing::Limiter;
 use crate::plan::SlotMove;
@@ -211,7 +212,7 @@ impl Prepared {
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
             if let Some(mut limits) = self.limits() {
                 if let Some(crossing) = limits.before_batch(m, batch_bytes)? {
-                    bail!(
+                    refuse!(
                         "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \
                          USAGE): {crossing}. Make room there (CONFIG SET maxmemory on the node \
                          and its replicas, or fewer keys), or lower the move's size (a plan by \
@@ -410,7 +411,7 @@ impl Prepared {
                     applied.replaced.push(name.clone());
                     true
                 }
-                Some(_) => bail!(
+                Some(_) => refuse!(
                     "key {name:?} is on both {} and {} with different values (their DUMP \
                      payloads differ: the values, or only their encodings); nothing was \
                      overwritten. Look at both copies; run again with --replace to keep {}'s \

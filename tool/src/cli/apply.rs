@@ -5,6 +5,7 @@
 use super::{on_ctrl_c, ConnectionArgs};
 use crate::apply::atomic::DEFAULT_ATOMIC_WAIT;
 use crate::apply::{self, Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::error::refuse;
 use crate::plan::SlotPlan;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -122,7 +123,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         return Ok(());
     }
     if let Some(c) = crossing {
-        bail!(
+        refuse!(
             "refused before any write: {c}. Nothing was changed. Make room there (CONFIG SET \
              maxmemory on the node and its replicas), or make a plan that fits (ringslot \
              predict ... --by memory plans within each master's maxmemory less --headroom, \
@@ -240,14 +241,14 @@ fn dry_run(prepared: &Prepared, a: &ApplyArgs, opts: &ApplyOptions, planned: (u6
 /// Asks on the terminal for `yes`. Error: no terminal (give `--yes`), or another answer.
 fn confirm() -> Result<()> {
     if !std::io::stdin().is_terminal() {
-        bail!("apply writes to the cluster: give --yes to run without a prompt (or --dry-run)");
+        refuse!("apply writes to the cluster: give --yes to run without a prompt (or --dry-run)");
     }
     eprint!("Type yes to move them: ");
     std::io::stderr().flush().ok();
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     if answer.trim() != "yes" {
-        bail!("not confirmed; nothing was changed");
+        refuse!("not confirmed; nothing was changed");
     }
     Ok(())
 }

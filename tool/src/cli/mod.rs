@@ -13,7 +13,9 @@ pub mod predict;
 pub mod status;
 pub mod values;
 
+use crate::cluster::error::is_refused;
 use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
+use crate::cluster::topology::Refusal;
 use crate::cluster::INTERRUPTED;
 use crate::predict::capacity::DEFAULT_HEADROOM;
 use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_MAX_HOLD_MS, DEFAULT_TOLERANCE};
@@ -188,9 +190,33 @@ impl PredictionArgs {
 pub(crate) fn on_ctrl_c(message: &'static str) -> Result<()> {
     ctrlc::set_handler(move || {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
+            std::process::exit(EXIT_INTERRUPTED);
         }
         eprintln!("ringslot: {message}");
     })
     .context("install the Ctrl-C handler")
+}
+
+/// Exit status: the run did what it was asked.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: an error (a node unreachable or answering an error, a file unreadable, bad
+/// input past the parser): the text says which.
+pub const EXIT_ERROR: i32 = 1;
+/// Exit status of a usage error: clap's own (an unknown option, a missing argument).
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status: refused, or stopped between steps, by a safety rule ([`Refusal`] of an
+/// unstable cluster, [`crate::cluster::error::Refused`]): nothing unsafe was done.
+pub const EXIT_REFUSED: i32 = 3;
+/// Exit status after Ctrl-C (the run stopped at its next step, or at once on a second one).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The exit status of a run that ended with `e` (docs/cluster.md "Exit status").
+pub fn exit_status(e: &anyhow::Error) -> i32 {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        EXIT_INTERRUPTED
+    } else if is_refused(e) || e.chain().any(|c| c.is::<Refusal>()) {
+        EXIT_REFUSED
+    } else {
+        EXIT_ERROR
+    }
 }

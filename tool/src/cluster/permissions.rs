@@ -10,6 +10,7 @@
 
 use super::error::Code;
 use super::link::Link;
+use crate::cluster::error::refuse;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
@@ -313,7 +314,7 @@ pub(crate) fn check(nodes: &[&Link], needs: &[Need], user: &str) -> Result<Grant
             })
             .collect();
         let grant: Vec<String> = needed.iter().map(|(acl, _)| format!("+{acl}")).collect();
-        bail!(
+        refuse!(
             "the user `{user}` may not run what the prediction needs: {}. Grant it on every \
              node (ACL users are per node): ACL SETUSER {user} {}",
             listed.join("; "),

@@ -30,7 +30,7 @@ const NAMES_A_PIPELINE: u64 = 2048;
 /// and the big keys of its sample.
 struct MasterReads {
     status: MasterStatus,
-    slots: Vec<(u16, SlotSize)>,
+    slots: SlotSizes,
     big_keys: Vec<BigKeyStatus>,
 }
 
@@ -276,6 +276,9 @@ fn atomic_migrations(
 /// A big key of the sample: its name, slot and `MEMORY USAGE ... SAMPLES 5`.
 type Seen = (Vec<u8>, u16, f64);
 
+/// Each slot's key count and sizes, by slot.
+type SlotSizes = Vec<(u16, SlotSize)>;
+
 /// The sizes of the slots `counts` (slot, keys) from `keys_per_slot` keys of each with keys
 /// (`CLUSTER GETKEYSINSLOT`, then `MEMORY USAGE ... SAMPLES 5` of each name), and the big keys
 /// met. A key gone between the two reads is not counted as sampled.
@@ -283,7 +286,7 @@ fn sample(
     con: &mut NodeConnection,
     counts: &[(u16, u64)],
     keys_per_slot: u64,
-) -> Result<(Vec<(u16, SlotSize)>, Vec<Seen>)> {
+) -> Result<(SlotSizes, Vec<Seen>)> {
     let mut sizes: BTreeMap<u16, SlotSize> = counts
         .iter()
         .map(|&(slot, keys)| {
