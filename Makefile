@@ -26,12 +26,20 @@ PORT ?= 6379
 
 ## dist: the operator's tool as one release binary, target/dist/ringslot, to copy onto a host
 ## without a Rust toolchain (it links libc dynamically: the glibc it needs is printed; no
-## libssl). `cargo install --locked --path tool` installs it into ~/.cargo/bin instead.
+## libssl), with its man pages (target/dist/man/man1) and shell completions
+## (target/dist/completions). `cargo install --locked --path tool` installs the binary into
+## ~/.cargo/bin instead.
 dist:
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
-	@mkdir -p target/dist
+	@mkdir -p target/dist/man/man1 target/dist/completions
 	@cp target/release/ringslot target/dist/ringslot
 	@strip target/dist/ringslot 2>/dev/null || true
+	@target/dist/ringslot man --dir target/dist/man/man1
+	@target/dist/ringslot completions bash > target/dist/completions/ringslot.bash
+	@target/dist/ringslot completions zsh > target/dist/completions/_ringslot
+	@target/dist/ringslot completions fish > target/dist/completions/ringslot.fish
+	@echo "target/dist/man/man1: $$(ls target/dist/man/man1 | tr '\n' ' ')(man -M target/dist/man ringslot)"
+	@echo "target/dist/completions: ringslot.bash, _ringslot (zsh), ringslot.fish"
 	@echo "target/dist/ringslot: $$(target/dist/ringslot --version); needs glibc" \
 	  "$$(objdump -T target/dist/ringslot | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1 | cut -d_ -f2)" \
 	  "or later"

@@ -3,9 +3,12 @@
 
 pub use ringslot_tool::output::{announce, fixed, write, written, Table};
 
+// The palette is the operator's tool's, so that the benchmarks' charts and the tool's pictures
+// colour alike.
 use anyhow::{Context, Result};
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use ringslot_tool::picture::PALETTE;
 use std::path::Path;
 
 /// One line of a chart.
@@ -71,26 +74,6 @@ pub struct Panel<'a> {
     pub series: Vec<Series>,
     pub width: u32,
 }
-
-/// The palette: Tableau 10, bounded loads' violet, a spare, then three blues for rings of
-/// other VNODES than 160 (light to dark: fewer to more points).
-const PALETTE: [RGBColor; 15] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-    RGBColor(120, 60, 200),
-    RGBColor(110, 70, 0),
-    RGBColor(158, 202, 225),
-    RGBColor(107, 174, 214),
-    RGBColor(8, 48, 107),
-];
 
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]

@@ -10,6 +10,7 @@
 //!   cluster;
 //! - [`members`]: `ringslot members`, what a change of nodes costs a memcached fleet;
 //! - [`cli`]: the command line, a file per subcommand and the option groups they share;
+//! - [`picture`]: a cluster as an SVG picture (memory bars, slot strips), for `--out`;
 //! - [`client`], [`reply`], [`output`]: Redis commands with binary arguments, one decoder of
 //!   RESP2/RESP3 replies (and of the module's `RING.*` replies), Markdown and CSV tables.
 //!
@@ -24,6 +25,7 @@ pub mod client;
 pub mod cluster;
 pub mod members;
 pub mod output;
+pub mod picture;
 pub mod plan;
 pub mod predict;
 pub mod reply;

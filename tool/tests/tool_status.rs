@@ -13,6 +13,7 @@ use ringslot_engine::key_slot;
 use ringslot_harness::cluster::{has_atomic_slot_migration, redis_cli, Cluster};
 use ringslot_harness::prelude::*;
 use ringslot_harness::redis;
+use ringslot_tool::picture::mib;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -172,6 +173,37 @@ fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
             "{address}: {b} against {t}"
         );
     }
+    // The picture: every master, its used_memory as the JSON has it, its share and limit.
+    let dir = tempfile::tempdir().unwrap();
+    let url = cluster.nodes[0].url();
+    let out = dir.path().to_str().unwrap();
+    let pictured: serde_json::Value =
+        serde_json::from_str(&ok(&["status", "--url", &url, "--json", "--out", out])).unwrap();
+    let labels = ringslot_tool::picture::labels(
+        &std::fs::read_to_string(dir.path().join("status.svg")).unwrap(),
+    );
+    let masters = pictured["masters"].as_array().unwrap();
+    let used: Vec<f64> = masters
+        .iter()
+        .map(|m| m["used_memory"].as_f64().unwrap())
+        .collect();
+    let share = format!(
+        "share {}",
+        mib(used.iter().sum::<f64>() / used.len() as f64)
+    );
+    for (m, used) in masters.iter().zip(&used) {
+        for label in [
+            m["address"].as_str().unwrap().to_string(),
+            mib(*used),
+            share.clone(),
+        ] {
+            assert!(labels.contains(&label), "{label} in {labels:?}");
+        }
+    }
+    assert!(
+        labels.contains(&"maxmemory 512.0 (above)".to_string()),
+        "{labels:?}"
+    );
     // The report: the verdict first, then the masters.
     let url = cluster.nodes[0].url();
     let md = ok(&["status", "--url", &url]);
@@ -195,6 +227,8 @@ fn open_slot_left_by_a_killed_apply(cluster: &mut Cluster) {
         .add_node(|| Server::builder().no_module())
         .unwrap_or_else(|e| panic!("{e}"));
     let url = cluster.nodes[0].url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
     let plan = ok(&[
         "predict",
         "--url",
@@ -205,8 +239,10 @@ fn open_slot_left_by_a_killed_apply(cluster: &mut Cluster) {
         "--max-keys-per-sec",
         "0",
         "--json",
+        "--out",
+        out,
     ]);
-    let dir = tempfile::tempdir().unwrap();
+    predict_picture_agrees(&plan, &dir.path().join("predict.svg"));
     let path = dir.path().join("plan.json");
     std::fs::write(&path, plan).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
@@ -248,6 +284,34 @@ fn open_slot_left_by_a_killed_apply(cluster: &mut Cluster) {
         verdict.contains("holds no slots") || verdict.contains("by slots"),
         "{verdict}"
     );
+}
+
+/// The picture of prediction `json` (`predict --out`) shows every master, its memory now and
+/// after each plan as the JSON has them, and the strips of each plan.
+fn predict_picture_agrees(json: &str, svg: &std::path::Path) {
+    let p: serde_json::Value = serde_json::from_str(json).unwrap();
+    let labels = ringslot_tool::picture::labels(&std::fs::read_to_string(svg).unwrap());
+    let rows = |methods: &serde_json::Value| -> Vec<serde_json::Value> {
+        methods[0]["memory"].as_array().unwrap().clone()
+    };
+    let prediction = &p["prediction"];
+    for row in rows(&prediction["methods"]) {
+        for label in [
+            row["address"].as_str().unwrap().to_string(),
+            mib(row["now"].as_f64().unwrap()),
+            mib(row["end"].as_f64().unwrap()),
+        ] {
+            assert!(labels.contains(&label), "{label} in {labels:?}");
+        }
+    }
+    for row in rows(&prediction["by_weight"]["methods"]) {
+        let label = mib(row["end"].as_f64().unwrap());
+        assert!(labels.contains(&label), "{label} in {labels:?}");
+    }
+    for strip in ["now", "after redis-cli's plan", "after the plan by slots"] {
+        let label = format!("slots 0-16383, {strip}");
+        assert!(labels.contains(&label), "{label} in {labels:?}");
+    }
 }
 
 #[test]

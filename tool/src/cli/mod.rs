@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod members;
 pub mod predict;
+pub mod program;
 pub mod status;
 pub mod values;
 

@@ -69,10 +69,16 @@ impl PredictArgs {
     }
 }
 
+/// The format of `ringslot predict --json` (docs/cluster.md "For scripts: `--json`"): a
+/// field renamed or removed, or one whose meaning changes, takes a new number; fields added
+/// keep it. The plan inside has its own ([`crate::plan::PLAN_VERSION`]).
+pub const PREDICT_JSON_VERSION: u32 = 1;
+
 /// `ringslot predict --json`: the change and what it costs (with `--by`, the plan file:
 /// `prediction.by_weight`).
 #[derive(Serialize)]
 struct PredictJson<'a> {
+    version: u32,
     change: &'a MasterChange,
     prediction: &'a Prediction,
 }
@@ -88,10 +94,14 @@ pub fn run(a: &PredictArgs) -> Result<()> {
     let prediction = predict::predict(&access, &change, &opts)?;
     let report = report::report(&prediction, &change, &opts);
     if let Some(dir) = &a.out.out {
-        report.write(dir, a.out.name.as_deref().unwrap_or("predict"))?;
+        let name = a.out.name.as_deref().unwrap_or("predict");
+        report.write(dir, name)?;
+        let svg = predict::picture::picture(&prediction).svg()?;
+        output::write(dir, &format!("{name}.svg"), &svg)?;
     }
     if a.out.json {
         let json = PredictJson {
+            version: PREDICT_JSON_VERSION,
             change: &change,
             prediction: &prediction,
         };

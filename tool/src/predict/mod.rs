@@ -32,6 +32,7 @@ pub mod estimate;
 pub mod method;
 pub(crate) mod nodes;
 pub mod options;
+pub mod picture;
 pub mod prediction;
 pub(crate) mod read_only;
 pub mod report;

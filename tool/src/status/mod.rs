@@ -12,6 +12,7 @@
 //! 8.2 and later) or a `COUNTKEYSINSLOT` per slot, and per slot with keys one `CLUSTER
 //! GETKEYSINSLOT slot N` and N `MEMORY USAGE key SAMPLES 5` (each O(1)), pipelined.
 
+pub mod picture;
 pub(crate) mod read;
 pub mod report;
 pub(crate) mod verdict;
@@ -21,8 +22,8 @@ use serde::Serialize;
 
 pub use read::read_status;
 
-/// The format of `ringslot status --json`; a reader refuses a later one. Version 1: this
-/// module's types as they are.
+/// The format of `ringslot status --json` (docs/cluster.md "How the cluster stands"): a field
+/// renamed or removed, or one whose meaning changes, takes a new number; fields added keep it.
 pub const STATUS_VERSION: u32 = 1;
 
 /// Keys sized a slot by default (`--bytes-sample`).
@@ -56,6 +57,10 @@ pub struct Status {
     pub keys_sized: u64,
     /// Seconds the reads took.
     pub seconds: f64,
+    /// The owner (`ip:port`) of each of the 16384 slots, as the seed sees them (for the
+    /// picture; not in the JSON, where each master's `slots` count stands).
+    #[serde(skip)]
+    pub owners: Vec<Option<String>>,
 }
 
 /// One master as `status` reads it.

@@ -17,7 +17,7 @@ use crate::predict::estimate::{memory_bytes, SlotSize};
 use crate::predict::sizing::memory_estimates;
 use crate::reply::info_field;
 use anyhow::{anyhow, Result};
-use ringslot_engine::cluster::{myself, ClusterNode};
+use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
 use ringslot_engine::SLOT_COUNT;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -109,6 +109,7 @@ pub fn read_status(access: &Access, keys_per_slot: u64, top: usize) -> Result<St
         big_keys,
         keys_per_slot,
         seconds: 0.0,
+        owners: slot_owners(&nodes),
     };
     status.keys_sized = status.masters.iter().map(|m| m.sampled).sum();
     status.verdict = verdict::verdict(&status);

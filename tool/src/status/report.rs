@@ -11,6 +11,18 @@ fn mib(bytes: f64) -> String {
     format!("{:.1}", bytes / (1024.0 * 1024.0))
 }
 
+/// An error in MiB with two significant digits at least (`0.012`, `0.4`, `3.1`).
+fn error_mib(bytes: f64) -> String {
+    let x = bytes / (1024.0 * 1024.0);
+    if x >= 0.1 {
+        format!("{x:.1}")
+    } else if x >= 0.001 {
+        format!("{x:.3}")
+    } else {
+        "< 0.001".to_string()
+    }
+}
+
 /// The masters' table: one row a master.
 pub fn masters_table(status: &Status) -> Table {
     let mut t = Table::new(&[
@@ -29,7 +41,7 @@ pub fn masters_table(status: &Status) -> Table {
         let bytes = if m.bytes.exact || m.bytes.error == 0.0 {
             mib(m.bytes.value)
         } else {
-            format!("{} ± {}", mib(m.bytes.value), mib(m.bytes.error))
+            format!("{} ± {}", mib(m.bytes.value), error_mib(m.bytes.error))
         };
         let replicas: Vec<String> = m
             .replicas
@@ -152,9 +164,14 @@ pub fn markdown(status: &Status) -> String {
     md
 }
 
-/// Writes `<name>.md` and `<name>-masters.csv` into `dir`.
+/// Writes `<name>.md`, `<name>-masters.csv` and the picture `<name>.svg` into `dir`.
 pub fn write(status: &Status, dir: &Path, name: &str) -> Result<()> {
     output::write(dir, &format!("{name}.md"), &markdown(status))?;
+    output::write(
+        dir,
+        &format!("{name}.svg"),
+        &super::picture::picture(status).svg()?,
+    )?;
     output::write(
         dir,
         &format!("{name}-masters.csv"),

@@ -194,6 +194,7 @@ mod tests {
             keys_per_slot: 8,
             keys_sized: 0,
             seconds: 0.0,
+            owners: Vec::new(),
         }
     }
 
