@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-netem bench-predict-scale bench-big-keys bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-netem bench-predict-scale bench-big-keys bench-status bench-compat clean
 
 all: release
 
@@ -185,6 +185,12 @@ bench-apply: deps
 bench-parallel: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-parallel.sh
+
+## bench-status: `ringslot status` at 1 and 10 million keys beside `redis-cli --cluster check`
+## (SIZES="1000000 10000000", REDIS_SERVER=... for Valkey or Redis 8.2; scripts/bench-status.sh).
+bench-status: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	./scripts/bench-status.sh
 
 ## bench-netem: bench-parallel with each node, the mover and the client in a network namespace
 ## of its own, each packet held DELAY_US microseconds on its way out (tc netem; 150 by default,

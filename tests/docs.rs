@@ -463,6 +463,100 @@ fn the_plan_files_fields_are_the_ones_its_page_lists() {
     );
 }
 
+/// The rows of the field table in the section of docs/cluster.md that starts with `heading`.
+fn cluster_page_fields(heading: &str) -> BTreeSet<String> {
+    let page = read(&root().join("docs/cluster.md"));
+    let start = page
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/cluster.md has a section {heading:?}"));
+    let body = &page[start + 1..];
+    let end = body[4..].find("\n## ").map_or(body.len(), |e| e + 4);
+    first_cells(&body[..end])
+}
+
+#[test]
+fn the_status_fields_are_the_ones_its_page_lists() {
+    // `ringslot status --json` as the tool writes it (`ringslot_tool::status::Status`, every
+    // list holding one item so that its items' fields are written), against the table of
+    // docs/cluster.md's "How the cluster stands".
+    use ringslot_tool::predict::estimate::Estimate;
+    use ringslot_tool::status::*;
+    let master = MasterStatus {
+        address: "10.0.0.1:7000".into(),
+        id: "0".repeat(40),
+        slots: 16384,
+        keys: 1,
+        keys_in_slots: 1,
+        bytes: Estimate::default(),
+        sampled: 1,
+        used_memory: 1.0,
+        maxmemory: 0.0,
+        policy: "noeviction".into(),
+        evicted_keys: 0,
+        replicas: vec![ReplicaStatus {
+            address: "10.0.0.2:7000".into(),
+            link: "up".into(),
+            lag_bytes: Some(0),
+            unread: String::new(),
+        }],
+        migrating: vec![OpenSlot {
+            slot: 1,
+            peer: "10.0.0.3:7000".into(),
+        }],
+        importing: vec![OpenSlot {
+            slot: 2,
+            peer: "10.0.0.3:7000".into(),
+        }],
+        atomic_migrations: vec![AtomicMigration {
+            operation: "EXPORT".into(),
+            slots: "3-4".into(),
+            state: "snapshotting".into(),
+            peer: "10.0.0.3:7000".into(),
+        }],
+        slots_share: 1.0,
+        keys_share: 1.0,
+        bytes_share: 1.0,
+    };
+    let status = Status {
+        version: STATUS_VERSION,
+        seed: "10.0.0.1:7000".into(),
+        server: "redis 7.0.15".into(),
+        verdict: "balanced".into(),
+        masters: vec![master],
+        flagged: vec![FlaggedNode {
+            address: "10.0.0.4:7000".into(),
+            flag: "fail".into(),
+        }],
+        uncovered_slots: 0,
+        balance: Balance::default(),
+        biggest_slots: vec![SlotStatus {
+            slot: 0,
+            master: "10.0.0.1:7000".into(),
+            keys: 1,
+            bytes: 1.0,
+        }],
+        big_keys: vec![BigKeyStatus {
+            key: "k".into(),
+            slot: 0,
+            master: "10.0.0.1:7000".into(),
+            kind: "string".into(),
+            length: 1,
+            memory: 1.0,
+        }],
+        keys_per_slot: 8,
+        keys_sized: 1,
+        seconds: 0.1,
+        owners: Vec::new(),
+    };
+    let mut written = BTreeSet::new();
+    json_fields(&serde_json::to_value(&status).unwrap(), "", &mut written);
+    assert_eq!(
+        cluster_page_fields("\n## How the cluster stands: `ringslot status`\n"),
+        written,
+        "docs/cluster.md's status fields (left) against the fields the tool writes (right)"
+    );
+}
+
 #[test]
 fn placement_lists_every_flavour_and_scheme() {
     let flavours: BTreeSet<String> = Flavour::ALL.iter().map(|f| f.name().into()).collect();
