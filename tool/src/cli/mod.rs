@@ -1,5 +1,7 @@
-//! The command line: one file per subcommand, each owning its options (`Args`) and its run
-//! (`run`), as cargo's `commands/*.rs` do; `main.rs` only dispatches. The option groups more
+//! The command line: the program's subcommands and help ([`program`]), one file per
+//! subcommand, each owning its options (`Args`) and its run (`run`), as cargo's
+//! `commands/*.rs` do, and the exit status of a failed run ([`exit_status`]); `main.rs` only
+//! parses, runs and exits. The option groups more
 //! than one command takes are declared once, here: how to reach the cluster
 //! ([`ConnectionArgs`]), where the output goes ([`OutputArgs`]), and how a prediction runs
 //! ([`PredictionArgs`], which the benchmark program's local runs take too). Options are
