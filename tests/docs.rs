@@ -545,6 +545,7 @@ fn the_status_fields_are_the_ones_its_page_lists() {
         }],
         keys_per_slot: 8,
         keys_sized: 1,
+        big_keys_screened: false,
         seconds: 0.1,
         owners: Vec::new(),
     };

@@ -138,9 +138,33 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         "rings keyed by flavour"
     );
     assert!(json["prediction"]["holds"][0]["keys_read"].as_u64() > Some(0));
+    assert_eq!(json["version"], 1, "predict's JSON format");
+    docs_name_every_field(&json);
     rings_equal_one_server(&cluster, &mut one, &rows);
     expired_keys_are_counted_by_neither_way(&seed, dir, &owners, &mut cons, &rows);
     bad_clusters_are_refused(&mut cluster, &mut cons, dir);
+}
+
+/// Every field of predict's JSON object and of its `prediction` is named (in backticks) in
+/// docs/cluster.md's "For scripts: `--json`".
+fn docs_name_every_field(json: &serde_json::Value) {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cluster.md"))
+            .unwrap();
+    let start = page.find("### For scripts: `--json`").expect("the section");
+    let section = &page[start..];
+    let section = &section[..section[4..].find("\n### ").map_or(section.len(), |e| e + 4)];
+    let named: std::collections::BTreeSet<&str> = section.split('`').skip(1).step_by(2).collect();
+    let written = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .chain(json["prediction"].as_object().unwrap().keys());
+    let missing: Vec<&String> = written.filter(|k| !named.contains(k.as_str())).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/cluster.md's --json section does not name {missing:?}"
+    );
 }
 
 /// Each ring flavour's row of the tool's CSV equals `RING.MOVES ... KEYS` on the standalone

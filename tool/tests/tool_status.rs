@@ -162,6 +162,32 @@ fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
         "{verdict}"
     );
 
+    // A big key among 600 keys of a slot, sized 1 key a slot: --big-keys screens every key
+    // and finds it, counted whole in its master's bytes.
+    write(
+        &cluster,
+        &[c(&[b"SET", b"{hot0}:big", &vec![b'b'; 700 * 1024]])],
+    );
+    let screened = status(&cluster, &["--bytes-sample", "1", "--big-keys"]);
+    assert_eq!(screened["big_keys_screened"], true);
+    let hot_master = slot_owners(&cluster)[usize::from(hot_slot)]
+        .clone()
+        .unwrap();
+    let found = screened["big_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == "{hot0}:big")
+        .unwrap_or_else(|| panic!("{{hot0}}:big in {}", screened["big_keys"]));
+    assert_eq!(found["master"], hot_master.as_str(), "{found}");
+    let bytes = master(&screened, &hot_master)["bytes"]["value"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        bytes >= found["memory"].as_f64().unwrap(),
+        "{bytes} against {found}"
+    );
+    write(&cluster, &[c(&[b"DEL", b"{hot0}:big"])]);
     // Sampled (the default, 8 keys a slot): within the stated error (and 2% for the scaling
     // of slots whose sampled keys are all alike).
     let sampled = status(&cluster, &[]);

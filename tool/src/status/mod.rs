@@ -4,7 +4,8 @@
 //! against `maxmemory` and its policy, its replicas with their link and lag, its open slots
 //! (`MIGRATING`/`IMPORTING`) and Valkey 9's atomic slot migrations; the balance by slots, keys
 //! and bytes (peak-to-mean); the biggest slots; big keys met in the sample; and a one-line
-//! verdict that names the next command.
+//! verdict that names the next command. With `--big-keys`, every key is screened for big keys
+//! as `predict` does (`SCAN`, `MEMORY USAGE ... SAMPLES 5`, rate-limited): O(keys).
 //!
 //! Unlike `predict`, it refuses no cluster: a failing node, an open slot or a running
 //! migration is what it reports. Its work does not grow with the keyspace: per master one
@@ -29,6 +30,18 @@ pub const STATUS_VERSION: u32 = 1;
 /// Keys sized a slot by default (`--bytes-sample`).
 pub const DEFAULT_KEYS_PER_SLOT: u64 = 8;
 
+/// What `ringslot status` reads.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// Keys sized a slot (`--bytes-sample`).
+    pub keys_per_slot: u64,
+    /// The biggest slots and big keys listed, at most (`--top`).
+    pub top: usize,
+    /// With `--big-keys`: screen every key for big keys, this many keys a second a master (0:
+    /// no limit); `None`: the sample's big keys only.
+    pub screen: Option<u64>,
+}
+
 /// How a cluster stands (`ringslot status --json`; docs/cluster.md "Status" lists the fields).
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -49,12 +62,14 @@ pub struct Status {
     pub balance: Balance,
     /// The slots with the most bytes, most first (at most `--top`).
     pub biggest_slots: Vec<SlotStatus>,
-    /// Keys of the sample whose `MEMORY USAGE` is 512 KiB or more, biggest first (at most
-    /// `--top`).
+    /// Keys whose `MEMORY USAGE ... SAMPLES 5` is 512 KiB or more, biggest first (at most
+    /// `--top`): of the sample, or of every key with `--big-keys`.
     pub big_keys: Vec<BigKeyStatus>,
     /// Keys sized a slot (`--bytes-sample`), and keys sized in all.
     pub keys_per_slot: u64,
     pub keys_sized: u64,
+    /// Whether every key was screened for big keys (`--big-keys`), else only the sample's.
+    pub big_keys_screened: bool,
     /// Seconds the reads took.
     pub seconds: f64,
     /// The owner (`ip:port`) of each of the 16384 slots, as the seed sees them (for the

@@ -3,23 +3,24 @@
 
 use super::{
     peak_to_mean, shares, verdict, AtomicMigration, Balance, BigKeyStatus, FlaggedNode,
-    MasterStatus, OpenSlot, ReplicaStatus, SlotStatus, Status, STATUS_VERSION,
+    MasterStatus, OpenSlot, ReplicaStatus, SlotStatus, Status, StatusOptions, STATUS_VERSION,
 };
 use crate::cluster::connection::NodeConnection;
 use crate::cluster::error::Code;
 use crate::cluster::link::Access;
 use crate::cluster::memory::{read_memory, replicas_of};
 use crate::cluster::migrations;
-use crate::cluster::reads::{count_keys_in_slots, slot_stats};
-use crate::cluster::topology::{nodes_on, slots_of, Reach};
+use crate::cluster::pacing::{Holds, Limiter};
+use crate::cluster::reads::{count_keys_in_slots, scan_master, slot_stats};
+use crate::cluster::topology::{nodes_on, slots_of, Master, Reach};
 use crate::predict::big_keys::{kind_of, BIG_KEY_MEMORY};
 use crate::predict::estimate::{memory_bytes, SlotSize};
 use crate::predict::sizing::memory_estimates;
 use crate::reply::info_field;
 use anyhow::{anyhow, Result};
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
-use ringslot_engine::SLOT_COUNT;
-use std::collections::BTreeMap;
+use ringslot_engine::{key_slot, SLOT_COUNT};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 /// Names one pipeline of `MEMORY USAGE` carries at most (its slots' `GETKEYSINSLOT` share one
@@ -34,10 +35,11 @@ struct MasterReads {
     big_keys: Vec<BigKeyStatus>,
 }
 
-/// Reads how the cluster at the seed of `access` stands, sizing `keys_per_slot` keys of each
-/// slot, listing at most `top` slots and big keys. Errors: the seed cannot be reached or read
-/// (`CLUSTER NODES`, `INFO`), or a master cannot be (its address and the failure named).
-pub fn read_status(access: &Access, keys_per_slot: u64, top: usize) -> Result<Status> {
+/// Reads how the cluster at the seed of `access` stands, as `opts` asks. Errors: the seed
+/// cannot be reached or read (`CLUSTER NODES`, `INFO`), a master cannot be (its address and
+/// the failure named), or Ctrl-C during a screen of every key.
+pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
+    let (keys_per_slot, top) = (opts.keys_per_slot, opts.top);
     let started = Instant::now();
     let mut seed = access.seed().connect()?;
     let nodes = nodes_on(&mut seed)?;
@@ -61,7 +63,7 @@ pub fn read_status(access: &Access, keys_per_slot: u64, top: usize) -> Result<St
     let reads: Vec<Result<MasterReads>> = std::thread::scope(|scope| {
         let handles: Vec<_> = masters
             .iter()
-            .map(|m| scope.spawn(|| read_master(&reach, m, &nodes, keys_per_slot)))
+            .map(|m| scope.spawn(|| read_master(&reach, m, &nodes, opts)))
             .collect();
         handles
             .into_iter()
@@ -108,6 +110,7 @@ pub fn read_status(access: &Access, keys_per_slot: u64, top: usize) -> Result<St
         biggest_slots: slots,
         big_keys,
         keys_per_slot,
+        big_keys_screened: opts.screen.is_some(),
         seconds: 0.0,
         owners: slot_owners(&nodes),
     };
@@ -164,9 +167,10 @@ fn read_master(
     reach: &Reach,
     node: &ClusterNode,
     nodes: &[ClusterNode],
-    keys_per_slot: u64,
+    opts: &StatusOptions,
 ) -> Result<MasterReads> {
-    let mut con = reach.link(node)?.connect()?;
+    let link = reach.link(node)?;
+    let mut con = link.connect()?;
     // A node lists its own open slots only, on its `myself` line.
     let own = nodes_on(&mut con)?;
     let me = myself(&own);
@@ -196,7 +200,15 @@ fn read_master(
         None => count_keys_in_slots(&mut con, &served)?,
     };
     let atomic_migrations = atomic_migrations(&mut con, nodes)?;
-    let (slots, seen) = sample(&mut con, &counts, keys_per_slot)?;
+    let (mut slots, mut seen) = sample(&mut con, &counts, opts.keys_per_slot)?;
+    if let Some(rate) = opts.screen {
+        let master = Master {
+            address: node.address.clone(),
+            slots: served.clone(),
+            link,
+        };
+        screen(&mut con, &master, rate, &mut slots, &mut seen)?;
+    }
     let mut big_keys = Vec::new();
     for (name, slot, memory) in seen {
         if let Some(kind) = kind_of(&mut con, &name)? {
@@ -340,6 +352,42 @@ fn sample(
         }
     }
     Ok((sizes.into_iter().collect(), seen))
+}
+
+/// Screens every key of `master` for big keys, as `predict` does: `SCAN` (1000 names a
+/// call) and `MEMORY USAGE ... SAMPLES 5` of each, `rate` keys a second (0: no limit). A big
+/// key the sample did not meet is added to its slot's big keys (`slots`, whose estimate then
+/// counts it whole) and to `seen`. Error: Ctrl-C, or a read refused.
+fn screen(
+    con: &mut NodeConnection,
+    master: &Master,
+    rate: u64,
+    slots: &mut SlotSizes,
+    seen: &mut Vec<Seen>,
+) -> Result<()> {
+    let holds = Holds::default();
+    let mut limiter = Limiter::new(rate);
+    let known: BTreeSet<Vec<u8>> = seen.iter().map(|(name, _, _)| name.clone()).collect();
+    scan_master(master, con, &holds, |con, names| {
+        limiter.take(names.len() as u64);
+        let memory = memory_estimates(con, names.iter().map(Vec::as_slice))?;
+        for (name, m) in names.iter().zip(memory) {
+            let Some(m) = m.map(|m| m as f64) else {
+                continue;
+            };
+            if m < BIG_KEY_MEMORY as f64 || known.contains(name) {
+                continue;
+            }
+            let slot = key_slot(name);
+            if let Some((_, size)) = slots.iter_mut().find(|(s, _)| *s == slot) {
+                size.big += 1;
+                size.big_memory += m;
+                size.big_dump += m;
+            }
+            seen.push((name.clone(), slot, m));
+        }
+        Ok(())
+    })
 }
 
 /// Replica `node` of a master whose `INFO replication` lists `listed`: its link (its own

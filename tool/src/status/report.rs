@@ -154,11 +154,15 @@ pub fn markdown(status: &Status) -> String {
                 mib(k.memory),
             ]);
         }
-        md.push_str(&format!(
-            "\n## Big keys met in the sample (512 KiB or more)\n\n{}\nThe sample sees some \
-             keys of each slot only: `ringslot predict` screens every key.\n",
-            t.markdown()
-        ));
+        let (heading, note) = if status.big_keys_screened {
+            ("Big keys (512 KiB or more), every key screened", "")
+        } else {
+            (
+                "Big keys met in the sample (512 KiB or more)",
+                "The sample sees some keys of each slot only: `--big-keys` screens every key.\n",
+            )
+        };
+        md.push_str(&format!("\n## {heading}\n\n{}\n{note}", t.markdown()));
     }
     md.push_str(&format!("\nRead in {:.2} s.\n", status.seconds));
     md

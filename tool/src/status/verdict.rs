@@ -193,6 +193,7 @@ mod tests {
             big_keys: Vec::new(),
             keys_per_slot: 8,
             keys_sized: 0,
+            big_keys_screened: false,
             seconds: 0.0,
             owners: Vec::new(),
         }
