@@ -95,11 +95,13 @@ fn balance(status: &Status) -> String {
         );
     }
     let off = |share: f64| (share - 1.0).abs() * 100.0;
-    if let Some(m) = masters
+    // The master with the most slots where it is off its share, else the one with the fewest.
+    let most = peak(masters, |m| m.slots_share).filter(|m| off(m.slots_share) > DEFAULT_THRESHOLD);
+    let fewest = masters
         .iter()
-        .filter(|m| off(m.slots_share) > DEFAULT_THRESHOLD)
-        .max_by(|a, b| off(a.slots_share).total_cmp(&off(b.slots_share)))
-    {
+        .min_by(|a, b| a.slots_share.total_cmp(&b.slots_share))
+        .filter(|m| off(m.slots_share) > DEFAULT_THRESHOLD);
+    if let Some(m) = most.or(fewest) {
         return format!(
             "not balanced by slots: master {} holds {:.2}x its share of slots; `ringslot \
              predict --url redis://{seed} --rebalance` shows what `redis-cli --cluster \
