@@ -91,10 +91,10 @@ fn series_colour(i: usize) -> RGBColor {
 }
 
 /// The colour of master `i` in the strips and under its column: the palette without its
-/// grey (the bars' colour).
+/// grey (the bars') and its red (the limits').
 pub fn master_colour(i: usize) -> RGBColor {
-    const NOT_GREY: [usize; 14] = [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14];
-    colour(NOT_GREY.get(i % NOT_GREY.len()).copied().unwrap_or(0))
+    const MASTERS: [usize; 13] = [0, 1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14];
+    colour(MASTERS.get(i % MASTERS.len()).copied().unwrap_or(0))
 }
 
 impl Picture {
@@ -107,8 +107,17 @@ impl Picture {
             let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
             root.fill(&WHITE).map_err(draw_error)?;
             let title = ("sans-serif", 18).into_font().color(&BLACK);
-            root.draw(&Text::new(self.title.clone(), (LEFT, 24), title))
+            root.draw(&Text::new(self.title.clone(), (LEFT, 16), title))
                 .map_err(draw_error)?;
+            let key = ("sans-serif", 11).into_font().color(&BLACK);
+            root.draw(&Text::new(
+                "Bars: each master's memory (MiB). Even share: the memory when done over the \
+                 masters that keep slots. Strips: each slot in its owner's colour (the square \
+                 under each master); black: the slots a plan moves.",
+                (LEFT, height as i32 - 22),
+                key,
+            ))
+            .map_err(draw_error)?;
             self.draw_bars(&root)?;
             self.draw_strips(&root, BARS_BOTTOM + 70)?;
             root.present().map_err(draw_error)?;
@@ -193,27 +202,33 @@ impl Picture {
                 ))
                 .map_err(draw_error)?;
                 root.draw(&Text::new(
-                    format!("share {}", mib(share)),
+                    format!("even share {}", mib(share)),
                     (xr + 2, ys - 6),
                     small.clone(),
                 ))
                 .map_err(draw_error)?;
             }
             if c.maxmemory > 0.0 {
-                let (ym, above) = if c.maxmemory <= top {
-                    (y(c.maxmemory), "")
-                } else {
-                    (BARS_TOP, " (above)")
-                };
+                // Red is the limit's alone (no master is drawn red). A limit far above the bars
+                // is written at the top, without a line.
                 let red = colour(3);
-                root.draw(&PathElement::new(
-                    vec![(xl, ym), (xr, ym)],
-                    red.stroke_width(2),
-                ))
-                .map_err(draw_error)?;
+                let text = if c.maxmemory <= top {
+                    let ym = y(c.maxmemory);
+                    root.draw(&PathElement::new(
+                        vec![(xl, ym), (xr, ym)],
+                        red.stroke_width(2),
+                    ))
+                    .map_err(draw_error)?;
+                    (format!("maxmemory {}", mib(c.maxmemory)), ym - 14)
+                } else {
+                    (
+                        format!("maxmemory {} (off the chart)", mib(c.maxmemory)),
+                        BARS_TOP - 8,
+                    )
+                };
                 root.draw(&Text::new(
-                    format!("maxmemory {}{above}", mib(c.maxmemory)),
-                    (xl, ym - 14),
+                    text.0,
+                    (xl, text.1),
                     ("sans-serif", 11).into_font().color(&red),
                 ))
                 .map_err(draw_error)?;
@@ -247,18 +262,36 @@ impl Picture {
         let first = self.strips.first();
         for (si, strip) in self.strips.iter().enumerate() {
             let y0 = from + si as i32 * (STRIP_HEIGHT + STRIP_GAP);
-            root.draw(&Text::new(
-                format!("slots 0-16383, {}", strip.label),
-                (LEFT, y0 - 14),
-                small.clone(),
-            ))
-            .map_err(draw_error)?;
-            for (start, end, owner) in runs(&strip.owners) {
+            let moved = first.map_or(0, |f| {
+                strip
+                    .owners
+                    .iter()
+                    .zip(&f.owners)
+                    .filter(|(a, b)| a != b)
+                    .count()
+            });
+            let label = if si == 0 {
+                format!("slots 0-16383, {}", strip.label)
+            } else {
+                format!("slots 0-16383, {}: {moved} slots move", strip.label)
+            };
+            root.draw(&Text::new(label, (LEFT, y0 - 14), small.clone()))
+                .map_err(draw_error)?;
+            // Runs narrower than a pixel are drawn last, a pixel wide, so that a slot kept alone
+            // (a hot tag's) shows.
+            let all = runs(&strip.owners);
+            let (thin, wide): (Vec<_>, Vec<_>) = all
+                .iter()
+                .partition(|(start, end, _)| x(end + 1) - x(*start) < 1);
+            for &(start, end, owner) in wide.into_iter().chain(thin) {
                 let fill = owner
                     .and_then(|o| self.columns.iter().position(|c| c.address == o))
                     .map_or(WHITE, master_colour);
                 root.draw(&Rectangle::new(
-                    [(x(start), y0), (x(end + 1), y0 + STRIP_HEIGHT)],
+                    [
+                        (x(start), y0),
+                        (x(end + 1).max(x(start) + 1), y0 + STRIP_HEIGHT),
+                    ],
                     fill.filled(),
                 ))
                 .map_err(draw_error)?;
@@ -388,10 +421,10 @@ mod tests {
             "c:1",
             "30.0",
             "21.0",
-            "share 20.0",
+            "even share 20.0",
             "maxmemory 64.0",
-            "maxmemory 4096.0 (above)",
-            "slots 0-16383, after",
+            "maxmemory 4096.0 (off the chart)",
+            "slots 0-16383, after: 100 slots move",
         ] {
             assert!(labels.iter().any(|l| l == text), "{text} in {labels:?}");
         }

@@ -214,7 +214,7 @@ fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
         .map(|m| m["used_memory"].as_f64().unwrap())
         .collect();
     let share = format!(
-        "share {}",
+        "even share {}",
         mib(used.iter().sum::<f64>() / used.len() as f64)
     );
     for (m, used) in masters.iter().zip(&used) {
@@ -227,7 +227,7 @@ fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
         }
     }
     assert!(
-        labels.contains(&"maxmemory 512.0 (above)".to_string()),
+        labels.contains(&"maxmemory 512.0 (off the chart)".to_string()),
         "{labels:?}"
     );
     // The report: the verdict first, then the masters.
@@ -336,7 +336,10 @@ fn predict_picture_agrees(json: &str, svg: &std::path::Path) {
     }
     for strip in ["now", "after redis-cli's plan", "after the plan by slots"] {
         let label = format!("slots 0-16383, {strip}");
-        assert!(labels.contains(&label), "{label} in {labels:?}");
+        assert!(
+            labels.iter().any(|l| l.starts_with(&label)),
+            "{label} in {labels:?}"
+        );
     }
 }
 

@@ -37,6 +37,7 @@ mod prepare;
 mod verbs;
 
 pub(crate) use health::Stop;
+pub(crate) use position::Unreached;
 pub(crate) use prepare::prepare_settled;
 
 use crate::cluster::connection::NodeConnection;

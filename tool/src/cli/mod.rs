@@ -208,7 +208,8 @@ pub const EXIT_ERROR: i32 = 1;
 /// Exit status of a usage error: clap's own (an unknown option, a missing argument).
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: refused, or stopped between steps, by a safety rule ([`Refusal`] of an
-/// unstable cluster, [`crate::cluster::error::Refused`]): nothing unsafe was done.
+/// unstable cluster, a plan the cluster's state does not fit, [`crate::cluster::error::Refused`]):
+/// nothing unsafe was done.
 pub const EXIT_REFUSED: i32 = 3;
 /// Exit status after Ctrl-C (the run stopped at its next step, or at once on a second one).
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -217,9 +218,39 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub fn exit_status(e: &anyhow::Error) -> i32 {
     if INTERRUPTED.load(Ordering::SeqCst) {
         EXIT_INTERRUPTED
-    } else if is_refused(e) || e.chain().any(|c| c.is::<Refusal>()) {
+    } else if is_refused(e)
+        || e.chain()
+            .any(|c| c.is::<Refusal>() || c.is::<crate::apply::Unreached>())
+    {
         EXIT_REFUSED
     } else {
         EXIT_ERROR
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::Unreached;
+    use crate::cluster::error::Refused;
+    use anyhow::Context;
+
+    #[test]
+    fn a_safety_rule_exits_3_wrapped_or_not_and_anything_else_1() {
+        let refused = || anyhow::Error::new(Refused("not confirmed".into()));
+        assert_eq!(exit_status(&refused()), EXIT_REFUSED);
+        assert_eq!(exit_status(&refused().context("apply")), EXIT_REFUSED);
+        let stale = anyhow::Error::new(Unreached::Changed("slot 5".into()));
+        assert_eq!(exit_status(&stale), EXIT_REFUSED);
+        let open = anyhow::Error::new(Refusal::Open {
+            slot: 1,
+            node: "10.0.0.1:7000".into(),
+        });
+        assert_eq!(exit_status(&open), EXIT_REFUSED);
+        let plain: Result<()> = Err(anyhow::anyhow!("cannot reach 10.0.0.1:7000"));
+        assert_eq!(
+            exit_status(&plain.context("status").unwrap_err()),
+            EXIT_ERROR
+        );
     }
 }

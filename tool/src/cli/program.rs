@@ -20,14 +20,20 @@ Examples:
 
 Exit status:
   0    done
-  1    an error (a node unreachable or answering an error, a file unreadable): the text says
-       which
+  1    an error (a node unreachable or answering an error, a file unreadable, a value the
+       tool refuses such as --parallel 0): the text says which
   2    a usage error (an unknown option, a missing argument)
   3    refused, or stopped between steps, by a safety rule (an unhealthy cluster, a plan
        that no longer fits it, a node's maxmemory, a copy that differs, a missing
        permission, no confirmation): nothing unsafe was done; fix what it names and run again
   130  Ctrl-C (apply: the slot under way is finished and closed first)
   86   only under the test hook RINGSLOT_APPLY_EXIT_AFTER_WRITES (tests of a killed apply)";
+
+/// What each subcommand's `--help` ends with: the exit statuses, in short.
+const EXIT_STATUSES: &str = "\
+Exit status: 0 done; 1 an error, or a value the tool refuses; 2 a usage error; 3 refused, or
+stopped between steps, by a safety rule (nothing unsafe was done: fix what it names and run
+again); 130 Ctrl-C. `ringslot --help` has examples.";
 
 /// `ringslot`, the operator's tool.
 #[derive(Parser)]
@@ -51,12 +57,14 @@ pub enum Command {
     /// Per master its slots, keys, bytes (sampled, with their error), memory against
     /// maxmemory, replicas and open slots; the balance by slots, keys and bytes; the biggest
     /// slots and the big keys met. Reads only.
+    #[command(after_help = EXIT_STATUSES)]
     Status(status::StatusArgs),
     /// What a change of masters costs the live cluster (reads only), and a plan by weight.
     ///
     /// Masters joining (--add), leaving (--del), or the rebalance pending after `redis-cli
     /// --cluster add-node` (--rebalance): what redis-cli's rebalance moves, and with --by a
     /// plan that evens bytes (or memory, keys, load) instead, for `apply`.
+    #[command(after_help = EXIT_STATUSES)]
     Predict(predict::PredictArgs),
     /// Carries out a plan by weight on the cluster: the one command that writes.
     ///
@@ -66,18 +74,21 @@ pub enum Command {
     /// between disjoint pairs of masters at once. Asks for a confirmation unless --yes;
     /// --dry-run prints the commands instead. Interrupted, it goes on when run again with the
     /// same plan.
+    #[command(after_help = EXIT_STATUSES)]
     Apply(apply::ApplyArgs),
     /// What a change of nodes costs a memcached fleet's keys.
     ///
     /// The keys are read from a file (one key per line, or `lru_crawler metadump` lines) or a
     /// live memcached, weighed by their sizes.
+    #[command(after_help = EXIT_STATUSES)]
     Members(members::MembersArgs),
-    /// Prints the man page (roff), or writes one a subcommand into a directory.
+    /// Prints the man page (roff), or writes every page into a directory.
     ///
     /// `ringslot man > ringslot.1; man ./ringslot.1`; `ringslot man --dir DIR` writes
-    /// ringslot.1 and ringslot-status.1, ringslot-predict.1 ... (a man1 directory).
+    /// ringslot.1 and a page per subcommand, ringslot-status.1, ringslot-predict.1 ... (a man1
+    /// directory).
     Man {
-        /// Write every page (the program's and one a subcommand) into this directory.
+        /// Write every page (the program's, and one per subcommand) into this directory.
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },

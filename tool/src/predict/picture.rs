@@ -101,10 +101,7 @@ pub fn picture(p: &Prediction) -> Picture {
         });
     }
     Picture {
-        title: format!(
-            "What the change does to the masters (seen from {})",
-            p.entry
-        ),
+        title: format!("What the change does to the masters (seed {})", p.entry),
         measure: "used_memory".into(),
         series,
         columns,

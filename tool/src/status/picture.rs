@@ -10,7 +10,7 @@ pub fn picture(s: &Status) -> Picture {
     let used: Vec<f64> = s.masters.iter().map(|m| m.used_memory).collect();
     let mean = used.iter().sum::<f64>() / used.len().max(1) as f64;
     Picture {
-        title: format!("Cluster status ({}, seen from {})", s.server, s.seed),
+        title: format!("Cluster status ({}, seed {})", s.server, s.seed),
         measure: "used_memory, and the keys' bytes (sampled)".into(),
         series: vec!["used_memory".into(), "keys' bytes (sampled)".into()],
         columns: s

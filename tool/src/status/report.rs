@@ -30,7 +30,7 @@ pub fn masters_table(status: &Status) -> Table {
         "slots",
         "keys",
         "MiB (sampled)",
-        "share of bytes",
+        "bytes / mean",
         "used_memory MiB",
         "maxmemory MiB",
         "policy",
@@ -118,6 +118,18 @@ pub fn markdown(status: &Status) -> String {
         status.keys_per_slot,
         status.keys_sized
     ));
+    let alone: Vec<&str> = status
+        .masters
+        .iter()
+        .filter(|m| m.slots > 0 && m.replicas.is_empty())
+        .map(|m| m.address.as_str())
+        .collect();
+    if !alone.is_empty() {
+        md.push_str(&format!(
+            "\nMasters without a replica (if one fails, no replica takes its slots over): {}.\n",
+            alone.join(", ")
+        ));
+    }
     for n in &status.flagged {
         md.push_str(&format!(
             "\nNode {} is flagged `{}`: not read.\n",
@@ -142,7 +154,14 @@ pub fn markdown(status: &Status) -> String {
         }
         md.push_str(&format!("\n## Biggest slots\n\n{}", t.markdown()));
     }
-    if !status.big_keys.is_empty() {
+    if status.big_keys.is_empty() {
+        md.push_str(if status.big_keys_screened {
+            "\nNo big key (512 KiB or more): every key screened.\n"
+        } else {
+            "\nNo big key (512 KiB or more) met in the sample: `--big-keys` screens every key \
+             (a big key the sample missed is not in the bytes either).\n"
+        });
+    } else {
         let mut t = Table::new(&["key", "slot", "master", "type", "length", "MiB"]);
         for k in &status.big_keys {
             t.push(vec![

@@ -32,33 +32,8 @@ fn pressing(status: &Status) -> Vec<String> {
             status.uncovered_slots
         ));
     }
-    for m in &status.masters {
-        if let Some(job) = m.atomic_migrations.first() {
-            out.push(format!(
-                "an atomic slot migration is under way on {} ({} of slots {} with {}, {}): \
-                 wait for it to end",
-                m.address,
-                job.operation.to_lowercase(),
-                job.slots,
-                job.peer,
-                job.state
-            ));
-        } else if let Some(open) = m.migrating.first() {
-            out.push(format!(
-                "slot {} is migrating from {} to {}: a move under way, or left by a stopped run \
-                 (`ringslot apply` with the same plan goes on with it; else redis-cli --cluster \
-                 fix)",
-                open.slot, m.address, open.peer
-            ));
-        } else if let Some(open) = m.importing.first() {
-            out.push(format!(
-                "slot {} is importing on {} from {}: a move under way, or left by a stopped run \
-                 (`ringslot apply` with the same plan goes on with it; else redis-cli --cluster \
-                 fix)",
-                open.slot, m.address, open.peer
-            ));
-        }
-    }
+    out.extend(migrations(status));
+    out.extend(open_slots(status));
     for m in &status.masters {
         if m.maxmemory > 0.0 && m.used_memory >= NEAR_MAXMEMORY * m.maxmemory {
             out.push(format!(
@@ -70,6 +45,80 @@ fn pressing(status: &Status) -> Vec<String> {
         }
     }
     out
+}
+
+/// " (and N more)" where `more` is above 0.
+fn and_more(more: usize, what: &str) -> String {
+    if more == 0 {
+        String::new()
+    } else {
+        format!(" (and {more} more {what})")
+    }
+}
+
+/// The atomic slot migrations under way, by their source (the export), else their target.
+fn migrations(status: &Status) -> Option<String> {
+    let jobs: Vec<(&str, &super::AtomicMigration)> = status
+        .masters
+        .iter()
+        .flat_map(|m| m.atomic_migrations.iter().map(|j| (m.address.as_str(), j)))
+        .collect();
+    let exports: Vec<_> = jobs
+        .iter()
+        .filter(|(_, j)| j.operation.eq_ignore_ascii_case("export"))
+        .collect();
+    let (listed, count) = if exports.is_empty() {
+        (jobs.first()?, jobs.len())
+    } else {
+        (*exports.first()?, exports.len())
+    };
+    let (address, job) = listed;
+    Some(format!(
+        "an atomic slot migration is under way on {address} ({} of slots {} with {}, {}){}: wait \
+         for it to end",
+        job.operation.to_lowercase(),
+        job.slots,
+        job.peer,
+        job.state,
+        and_more(count.saturating_sub(1), "jobs")
+    ))
+}
+
+/// The slots left open, by their source (migrating), else their target (importing).
+fn open_slots(status: &Status) -> Option<String> {
+    let migrating: Vec<(&str, &super::OpenSlot)> = status
+        .masters
+        .iter()
+        .flat_map(|m| m.migrating.iter().map(|o| (m.address.as_str(), o)))
+        .collect();
+    let importing: Vec<(&str, &super::OpenSlot)> = status
+        .masters
+        .iter()
+        .flat_map(|m| m.importing.iter().map(|o| (m.address.as_str(), o)))
+        .collect();
+    // An importing slot whose source lists it migrating is the same move.
+    let alone: Vec<_> = importing
+        .iter()
+        .filter(|(_, o)| !migrating.iter().any(|(_, m)| m.slot == o.slot))
+        .collect();
+    let more = migrating.len() + alone.len();
+    let what = if let Some((address, open)) = migrating.first() {
+        format!(
+            "slot {} is migrating from {address} to {}",
+            open.slot, open.peer
+        )
+    } else {
+        let (address, open) = alone.first()?;
+        format!(
+            "slot {} is importing on {address} from {}",
+            open.slot, open.peer
+        )
+    };
+    Some(format!(
+        "{what}{}: a move under way, or left by a stopped run (`ringslot apply` with the same \
+         plan goes on with it; else redis-cli --cluster fix)",
+        and_more(more.saturating_sub(1), "open slots")
+    ))
 }
 
 /// The master with the largest `share`.
@@ -101,37 +150,68 @@ fn balance(status: &Status) -> String {
         .iter()
         .min_by(|a, b| a.slots_share.total_cmp(&b.slots_share))
         .filter(|m| off(m.slots_share) > DEFAULT_THRESHOLD);
-    if let Some(m) = most.or(fewest) {
-        return format!(
-            "not balanced by slots: master {} holds {:.2}x its share of slots; `ringslot \
-             predict --url redis://{seed} --rebalance` shows what `redis-cli --cluster \
-             rebalance` would move",
-            m.address, m.slots_share
-        );
-    }
+    let by_slots = most.or(fewest);
     let total: f64 = masters.iter().map(|m| m.bytes.value).sum();
-    if total <= 0.0 {
-        return "balanced by slots; no keys yet".into();
-    }
     let mean = total / masters.len() as f64;
     let tolerance = DEFAULT_TOLERANCE / 100.0;
     // Off by more than the tolerance even at the near end of the estimate's error.
     let beyond = |m: &MasterStatus| {
-        let low = (m.bytes.value - m.bytes.error) / mean;
-        let high = (m.bytes.value + m.bytes.error) / mean;
-        low > 1.0 + tolerance || high < 1.0 - tolerance
+        mean > 0.0
+            && ((m.bytes.value - m.bytes.error) / mean > 1.0 + tolerance
+                || (m.bytes.value + m.bytes.error) / mean < 1.0 - tolerance)
     };
-    match peak(masters, |m| if beyond(m) { m.bytes_share } else { 0.0 }).filter(|m| beyond(m)) {
-        Some(m) => format!(
-            "balanced by slots, not by bytes: master {} holds {:.2}x its share; `ringslot \
-             predict --url redis://{seed} --rebalance --by bytes` would even it",
-            m.address, m.bytes_share
-        ),
-        None => format!(
+    let by_bytes =
+        peak(masters, |m| if beyond(m) { m.bytes_share } else { 0.0 }).filter(|m| beyond(m));
+    let predict = format!("`ringslot predict --url redis://{seed} --rebalance --by bytes`");
+    match (by_slots, by_bytes) {
+        (None, None) if total <= 0.0 => "balanced by slots; no keys yet".into(),
+        (None, None) => format!(
             "balanced by slots and by bytes (peak-to-mean {:.2} and {:.2})",
             status.balance.slots, status.balance.bytes
         ),
+        (_, Some(m)) if hot_slot(status, m, mean).is_some() => {
+            let (slot, bytes) = hot_slot(status, m, mean).unwrap_or_default();
+            format!(
+                "not balanced by bytes: master {} holds {:.2}x its share, and slot {slot} alone \
+                 ({:.1} MiB) is more than a master's share ({:.1} MiB): no plan that moves whole \
+                 slots evens it (its hash tag would have to be split); {predict} evens the rest",
+                m.address,
+                m.bytes_share,
+                bytes / MIB,
+                mean / MIB
+            )
+        }
+        (None, Some(m)) => format!(
+            "balanced by slots, not by bytes: master {} holds {:.2}x its share; {predict} would \
+             even it",
+            m.address, m.bytes_share
+        ),
+        (Some(s), Some(m)) => format!(
+            "balanced by neither slots nor bytes: master {} holds {:.2}x its share of bytes \
+             ({} {:.2}x its share of slots); {predict} shows a plan that evens bytes beside \
+             what `redis-cli --cluster rebalance` would move",
+            m.address, m.bytes_share, s.address, s.slots_share
+        ),
+        (Some(s), None) => format!(
+            "balanced by bytes, not by slots (master {} holds {:.2}x its share of slots), as a \
+             plan by bytes leaves a cluster: `redis-cli --cluster rebalance` would even the \
+             slot counts and undo it",
+            s.address, s.slots_share
+        ),
     }
+}
+
+/// Bytes in a MiB.
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A slot of master `m` heavier than a master's mean share of bytes (`mean`), among the
+/// biggest slots listed: `(slot, bytes)`.
+fn hot_slot(status: &Status, m: &MasterStatus, mean: f64) -> Option<(u16, f64)> {
+    status
+        .biggest_slots
+        .iter()
+        .find(|s| s.master == m.address && s.bytes > mean)
+        .map(|s| (s.slot, s.bytes))
 }
 
 #[cfg(test)]
@@ -234,8 +314,73 @@ mod tests {
             "{}",
             verdict(&s)
         );
+    }
+
+    #[test]
+    fn a_plan_by_bytes_is_not_undone_and_a_slot_bigger_than_a_share_is_named() {
+        // Even by bytes, not by slots: as a plan by bytes leaves a cluster.
         let s = status(vec![master("a:1", 10000, 1e6), master("b:1", 6384, 1e6)]);
-        assert!(verdict(&s).starts_with("not balanced by slots: master a:1 holds 1.22x"));
+        let v = verdict(&s);
+        assert!(v.starts_with("balanced by bytes, not by slots"), "{v}");
+        assert!(v.contains("would even the slot counts and undo it"), "{v}");
+        // A slot heavier than a master's share: no plan of whole slots evens it.
+        let mut s = status(vec![
+            master("a:1", 5462, 3e6),
+            master("b:1", 5461, 1e6),
+            master("c:1", 5461, 1e6),
+        ]);
+        s.biggest_slots.push(crate::status::SlotStatus {
+            slot: 7,
+            master: "a:1".into(),
+            keys: 1000,
+            bytes: 2.5e6,
+        });
+        let v = verdict(&s);
+        assert!(
+            v.starts_with("not balanced by bytes: master a:1 holds 1.80x"),
+            "{v}"
+        );
+        assert!(v.contains("slot 7 alone (2.4 MiB)"), "{v}");
+        // Neither: both named.
+        let s = status(vec![master("a:1", 10000, 3e6), master("b:1", 6384, 1e6)]);
+        assert!(
+            verdict(&s).starts_with("balanced by neither"),
+            "{}",
+            verdict(&s)
+        );
+    }
+
+    #[test]
+    fn a_migration_is_named_by_its_source_whichever_master_comes_first() {
+        use crate::status::AtomicMigration;
+        let job = |operation: &str, peer: &str| AtomicMigration {
+            operation: operation.into(),
+            slots: "0-9".into(),
+            state: "snapshotting".into(),
+            peer: peer.into(),
+        };
+        let mut target = master("a:1", 8192, 1e6);
+        target.atomic_migrations.push(job("IMPORT", "b:1"));
+        target.importing.push(OpenSlot {
+            slot: 100,
+            peer: "b:1".into(),
+        });
+        let mut source = master("b:1", 8192, 1e6);
+        source.atomic_migrations.push(job("EXPORT", "a:1"));
+        source.migrating.push(OpenSlot {
+            slot: 100,
+            peer: "a:1".into(),
+        });
+        let v = verdict(&status(vec![target, source]));
+        assert!(
+            v.starts_with("an atomic slot migration is under way on b:1 (export"),
+            "{v}"
+        );
+        assert!(
+            v.contains("; slot 100 is migrating from b:1 to a:1: a move"),
+            "{v}"
+        );
+        assert!(!v.contains("more"), "{v}");
     }
 
     #[test]

@@ -78,10 +78,10 @@ fn weight_section(c: &WeightComparison) -> String {
     format!(
         "\n## A plan by {by}, beside redis-cli's\n\nredis-cli's rebalance evens slot counts; \
          this plan evens {by} (each master within {pct:.1}% of its share by capacity: {}), \
-         moving slots whole and as little {by} as its heuristic finds (engine/src/by_weight.rs: \
-         within 2% of the least any plan must move on its tests).{oversized}{}{}\n\n{}\n{}\n\
+         moving slots whole and as little {by} as its heuristic finds (within 2% of the least \
+         any plan must move, on its tests).{oversized}{}{}\n\n{}\n{}\n\
          Its moves: {}. The slots \
-         one by one are in the JSON (`--json`, field `by_weight.moves`).{carry} It evens \
+         one by one are in the JSON (`--json`, field `prediction.by_weight.moves`).{carry} It evens \
          {by}, not keys (see the keys' peak-to-mean), and has no duration estimate yet.\n\n\
          {verdict}\n",
         if c.by_maxmemory {
