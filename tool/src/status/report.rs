@@ -102,7 +102,7 @@ pub fn masters_table(status: &Status) -> Table {
 /// The report in Markdown.
 pub fn markdown(status: &Status) -> String {
     let mut md = format!(
-        "# Cluster status ({}, seen from {})\n\n**{}**\n\n{}\n",
+        "# Cluster status ({}, seed {})\n\n**{}**\n\n{}\n",
         status.server,
         status.seed,
         status.verdict,
