@@ -513,6 +513,7 @@ fn the_status_fields_are_the_ones_its_page_lists() {
             state: "snapshotting".into(),
             peer: "10.0.0.3:7000".into(),
         }],
+        unread: String::new(),
         slots_share: 1.0,
         keys_share: 1.0,
         bytes_share: 1.0,
@@ -526,6 +527,7 @@ fn the_status_fields_are_the_ones_its_page_lists() {
         flagged: vec![FlaggedNode {
             address: "10.0.0.4:7000".into(),
             flag: "fail".into(),
+            master: false,
         }],
         uncovered_slots: 0,
         balance: Balance::default(),

@@ -260,7 +260,7 @@ impl Prepared {
         let first = job.first().copied().unwrap_or_default();
         if let Some(mut limits) = self.limits() {
             if let Some(crossing) = limits.before_job(&moves, 0)? {
-                bail!(
+                refuse!(
                     "stopped before the atomic migration of move {} of {} (no job was \
                      started for it): {crossing}. Make room there (CONFIG SET maxmemory on \
                      the node and its replicas), then run the same command again",
@@ -498,7 +498,7 @@ impl Prepared {
             && !job_slots(job).is_empty()
             && job_slots(job).is_subset(wanted);
         if !ours {
-            bail!(
+            refuse!(
                 "{at} runs an atomic slot migration that is not this plan's next ({} of slots \
                  {}, {}): wait for it to end (CLUSTER GETSLOTMIGRATIONS)",
                 job.get("name").map(String::as_str).unwrap_or("?"),

@@ -52,9 +52,10 @@ pub struct Status {
     pub server: String,
     /// The one-line verdict: the most pressing finding and the command that acts on it.
     pub verdict: String,
-    /// The masters, by their first slot (those without slots last, by address).
+    /// The masters: those that serve slots, then those without, each by address.
     pub masters: Vec<MasterStatus>,
-    /// Nodes flagged failing (`fail`, `fail?`), in handshake or without an address.
+    /// Nodes flagged failing (`fail`, `fail?`), in handshake or without an address (a failing
+    /// master is among `masters` too, not read).
     pub flagged: Vec<FlaggedNode>,
     /// Slots no master serves.
     pub uncovered_slots: u64,
@@ -106,6 +107,9 @@ pub struct MasterStatus {
     pub importing: Vec<OpenSlot>,
     /// Atomic slot migrations not over (`CLUSTER GETSLOTMIGRATIONS`, Valkey 9 and later).
     pub atomic_migrations: Vec<AtomicMigration>,
+    /// Why it could not be read (empty when it was; then its figures are 0 and it is left out
+    /// of the balance).
+    pub unread: String,
     /// Its share of the cluster's slots, keys and bytes over an even share (1.0: even).
     pub slots_share: f64,
     pub keys_share: f64,
@@ -149,6 +153,8 @@ pub struct AtomicMigration {
 pub struct FlaggedNode {
     pub address: String,
     pub flag: String,
+    /// Whether it is a master (its slots wait for a failover), else a replica.
+    pub master: bool,
 }
 
 /// Peak-to-mean over the masters (the largest share over the mean; 1.0: even).

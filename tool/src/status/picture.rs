@@ -7,7 +7,12 @@ use crate::picture::{Column, Picture, Strip};
 
 /// The picture of status `s`.
 pub fn picture(s: &Status) -> Picture {
-    let used: Vec<f64> = s.masters.iter().map(|m| m.used_memory).collect();
+    let used: Vec<f64> = s
+        .masters
+        .iter()
+        .filter(|m| m.unread.is_empty())
+        .map(|m| m.used_memory)
+        .collect();
     let mean = used.iter().sum::<f64>() / used.len().max(1) as f64;
     Picture {
         title: format!("Cluster status ({}, seed {})", s.server, s.seed),
@@ -18,7 +23,11 @@ pub fn picture(s: &Status) -> Picture {
             .iter()
             .map(|m| Column {
                 address: m.address.clone(),
-                values: vec![Some(m.used_memory), Some(m.bytes.value)],
+                values: if m.unread.is_empty() {
+                    vec![Some(m.used_memory), Some(m.bytes.value)]
+                } else {
+                    vec![None, None]
+                },
                 share: (mean > 0.0).then_some(mean),
                 maxmemory: m.maxmemory,
             })

@@ -19,7 +19,7 @@ use crate::predict::sizing::memory_estimates;
 use crate::reply::info_field;
 use anyhow::{anyhow, Result};
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
-use ringslot_engine::{key_slot, SLOT_COUNT};
+use ringslot_engine::key_slot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -39,7 +39,13 @@ struct MasterReads {
 /// cannot be reached or read (`CLUSTER NODES`, `INFO`), a master cannot be (its address and
 /// the failure named), or Ctrl-C during a screen of every key.
 pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
-    let (keys_per_slot, top) = (opts.keys_per_slot, opts.top);
+    // Bounded here too (the command line takes 1 to 1000): the work a slot asks for.
+    let keys_per_slot = opts.keys_per_slot.clamp(1, 1000);
+    let top = opts.top;
+    let opts = &StatusOptions {
+        keys_per_slot,
+        ..opts.clone()
+    };
     let started = Instant::now();
     let mut seed = access.seed().connect()?;
     let nodes = nodes_on(&mut seed)?;
@@ -53,17 +59,22 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
             Some(FlaggedNode {
                 address: n.address.clone(),
                 flag: n.failing_flag()?.to_string(),
+                master: n.has("master"),
             })
         })
         .collect();
-    let masters: Vec<&ClusterNode> = nodes
-        .iter()
-        .filter(|n| n.is_master() && n.failing_flag().is_none())
-        .collect();
+    // Every master, those flagged failing too (not read: reported with their slots).
+    let masters: Vec<&ClusterNode> = nodes.iter().filter(|n| n.has("master")).collect();
+    let masters_read = masters.clone();
     let reads: Vec<Result<MasterReads>> = std::thread::scope(|scope| {
         let handles: Vec<_> = masters
             .iter()
-            .map(|m| scope.spawn(|| read_master(&reach, m, &nodes, opts)))
+            .map(|m| {
+                scope.spawn(|| match m.failing_flag() {
+                    Some(flag) => Err(anyhow!("flagged `{flag}`: not read")),
+                    None => read_master(&reach, m, &nodes, opts),
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -76,8 +87,9 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
     let mut masters = Vec::new();
     let mut slots = Vec::new();
     let mut big_keys = Vec::new();
-    for r in reads {
-        let r = r?;
+    for (node, r) in masters_read.iter().zip(reads) {
+        // A master that cannot be read is reported, not fatal: that is when status is needed.
+        let r = r.unwrap_or_else(|e| unread(node, &e));
         slots.extend(r.slots.iter().map(|(slot, size)| SlotStatus {
             slot: *slot,
             master: r.status.address.clone(),
@@ -92,7 +104,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         (first(a), &a.address).cmp(&(first(b), &b.address))
     });
     let balance = balance(&mut masters);
-    let covered: u64 = masters.iter().map(|m| m.slots).sum();
+    let owners = slot_owners(&nodes);
     slots.sort_by(|a, b| b.bytes.total_cmp(&a.bytes).then(a.slot.cmp(&b.slot)));
     slots.truncate(top);
     big_keys.sort_by(|a, b| b.memory.total_cmp(&a.memory).then(a.key.cmp(&b.key)));
@@ -103,7 +115,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         server,
         verdict: String::new(),
         keys_sized: 0,
-        uncovered_slots: (SLOT_COUNT as u64).saturating_sub(covered),
+        uncovered_slots: owners.iter().filter(|o| o.is_none()).count() as u64,
         masters,
         flagged,
         balance,
@@ -112,7 +124,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         keys_per_slot,
         big_keys_screened: opts.screen.is_some(),
         seconds: 0.0,
-        owners: slot_owners(&nodes),
+        owners,
     };
     status.keys_sized = status.masters.iter().map(|m| m.sampled).sum();
     status.verdict = verdict::verdict(&status);
@@ -120,12 +132,14 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
     Ok(status)
 }
 
-/// The masters' shares and the cluster's peak-to-mean, by slots, keys and bytes.
+/// The masters' shares and the cluster's peak-to-mean, by slots, keys and bytes, over the
+/// masters that were read (one that was not has shares of 0).
 fn balance(masters: &mut [MasterStatus]) -> Balance {
-    let slots: Vec<f64> = masters.iter().map(|m| m.slots as f64).collect();
-    let keys: Vec<f64> = masters.iter().map(|m| m.keys as f64).collect();
-    let bytes: Vec<f64> = masters.iter().map(|m| m.bytes.value).collect();
-    for (m, ((s, k), b)) in masters.iter_mut().zip(
+    let read: Vec<&mut MasterStatus> = masters.iter_mut().filter(|m| m.unread.is_empty()).collect();
+    let slots: Vec<f64> = read.iter().map(|m| m.slots as f64).collect();
+    let keys: Vec<f64> = read.iter().map(|m| m.keys as f64).collect();
+    let bytes: Vec<f64> = read.iter().map(|m| m.bytes.value).collect();
+    for (m, ((s, k), b)) in read.into_iter().zip(
         shares(&slots)
             .into_iter()
             .zip(shares(&keys))
@@ -200,7 +214,7 @@ fn read_master(
         None => count_keys_in_slots(&mut con, &served)?,
     };
     let atomic_migrations = atomic_migrations(&mut con, nodes)?;
-    let (mut slots, mut seen) = sample(&mut con, &counts, opts.keys_per_slot)?;
+    let (mut slots, mut seen) = sample(&mut con, &counts, opts)?;
     if let Some(rate) = opts.screen {
         let master = Master {
             address: node.address.clone(),
@@ -209,6 +223,9 @@ fn read_master(
         };
         screen(&mut con, &master, rate, &mut slots, &mut seen)?;
     }
+    // Only the biggest are described (two or three round trips each).
+    seen.sort_by(|a, b| b.2.total_cmp(&a.2));
+    seen.truncate(opts.top);
     let mut big_keys = Vec::new();
     for (name, slot, memory) in seen {
         if let Some(kind) = kind_of(&mut con, &name)? {
@@ -245,6 +262,7 @@ fn read_master(
         migrating,
         importing,
         atomic_migrations,
+        unread: String::new(),
         slots_share: 1.0,
         keys_share: 1.0,
         bytes_share: 1.0,
@@ -292,14 +310,17 @@ type Seen = (Vec<u8>, u16, f64);
 /// Each slot's key count and sizes, by slot.
 type SlotSizes = Vec<(u16, SlotSize)>;
 
-/// The sizes of the slots `counts` (slot, keys) from `keys_per_slot` keys of each with keys
-/// (`CLUSTER GETKEYSINSLOT`, then `MEMORY USAGE ... SAMPLES 5` of each name), and the big keys
-/// met. A key gone between the two reads is not counted as sampled.
+/// The sizes of the slots `counts` (slot, keys) from `opts.keys_per_slot` keys of each with
+/// keys (`CLUSTER GETKEYSINSLOT`, then `MEMORY USAGE ... SAMPLES 5` of each name), and the big
+/// keys met. A key gone between the two reads is not counted as sampled. A big key met counts
+/// as a sampled key (its slot's other keys are scaled from the sample it is part of), unless
+/// every key is screened (`opts.screen`), where each big key counts whole and alone.
 fn sample(
     con: &mut NodeConnection,
     counts: &[(u16, u64)],
-    keys_per_slot: u64,
+    opts: &StatusOptions,
 ) -> Result<(SlotSizes, Vec<Seen>)> {
+    let keys_per_slot = opts.keys_per_slot;
     let mut sizes: BTreeMap<u16, SlotSize> = counts
         .iter()
         .map(|&(slot, keys)| {
@@ -339,11 +360,13 @@ fn sample(
                 continue;
             };
             let m = m as f64;
-            if m >= BIG_KEY_MEMORY as f64 {
+            let big = m >= BIG_KEY_MEMORY as f64;
+            if big {
+                seen.push(((*name).clone(), *slot, m));
+            }
+            if big && opts.screen.is_some() {
                 size.big += 1;
                 size.big_memory += m;
-                size.big_dump += m;
-                seen.push(((*name).clone(), *slot, m));
             } else {
                 size.sampled += 1;
                 size.memory += m;
@@ -367,7 +390,8 @@ fn screen(
 ) -> Result<()> {
     let holds = Holds::default();
     let mut limiter = Limiter::new(rate);
-    let known: BTreeSet<Vec<u8>> = seen.iter().map(|(name, _, _)| name.clone()).collect();
+    // SCAN may return a key twice (while the table rehashes): each is counted once.
+    let mut known: BTreeSet<Vec<u8>> = seen.iter().map(|(name, _, _)| name.clone()).collect();
     scan_master(master, con, &holds, |con, names| {
         limiter.take(names.len() as u64);
         let memory = memory_estimates(con, names.iter().map(Vec::as_slice))?;
@@ -375,19 +399,48 @@ fn screen(
             let Some(m) = m.map(|m| m as f64) else {
                 continue;
             };
-            if m < BIG_KEY_MEMORY as f64 || known.contains(name) {
+            if m < BIG_KEY_MEMORY as f64 || !known.insert(name.clone()) {
                 continue;
             }
             let slot = key_slot(name);
             if let Some((_, size)) = slots.iter_mut().find(|(s, _)| *s == slot) {
                 size.big += 1;
                 size.big_memory += m;
-                size.big_dump += m;
             }
             seen.push((name.clone(), slot, m));
         }
         Ok(())
     })
+}
+
+/// What is known of master `node` that could not be read: its slots (from the seed's view)
+/// and why.
+fn unread(node: &ClusterNode, e: &anyhow::Error) -> MasterReads {
+    MasterReads {
+        status: MasterStatus {
+            address: node.address.clone(),
+            id: node.id.clone(),
+            slots: slots_of(node).len() as u64,
+            keys: 0,
+            keys_in_slots: 0,
+            bytes: Default::default(),
+            sampled: 0,
+            used_memory: 0.0,
+            maxmemory: 0.0,
+            policy: String::new(),
+            evicted_keys: 0,
+            replicas: Vec::new(),
+            migrating: Vec::new(),
+            importing: Vec::new(),
+            atomic_migrations: Vec::new(),
+            unread: format!("{e:#}"),
+            slots_share: 0.0,
+            keys_share: 0.0,
+            bytes_share: 0.0,
+        },
+        slots: Vec::new(),
+        big_keys: Vec::new(),
+    }
 }
 
 /// Replica `node` of a master whose `INFO replication` lists `listed`: its link (its own

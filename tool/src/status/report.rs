@@ -3,13 +3,9 @@
 
 use super::Status;
 use crate::output::{self, Table};
+use crate::picture::mib;
 use anyhow::Result;
 use std::path::Path;
-
-/// Bytes in MiB with one decimal.
-fn mib(bytes: f64) -> String {
-    format!("{:.1}", bytes / (1024.0 * 1024.0))
-}
 
 /// An error in MiB with two significant digits at least (`0.012`, `0.4`, `3.1`).
 fn error_mib(bytes: f64) -> String {
@@ -38,8 +34,13 @@ pub fn masters_table(status: &Status) -> Table {
         "open slots",
     ]);
     for m in &status.masters {
-        let bytes = if m.bytes.exact || m.bytes.error == 0.0 {
+        let bytes = if !m.unread.is_empty() {
+            "-".to_string()
+        } else if m.bytes.exact {
             mib(m.bytes.value)
+        } else if m.bytes.error == 0.0 {
+            // Estimated, its error unknown (one key sized a slot, or a big key among them).
+            format!("~{}", mib(m.bytes.value))
         } else {
             format!("{} ± {}", mib(m.bytes.value), error_mib(m.bytes.error))
         };
@@ -118,10 +119,16 @@ pub fn markdown(status: &Status) -> String {
         status.keys_per_slot,
         status.keys_sized
     ));
+    for m in status.masters.iter().filter(|m| !m.unread.is_empty()) {
+        md.push_str(&format!(
+            "\nMaster {} was not read: {}.\n",
+            m.address, m.unread
+        ));
+    }
     let alone: Vec<&str> = status
         .masters
         .iter()
-        .filter(|m| m.slots > 0 && m.replicas.is_empty())
+        .filter(|m| m.slots > 0 && m.unread.is_empty() && m.replicas.is_empty())
         .map(|m| m.address.as_str())
         .collect();
     if !alone.is_empty() {

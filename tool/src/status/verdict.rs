@@ -9,21 +9,64 @@ use ringslot_engine::change::DEFAULT_THRESHOLD;
 /// `used_memory` over `maxmemory` from which a master is named as near its limit.
 pub const NEAR_MAXMEMORY: f64 = 0.9;
 
-/// The verdict on `status`: its findings, most pressing first, joined by `; `.
+/// The verdict on `status`: its findings, most pressing first, joined by `; `. Where something
+/// must be fixed before any rebalance, the balance is said without a command to act on it.
 pub fn verdict(status: &Status) -> String {
     let mut findings = pressing(status);
-    findings.push(balance(status));
+    let blocking = !findings.is_empty();
+    findings.extend(near_maxmemory(status));
+    if !blocking {
+        findings.push(balance(status));
+    } else {
+        findings.push(format!(
+            "balance once that is done: peak-to-mean {:.2} by slots, {:.2} by bytes (run status \
+             again)",
+            status.balance.slots, status.balance.bytes
+        ));
+    }
     findings.join("; ")
 }
 
-/// What needs an operator before any rebalance.
+/// What must be fixed before any rebalance.
 fn pressing(status: &Status) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(n) = status.flagged.first() {
+    // A failing master first: its slots wait for a failover.
+    let flagged = status
+        .flagged
+        .iter()
+        .find(|n| n.master)
+        .or_else(|| status.flagged.first());
+    if let Some(n) = flagged {
+        let what = if n.master {
+            let slots = status
+                .masters
+                .iter()
+                .find(|m| m.address == n.address)
+                .map_or(0, |m| m.slots);
+            format!(
+                "master {} is flagged `{}` (its {slots} slots wait for a replica to take \
+                 over)",
+                n.address, n.flag
+            )
+        } else {
+            format!("replica {} is flagged `{}`", n.address, n.flag)
+        };
         out.push(format!(
-            "not healthy: node {} is flagged `{}` (redis-cli --cluster check; no rebalance \
-             until it is fixed)",
-            n.address, n.flag
+            "not healthy: {what}{} (redis-cli --cluster check; no rebalance until it is fixed)",
+            and_more(status.flagged.len().saturating_sub(1), "nodes flagged")
+        ));
+    }
+    let unread: Vec<&MasterStatus> = status
+        .masters
+        .iter()
+        .filter(|m| !m.unread.is_empty() && !status.flagged.iter().any(|n| n.address == m.address))
+        .collect();
+    if let Some(m) = unread.first() {
+        out.push(format!(
+            "master {} could not be read ({}){}",
+            m.address,
+            m.unread,
+            and_more(unread.len().saturating_sub(1), "masters unread")
         ));
     }
     if status.uncovered_slots > 0 {
@@ -32,8 +75,33 @@ fn pressing(status: &Status) -> Vec<String> {
             status.uncovered_slots
         ));
     }
+    let replicas: Vec<(&str, &super::ReplicaStatus)> = status
+        .masters
+        .iter()
+        .flat_map(|m| m.replicas.iter().map(|r| (m.address.as_str(), r)))
+        .filter(|(_, r)| r.link != "up")
+        .collect();
+    if let Some((master, r)) = replicas.first() {
+        let state = if r.unread.is_empty() {
+            format!("its link is `{}`", r.link)
+        } else {
+            format!("it could not be read ({})", r.unread)
+        };
+        out.push(format!(
+            "replica {} of {master}: {state}{} (INFO replication there; `ringslot apply` waits \
+             for lagging replicas)",
+            r.address,
+            and_more(replicas.len().saturating_sub(1), "replicas")
+        ));
+    }
     out.extend(migrations(status));
     out.extend(open_slots(status));
+    out
+}
+
+/// The masters at [`NEAR_MAXMEMORY`] of their `maxmemory` or more.
+fn near_maxmemory(status: &Status) -> Vec<String> {
+    let mut out = Vec::new();
     for m in &status.masters {
         if m.maxmemory > 0.0 && m.used_memory >= NEAR_MAXMEMORY * m.maxmemory {
             out.push(format!(
@@ -131,7 +199,13 @@ fn peak(masters: &[MasterStatus], share: impl Fn(&MasterStatus) -> f64) -> Optio
 /// 5%, beyond the estimate's error).
 fn balance(status: &Status) -> String {
     let seed = &status.seed;
-    let masters = &status.masters;
+    let read: Vec<MasterStatus> = status
+        .masters
+        .iter()
+        .filter(|m| m.unread.is_empty())
+        .cloned()
+        .collect();
+    let masters = &read;
     if masters.is_empty() {
         return "no master could be read".into();
     }
@@ -221,6 +295,7 @@ mod tests {
     use crate::status::{Balance, OpenSlot, STATUS_VERSION};
 
     fn master(address: &str, slots: u64, bytes: f64) -> MasterStatus {
+        // (A master read, with no replica.)
         MasterStatus {
             address: address.into(),
             id: "0".repeat(40),
@@ -241,6 +316,7 @@ mod tests {
             migrating: Vec::new(),
             importing: Vec::new(),
             atomic_migrations: Vec::new(),
+            unread: String::new(),
             slots_share: 1.0,
             keys_share: 1.0,
             bytes_share: 1.0,
@@ -398,6 +474,57 @@ mod tests {
             "{v}"
         );
         assert!(v.contains("b:1 is at 95% of its maxmemory"), "{v}");
+        // Something to fix first: the balance without a command.
+        assert!(v.ends_with("1.00 by bytes (run status again)"), "{v}");
+        // A full master alone is no reason to wait: the balance keeps its command.
+        let mut b = master("b:1", 8192, 1e6);
+        b.maxmemory = 1.05e6;
+        let v = verdict(&status(vec![master("a:1", 8192, 1e6), b]));
+        assert!(v.starts_with("b:1 is at 95% of its maxmemory"), "{v}");
         assert!(v.ends_with("(peak-to-mean 1.00 and 1.00)"), "{v}");
+    }
+
+    #[test]
+    fn a_failing_master_an_unread_one_and_a_replica_down_come_first() {
+        use crate::status::{FlaggedNode, ReplicaStatus};
+        let mut s = status(vec![master("a:1", 8192, 1e6), master("b:1", 8192, 1e6)]);
+        s.flagged = vec![
+            FlaggedNode {
+                address: "r:1".into(),
+                flag: "fail".into(),
+                master: false,
+            },
+            FlaggedNode {
+                address: "b:1".into(),
+                flag: "fail?".into(),
+                master: true,
+            },
+        ];
+        s.masters[1].unread = "flagged `fail?`: not read".into();
+        let mut c = master("c:1", 0, 0.0);
+        c.unread = "no answer within 10 s (--timeout)".into();
+        s.masters.push(c);
+        s.masters[0].replicas.push(ReplicaStatus {
+            address: "r:2".into(),
+            link: "down".into(),
+            lag_bytes: None,
+            unread: String::new(),
+        });
+        let v = verdict(&s);
+        assert!(
+            v.starts_with("not healthy: master b:1 is flagged `fail?` (its 8192 slots wait"),
+            "{v}"
+        );
+        assert!(v.contains("(and 1 more nodes flagged)"), "{v}");
+        assert!(
+            v.contains("; master c:1 could not be read (no answer within 10 s"),
+            "{v}"
+        );
+        assert!(!v.contains("master b:1 could not be read"), "{v}");
+        assert!(
+            v.contains("; replica r:2 of a:1: its link is `down`"),
+            "{v}"
+        );
+        assert!(v.ends_with("(run status again)"), "{v}");
     }
 }
