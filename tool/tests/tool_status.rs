@@ -506,3 +506,50 @@ fn exit_statuses_tell_a_usage_error_an_error_a_refusal_and_ctrl_c_apart() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
 }
+
+/// The rule docs/cluster.md gives the user of `ringslot status` ("How the cluster stands").
+const STATUS_ACL: &str = "resetchannels -@all +cluster|nodes +cluster|countkeysinslot \
+    +cluster|getkeysinslot +info +dbsize +memory|usage +type +object|encoding +strlen +hlen \
+    +llen +scard +zcard +xlen +scan";
+
+#[test]
+fn a_user_with_the_documented_rule_reads_every_master() {
+    let cluster =
+        Cluster::start(3, || Server::builder().no_module()).unwrap_or_else(|e| panic!("{e}"));
+    fill(&cluster, 3000, &[(100, 2048)]);
+    write(
+        &cluster,
+        &[c(&[b"SET", b"{bigs}:s", &vec![b's'; 600 * 1024]])],
+    );
+    for s in &cluster.nodes {
+        let mut con = s.client();
+        q(
+            &mut con,
+            &format!("ACL SETUSER status-reader on >reader-secret resetkeys ~* {STATUS_ACL}"),
+        );
+        // Where the server has them (a rule naming a subcommand a server lacks is refused).
+        for extra in ["+cluster|slot-stats", "+cluster|getslotmigrations"] {
+            let _ = call(
+                &mut con,
+                &[b"ACL", b"SETUSER", b"status-reader", extra.as_bytes()],
+            );
+        }
+    }
+    let url = format!(
+        "redis://status-reader:reader-secret@{}",
+        cluster.nodes[0].address()
+    );
+    for extra in [&[][..], &["--big-keys"][..]] {
+        let mut args = vec!["status", "--url", &url, "--json"];
+        args.extend_from_slice(extra);
+        let s: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        for m in s["masters"].as_array().unwrap() {
+            assert_eq!(m["unread"], "", "{extra:?}: {m}");
+        }
+        assert_eq!(
+            s["big_keys"][0]["key"], "{bigs}:s",
+            "{extra:?}: {}",
+            s["big_keys"]
+        );
+    }
+}
