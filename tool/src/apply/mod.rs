@@ -41,7 +41,7 @@ pub(crate) use position::Unreached;
 pub(crate) use prepare::prepare_settled;
 
 use crate::cluster::connection::NodeConnection;
-use crate::cluster::error::refuse;
+use crate::cluster::error::{is_refused, refuse};
 use crate::cluster::link::Access;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
@@ -553,15 +553,16 @@ impl Prepared {
                         m.to
                     );
                 }
-                bail!(
+                let text = format!(
                     "slot {} ({} -> {}): {e:#}. The slot may be left open (importing on {}, \
                      migrating on {}): run the same command again to go on from there",
-                    m.slot,
-                    m.from,
-                    m.to,
-                    m.to,
-                    m.from
-                )
+                    m.slot, m.from, m.to, m.to, m.from
+                );
+                // A safety rule's stop (differing copies, a node's limit) stays one.
+                if is_refused(&e) {
+                    refuse!("{text}");
+                }
+                bail!(text)
             }
         }
     }
