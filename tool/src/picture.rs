@@ -1,7 +1,8 @@
 //! Pictures of a cluster as SVG (`status --out`, `predict --out`): each master's memory as bars
 //! (now, and after each plan) against its share and its `maxmemory`; and strips of the 16384
 //! slots coloured by owner (now, and after each plan), with the slots a plan moves marked
-//! under its strip. Drawn with `plotters`' SVG backend in the benchmark charts' palette.
+//! under its strip (each pixel column's mark as tall as the share of its slots that move).
+//! Drawn with `plotters`' SVG backend in the benchmark charts' palette.
 //! Knows nothing of predictions or statuses: [`Picture`] is plain figures.
 
 use anyhow::{anyhow, Result};
@@ -300,23 +301,42 @@ impl Picture {
                 continue;
             }
             let Some(before) = first else { continue };
-            let moved: Vec<Option<&str>> = strip
-                .owners
-                .iter()
-                .zip(&before.owners)
-                .map(|(a, b)| (a != b).then_some("moved"))
+            // Under each pixel column, a mark as tall as the share of its slots that move (a
+            // pixel at least where any does), so that scattered moves read at their true
+            // density; columns of one height are drawn as one mark.
+            let columns = (WIDTH as i32 - LEFT - 20).max(1) as usize;
+            let heights: Vec<i32> = (0..columns)
+                .map(|c| {
+                    let (a, b) = (c * SLOT_COUNT / columns, (c + 1) * SLOT_COUNT / columns);
+                    let moved = (a..b)
+                        .filter(|&i| strip.owners.get(i) != before.owners.get(i))
+                        .count();
+                    let all = b.saturating_sub(a).max(1);
+                    if moved == 0 {
+                        0
+                    } else {
+                        ((6 * moved + all / 2) / all).max(1) as i32
+                    }
+                })
                 .collect();
-            for (start, end, mark) in runs_of(&moved) {
-                if mark.is_some() {
+            let mut c = 0;
+            while c < columns {
+                let h = heights.get(c).copied().unwrap_or(0);
+                let mut end = c + 1;
+                while end < columns && heights.get(end).copied() == Some(h) {
+                    end += 1;
+                }
+                if h > 0 {
                     root.draw(&Rectangle::new(
                         [
-                            (x(start), y0 + STRIP_HEIGHT + 2),
-                            (x(end + 1).max(x(start) + 1), y0 + STRIP_HEIGHT + 6),
+                            (LEFT + c as i32, y0 + STRIP_HEIGHT + 2),
+                            (LEFT + end as i32, y0 + STRIP_HEIGHT + 2 + h),
                         ],
                         BLACK.filled(),
                     ))
                     .map_err(draw_error)?;
                 }
+                c = end;
             }
         }
         Ok(())
@@ -428,8 +448,20 @@ mod tests {
         ] {
             assert!(labels.iter().any(|l| l == text), "{text} in {labels:?}");
         }
-        // The moved slots (0-99) are marked under the second strip: one black mark.
-        assert_eq!(svg.matches("fill=\"#000000\" stroke=\"none\"/>").count(), 1);
+        // The moved slots (0-99, five and a half pixel columns) are marked under the second
+        // strip: a full mark, then a half one, nothing after.
+        let marks: Vec<&str> = svg
+            .split("<rect")
+            .skip(1)
+            .filter_map(|r| r.split("/>").next())
+            .filter(|r| r.contains("fill=\"#000000\""))
+            .collect();
+        assert_eq!(marks.len(), 2, "{marks:?}");
+        assert!(
+            marks[0].contains("x=\"70\"") && marks[0].contains("height=\"6\""),
+            "{marks:?}"
+        );
+        assert!(marks[1].contains("height=\"3\""), "{marks:?}");
         assert_eq!(runs_of(&[None, Some("x"), Some("x"), None]).len(), 3);
     }
 }
