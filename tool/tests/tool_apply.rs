@@ -417,25 +417,6 @@ fn killed_at_points(args: &[&str], runs: usize, seed: u64, least: usize) -> usiz
     runs
 }
 
-/// Runs `ringslot` with `args` once for each count of `after`, stopped by the test hook right
-/// after that many writes (as a kill would leave the cluster); each must end so (status 86).
-fn stopped_after_writes(args: &[&str], after: impl IntoIterator<Item = u64>) {
-    for n in after {
-        let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
-            .args(args)
-            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(86),
-            "stopped after {n} writes:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
 /// The rule docs/cluster.md gives the user of `ringslot apply` (after its keys).
 const APPLY_ACL: &str = "resetchannels -@all +cluster|nodes +cluster|info +cluster|setslot \
     +cluster|getkeysinslot +cluster|countkeysinslot +migrate +restore-asking +asking +select +dump \

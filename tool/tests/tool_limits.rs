@@ -106,30 +106,6 @@ fn assert_replicas_equal(cluster: &Cluster) {
     }
 }
 
-/// Every master's `MEMORY USAGE` of its data keys (not the client's `w:` keys), by address.
-fn memory_by_master(cluster: &Cluster) -> BTreeMap<String, f64> {
-    let mut by = BTreeMap::new();
-    for s in &cluster.nodes {
-        let mut con = s.client();
-        if !text(&q(&mut con, "INFO replication")).contains("role:master") {
-            continue;
-        }
-        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-        keys.retain(|k| !k.starts_with(b"w:"));
-        let mut total = 0.0;
-        for chunk in keys.chunks(1000) {
-            let mut pipe = redis::pipe();
-            for k in chunk {
-                pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
-            }
-            let sizes: Vec<Option<u64>> = pipe.query(&mut con).unwrap();
-            total += sizes.into_iter().flatten().sum::<u64>() as f64;
-        }
-        by.insert(s.address(), total);
-    }
-    by
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -1,7 +1,7 @@
 //! `ringslot status` on real clusters started here, on every server: it agrees with
 //! `redis-cli --cluster check` on what both report (each master's keys, slots and replicas,
 //! and the slots left open by a killed `apply`), and with the keys the test wrote on the rest
-//! (each master's bytes: the sum of its keys' `MEMORY USAGE ... SAMPLES 5` when every key is
+//! (each master's bytes: the sum of its keys' `MEMORY USAGE` (5 samples) when every key is
 //! sized, within the stated error when sampled; the big key; the hot slot; `maxmemory`); it
 //! shows Valkey 9's atomic slot migration under way; it writes nothing.
 
@@ -10,9 +10,8 @@ mod common;
 use common::live::*;
 use common::{ok, ringslot};
 use ringslot_engine::key_slot;
-use ringslot_harness::cluster::{has_atomic_slot_migration, redis_cli, Cluster};
+use ringslot_harness::cluster::{has_atomic_slot_migration, Cluster};
 use ringslot_harness::prelude::*;
-use ringslot_harness::redis;
 use ringslot_tool::picture::mib;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -39,13 +38,7 @@ fn master<'a>(status: &'a serde_json::Value, address: &str) -> &'a serde_json::V
 /// What `redis-cli --cluster check` of node 0 prints: each master's keys, slots and replicas
 /// (`ip:port (id...) -> K keys | S slots | R slaves.`), and its warnings.
 fn redis_cli_check(cluster: &Cluster) -> (BTreeMap<String, (u64, u64, u64)>, String) {
-    let mut args = cluster.nodes[0].cli_args();
-    args.extend([
-        "--cluster".into(),
-        "check".into(),
-        cluster.nodes[0].address(),
-    ]);
-    let run = redis_cli(&args, Duration::from_secs(60)).unwrap();
+    let run = cluster_check(cluster);
     let mut masters = BTreeMap::new();
     for line in run.stdout.lines() {
         let Some((head, counts)) = line.split_once(" -> ") else {
@@ -62,29 +55,6 @@ fn redis_cli_check(cluster: &Cluster) -> (BTreeMap<String, (u64, u64, u64)>, Str
         }
     }
     (masters, run.stdout)
-}
-
-/// The sum of `MEMORY USAGE key SAMPLES 5` of every key of each master, by address.
-fn memory_by_master(cluster: &Cluster) -> BTreeMap<String, f64> {
-    let mut by = BTreeMap::new();
-    for s in &cluster.nodes {
-        let mut con = s.client();
-        if !text(&q(&mut con, "INFO replication")).contains("role:master") {
-            continue;
-        }
-        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-        let mut pipe = redis::pipe();
-        for k in &keys {
-            pipe.cmd("MEMORY")
-                .arg("USAGE")
-                .arg(k.as_slice())
-                .arg("SAMPLES")
-                .arg(5);
-        }
-        let sizes: Vec<u64> = pipe.query(&mut con).unwrap();
-        by.insert(s.address(), sizes.iter().sum::<u64>() as f64);
-    }
-    by
 }
 
 /// Every master's keyspace digest, to show that nothing was written.
@@ -273,17 +243,9 @@ fn open_slot_left_by_a_killed_apply(cluster: &mut Cluster) {
     predict_picture_agrees(&plan, &dir.path().join("predict.svg"));
     let path = dir.path().join("plan.json");
     std::fs::write(&path, plan).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ringslot"))
-        .args(["apply", path.to_str().unwrap(), "--url", &url, "--yes"])
-        .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", "2")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(86),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stopped_after_writes(
+        &["apply", path.to_str().unwrap(), "--url", &url, "--yes"],
+        [2],
     );
     let s = status(cluster, &[]);
     let target = master(&s, &cluster.nodes[joining].address());

@@ -157,15 +157,20 @@ pub fn assert_same(a: &Keyspace, b: &Keyspace, what: &str) {
     }
 }
 
-/// `redis-cli --cluster check` of node 0: exit 0, no open slot, every slot covered.
-pub fn check_clean(cluster: &Cluster) {
+/// `redis-cli --cluster check` of node 0, as it ran.
+pub fn cluster_check(cluster: &Cluster) -> ringslot_harness::cluster::CliRun {
     let mut args = cluster.nodes[0].cli_args();
     args.extend([
         "--cluster".into(),
         "check".into(),
         cluster.nodes[0].address(),
     ]);
-    let run = redis_cli(&args, Duration::from_secs(60)).unwrap();
+    redis_cli(&args, Duration::from_secs(60)).unwrap()
+}
+
+/// `redis-cli --cluster check` of node 0: exit 0, no open slot, every slot covered.
+pub fn check_clean(cluster: &Cluster) {
+    let run = cluster_check(cluster);
     assert!(
         run.success && !run.stdout.contains("[WARNING]") && !run.stdout.contains("[ERR]"),
         "redis-cli --cluster check:\n{}\n{}",
@@ -315,4 +320,48 @@ pub fn fork_child_of(parent: u32) -> Option<u32> {
             .ok()?;
         (ppid == parent).then_some(pid)
     })
+}
+
+/// Every master's `MEMORY USAGE` of its data keys (not the client's `w:` keys; its default
+/// of 5 samples a collection), by address.
+pub fn memory_by_master(cluster: &Cluster) -> BTreeMap<String, f64> {
+    let mut by = BTreeMap::new();
+    for s in &cluster.nodes {
+        let mut con = s.client();
+        if !text(&q(&mut con, "INFO replication")).contains("role:master") {
+            continue;
+        }
+        let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        keys.retain(|k| !k.starts_with(b"w:"));
+        let mut total = 0.0;
+        for chunk in keys.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for k in chunk {
+                pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
+            }
+            let sizes: Vec<Option<u64>> = pipe.query(&mut con).unwrap();
+            total += sizes.into_iter().flatten().sum::<u64>() as f64;
+        }
+        by.insert(s.address(), total);
+    }
+    by
+}
+
+/// Runs `ringslot` with `args` once for each count of `after`, stopped by the test hook right
+/// after that many writes (as a kill would leave the cluster); each must end so (status 86).
+pub fn stopped_after_writes(args: &[&str], after: impl IntoIterator<Item = u64>) {
+    for n in after {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringslot"))
+            .args(args)
+            .env("RINGSLOT_APPLY_EXIT_AFTER_WRITES", n.to_string())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(86),
+            "stopped after {n} writes:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
