@@ -13,14 +13,16 @@ use crate::cluster::migrations;
 use crate::cluster::pacing::{Holds, Limiter};
 use crate::cluster::reads::{count_keys_in_slots, scan_master, slot_stats};
 use crate::cluster::topology::{nodes_on, slots_of, Master, Reach};
+use crate::cluster::INTERRUPTED;
 use crate::predict::big_keys::{kind_of, BIG_KEY_MEMORY};
 use crate::predict::estimate::{memory_bytes, SlotSize};
 use crate::predict::sizing::memory_estimates;
 use crate::reply::info_field;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
 use ringslot_engine::key_slot;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Names one pipeline of `MEMORY USAGE` carries at most (its slots' `GETKEYSINSLOT` share one
@@ -35,9 +37,9 @@ struct MasterReads {
     big_keys: Vec<BigKeyStatus>,
 }
 
-/// Reads how the cluster at the seed of `access` stands, as `opts` asks. Errors: the seed
-/// cannot be reached or read (`CLUSTER NODES`, `INFO`), a master cannot be (its address and
-/// the failure named), or Ctrl-C during a screen of every key.
+/// Reads how the cluster at the seed of `access` stands, as `opts` asks. A master that cannot
+/// be read is reported so (`MasterStatus::unread`). Errors: the seed cannot be reached or read
+/// (`CLUSTER NODES`, `INFO`), or Ctrl-C stopped a screen of every key.
 pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
     // Bounded here too (the command line takes 1 to 1000): the work a slot asks for.
     let keys_per_slot = opts.keys_per_slot.clamp(1, 1000);
@@ -84,6 +86,9 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
             })
             .collect()
     });
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted: the screen of every key stopped; nothing is reported");
+    }
     let mut masters = Vec::new();
     let mut slots = Vec::new();
     let mut big_keys = Vec::new();

@@ -137,9 +137,10 @@ pub fn markdown(status: &Status) -> String {
             alone.join(", ")
         ));
     }
-    for n in &status.flagged {
+    // (A flagged master is said above, among those not read.)
+    for n in status.flagged.iter().filter(|n| !n.master) {
         md.push_str(&format!(
-            "\nNode {} is flagged `{}`: not read.\n",
+            "\nReplica {} is flagged `{}`.\n",
             n.address, n.flag
         ));
     }
