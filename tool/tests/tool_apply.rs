@@ -1014,10 +1014,7 @@ fn a_parallel_atomic_apply_killed_with_its_jobs_running_ends_as_planned() {
         .unwrap()
         .to_string();
     let held_node = cluster.nodes.iter().find(|s| s.address() == held).unwrap();
-    let mut con = held_node.client();
-    q(&mut con, "CONFIG SET stop-writes-on-bgsave-error no");
-    q(&mut con, "CONFIG SET rdb-key-save-delay 1000000");
-    q(&mut con, "BGSAVE");
+    let save = hold_behind_bgsave(held_node);
     // Killed once the held source's job started: it goes on in the servers (held); the next
     // run finds it, says it waits for it, and starts no other job before it ends.
     let mut run = Running::start(&atomic);
@@ -1041,13 +1038,7 @@ fn a_parallel_atomic_apply_killed_with_its_jobs_running_ends_as_planned() {
         "a job started before the earlier run's ended: {:?}",
         next.seen
     );
-    q(&mut con, "CONFIG SET rdb-key-save-delay 0");
-    let child = fork_child_of(held_node.pid()).expect("the BGSAVE child");
-    let status = Command::new("kill")
-        .args(["-KILL", &child.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    assert!(save.release(held_node), "the BGSAVE child was killed");
     let (success, out) = next.finish();
     assert!(success, "{out}");
     assert!(

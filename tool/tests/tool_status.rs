@@ -318,10 +318,7 @@ fn status_shows_an_atomic_slot_migration_under_way() {
     fill(&cluster, 2000, &[]);
     // The source's job waits behind a BGSAVE slowed to a crawl: it stays under way.
     let source = &cluster.nodes[0];
-    let mut con = source.client();
-    q(&mut con, "CONFIG SET stop-writes-on-bgsave-error no");
-    q(&mut con, "CONFIG SET rdb-key-save-delay 1000000");
-    q(&mut con, "BGSAVE");
+    let save = hold_behind_bgsave(source);
     let first = slot_owners(&cluster)
         .iter()
         .position(|o| o.as_deref() == Some(source.address().as_str()))
@@ -344,12 +341,7 @@ fn status_shows_an_atomic_slot_migration_under_way() {
         "{verdict}"
     );
     // Let the job go, and see it end.
-    q(&mut con, "CONFIG SET rdb-key-save-delay 0");
-    if let Some(child) = fork_child_of(source.pid()) {
-        let _ = Command::new("kill")
-            .args(["-KILL", &child.to_string()])
-            .status();
-    }
+    save.release(source);
     cluster
         .wait_slot_migration(0, &name, Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));

@@ -365,3 +365,52 @@ pub fn stopped_after_writes(args: &[&str], after: impl IntoIterator<Item = u64>)
         );
     }
 }
+
+/// A `BGSAVE` of a server slowed to a crawl (`rdb-key-save-delay`, 1 s a key): its fork holds
+/// an atomic slot migration of that master before its snapshot. [`HeldSave::release`] lets it
+/// go; dropped unreleased (a test that failed), it kills the fork too, so that no save
+/// outlives the test (the server's own stop does not end its fork).
+pub struct HeldSave {
+    pid: u32,
+    released: bool,
+}
+
+/// Starts a [`HeldSave`] on `server`.
+pub fn hold_behind_bgsave(server: &Server) -> HeldSave {
+    let mut con = server.client();
+    q(&mut con, "CONFIG SET stop-writes-on-bgsave-error no");
+    q(&mut con, "CONFIG SET rdb-key-save-delay 1000000");
+    q(&mut con, "BGSAVE");
+    HeldSave {
+        pid: server.pid(),
+        released: false,
+    }
+}
+
+impl HeldSave {
+    /// Ends the save at once (its fork killed, the delay back to 0); whether a fork was there
+    /// to kill.
+    pub fn release(mut self, server: &Server) -> bool {
+        // Once released, a fork the server starts later (a snapshot of its own) is not ours.
+        self.released = true;
+        q(&mut server.client(), "CONFIG SET rdb-key-save-delay 0");
+        self.kill_fork()
+    }
+
+    fn kill_fork(&self) -> bool {
+        fork_child_of(self.pid).is_some_and(|child| {
+            std::process::Command::new("kill")
+                .args(["-KILL", &child.to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    }
+}
+
+impl Drop for HeldSave {
+    fn drop(&mut self) {
+        if !self.released {
+            self.kill_fork();
+        }
+    }
+}
