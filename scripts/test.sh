@@ -32,7 +32,7 @@ SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak m
 ALONE="module_limits bench_program"
 # The longest binaries (cluster rebalances), started first when the last run's times are
 # unknown (a fresh clone), so that the pool does not end on one of them.
-LONG="bench_cluster module_cluster slots_redis_cli bench_cache tool_predict tool_apply tool_limits
+LONG="bench_cluster module_cluster slots_redis_cli bench_cache tool_predict tool_apply tool_limits tool_relief
   properties"
 
 phases=()

@@ -493,6 +493,7 @@ fn the_status_fields_are_the_ones_its_page_lists() {
         maxmemory: 0.0,
         policy: "noeviction".into(),
         evicted_keys: 0,
+        memory: None,
         replicas: vec![ReplicaStatus {
             address: "10.0.0.2:7000".into(),
             link: "up".into(),

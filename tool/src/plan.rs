@@ -3,7 +3,9 @@
 //! `ringslot apply` reads it back: one type both ways ([`SlotPlan`]), its format numbered
 //! ([`PLAN_VERSION`], checked on read as cargo checks a `Cargo.lock`'s `version`), its fields
 //! listed in docs/cluster.md ("The plan file"; `tests/docs.rs` checks the list against this
-//! type). It depends on no other room of the tool: `predict` writes it, `apply` reads it.
+//! type). It depends on no other room of the tool but for the memory model's view of a move
+//! ([`crate::cluster::budget::MoveSize`], [`SlotPlan::sizes`]), so that `predict` and `apply`
+//! weigh a plan's moves alike: `predict` writes it, `apply` reads it.
 
 use anyhow::{anyhow, bail, Context, Result};
 use ringslot_engine::SLOT_COUNT;
@@ -109,6 +111,22 @@ pub struct SlotMove {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub big: Option<f64>,
+}
+
+impl SlotMove {
+    /// The move as the memory model weighs it: its memory (its `DUMP` bytes in a plan made
+    /// before it had one), its `DUMP` bytes and its biggest key.
+    pub fn size(&self) -> crate::cluster::budget::MoveSize {
+        crate::cluster::budget::MoveSize {
+            slot: self.slot,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            memory: self.memory.unwrap_or(self.bytes).max(0.0),
+            payload: self.bytes.max(0.0),
+            big: self.big.unwrap_or(0.0),
+            slots: if self.keys > 0 { 1.0 } else { 0.0 },
+        }
+    }
 }
 
 /// What a plan by weight evens (`--by`).
@@ -322,6 +340,41 @@ impl SlotPlan {
         self.moves
             .iter()
             .flat_map(|m| [m.from.clone(), m.to.clone()])
+            .collect()
+    }
+
+    /// Whether the plan drains the master at `address` by its move `upto` (exclusive): it
+    /// takes no slot, and every slot it had when the plan was made is moved by then. Such a
+    /// master may turn replica of one that took its slots (Redis 7.0 and later with
+    /// `cluster-allow-replica-migration yes`), which is no failover, and full-syncs from it.
+    pub fn drains(&self, address: &str, upto: usize) -> bool {
+        if self.moves.iter().any(|m| m.to == address) {
+            return false;
+        }
+        let moved: BTreeSet<u16> = self
+            .moves
+            .iter()
+            .take(upto)
+            .filter(|m| m.from == address)
+            .map(|m| m.slot)
+            .collect();
+        self.start_owners()
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.as_deref() == Some(address))
+            .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
+    }
+
+    /// Its moves as the memory model weighs them, in order ([`SlotMove::size`]).
+    pub fn sizes(&self) -> Vec<crate::cluster::budget::MoveSize> {
+        self.moves.iter().map(SlotMove::size).collect()
+    }
+
+    /// The masters the whole plan drains ([`SlotPlan::drains`]).
+    pub fn drained(&self) -> Vec<String> {
+        self.masters()
+            .into_iter()
+            .filter(|a| self.drains(a, self.moves.len()))
             .collect()
     }
 }

@@ -259,7 +259,7 @@ impl Prepared {
             .collect();
         let first = job.first().copied().unwrap_or_default();
         if let Some(mut limits) = self.limits() {
-            if let Some(crossing) = limits.before_job(&moves, 0)? {
+            if let Some(crossing) = limits.before_job(&moves)? {
                 refuse!(
                     "stopped before the atomic migration of move {} of {} (no job was \
                      started for it): {crossing}. Make room there (CONFIG SET maxmemory on \

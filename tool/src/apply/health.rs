@@ -8,7 +8,6 @@ use crate::cluster::topology::nodes_on;
 use crate::plan::SlotPlan;
 use anyhow::Result;
 use ringslot_engine::cluster::{myself, ClusterNode};
-use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -112,26 +111,10 @@ pub(super) fn unhealthy(
     None
 }
 
-/// Whether `plan` drains the master at `address` by its move `upto` (exclusive): it takes
-/// no slot, and every slot it had when the plan was made is moved by then. Such a master may
-/// turn replica of one that took its slots (Redis 7.0 and later with
-/// cluster-allow-replica-migration), which is no failover; any other master turned replica is.
+/// Whether `plan` drains the master at `address` by its move `upto` (exclusive):
+/// [`SlotPlan::drains`].
 pub(super) fn drains(plan: &SlotPlan, address: &str, upto: usize) -> bool {
-    if plan.moves.iter().any(|m| m.to == address) {
-        return false;
-    }
-    let moved: BTreeSet<u16> = plan
-        .moves
-        .iter()
-        .take(upto)
-        .filter(|m| m.from == address)
-        .map(|m| m.slot)
-        .collect();
-    plan.start_owners()
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| o.as_deref() == Some(address))
-        .all(|(slot, _)| u16::try_from(slot).is_ok_and(|s| moved.contains(&s)))
+    plan.drains(address, upto)
 }
 
 impl Prepared {

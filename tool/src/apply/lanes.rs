@@ -151,6 +151,7 @@ impl Prepared {
             replicas: self.replicas.clone(),
             limits: self.limits.clone(),
             paced: self.paced.clone(),
+            fill_told: None,
         })
     }
 
@@ -346,6 +347,7 @@ impl Prepared {
                 keys,
                 bytes,
             });
+            self.tell_fill(false, on);
         }
     }
 }

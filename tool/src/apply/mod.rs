@@ -49,8 +49,8 @@ use crate::cluster::INTERRUPTED;
 use crate::plan::{SlotMove, SlotPlan};
 use anyhow::{bail, Result};
 use door::Masters;
-pub(crate) use limits::Crossing;
 use limits::Limits;
+pub(crate) use limits::MemoryStop;
 pub(crate) use pace::PacingReport;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
@@ -127,7 +127,7 @@ impl Default for ApplyOptions {
             batch_bytes: DEFAULT_BATCH_BYTES,
             max_bytes_per_sec: 0,
             replace: false,
-            headroom: crate::predict::capacity::DEFAULT_HEADROOM / 100.0,
+            headroom: crate::cluster::budget::DEFAULT_HEADROOM / 100.0,
             max_latency: None,
             parallel: 1,
         }
@@ -150,7 +150,13 @@ pub(crate) enum Event<'a> {
     /// Something the operator should see as it happens: a big key moved alone, a wait for a
     /// replica.
     Notice(String),
+    /// The masters' fill as last read: (address, `used_memory`, `maxmemory`) of each with a
+    /// `maxmemory`, at most every [`FILL_EVERY`].
+    Fill(Vec<(String, f64, f64)>),
 }
+
+/// How often a run says the masters' fill.
+pub(crate) const FILL_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a run moved.
 #[derive(Debug, Default, Clone)]
@@ -164,9 +170,10 @@ pub(crate) struct Applied {
     pub equal_copies: Vec<String>,
     /// Keys the target held with a different value, replaced by the source's (`--replace`).
     pub replaced: Vec<String>,
-    /// The masters whose `evicted_keys` grew during the run, and by how many (a client's
-    /// writes may evict too; the run stops at the first growth it sees).
-    pub evicted: Vec<(String, u64)>,
+    /// The masters whose `evicted_keys` grew during the run, by how many, and whether the run
+    /// brought them keys (a client's writes may evict too; the run stops at the first growth
+    /// it sees on a master it brings keys to, and goes on where it only takes keys off one).
+    pub evicted: Vec<(String, u64, bool)>,
     /// After the run, each master with a `maxmemory`: (address, `used_memory`, `maxmemory`),
     /// bytes.
     pub fill: Vec<(String, f64, f64)>,
@@ -204,10 +211,11 @@ pub(crate) struct Prepared {
     /// The nodes' memory and replication, watched once [`Prepared::check_limits`] has read
     /// them; shared by the lanes of a parallel run ([`Prepared::limits`]).
     limits: Option<Arc<Mutex<Limits>>>,
-    /// With `--max-latency`, from the run's start: the probe and the pacer.
     /// With `--max-latency`: the probe and pacer, shared by the workers of a parallel run
     /// (one batch cap and pause for every lane: a master over the budget slows them all).
     paced: Option<Arc<Mutex<pace::Paced>>>,
+    /// When the masters' fill was last said ([`Event::Fill`]).
+    fill_told: Option<Instant>,
 }
 
 /// Whether the node whose own view is `view` serves `slot`.
@@ -231,15 +239,17 @@ impl Prepared {
     }
 
     /// Reads the memory of the plan's masters and their replicas and walks the moves to go
-    /// against their limits less `opts.headroom` ([`limits::Standing::check_plan`]); the
-    /// run then watches them ([`Limits`]). `Some`: the node the plan would take past its
-    /// limit, with the slot; the caller refuses to run. Reads only. A replica that cannot be
+    /// against their limits less `opts.headroom` as `predict` walks a plan
+    /// ([`Limits::check_plan`], atomic with `atomic`); the run then watches them ([`Limits`]).
+    /// `Some`: the first moment of the plan that would not fit (a node, its memory then and
+    /// its limit, the slot); the caller refuses to run. Reads only. A replica that cannot be
     /// read is said through `on` and not watched. Error: a master that cannot be read.
     pub(crate) fn check_limits(
         &mut self,
         opts: &ApplyOptions,
+        atomic: bool,
         on: &mut dyn FnMut(Event),
-    ) -> Result<Option<Crossing>> {
+    ) -> Result<Option<crate::cluster::budget::Judgement>> {
         let masters = self.masters.links();
         let (limits, unread) = Limits::read(&masters, &self.replicas, opts.headroom)?;
         for why in unread {
@@ -266,26 +276,18 @@ impl Prepared {
             }
             to_go.push(m);
         }
-        let drained: Vec<String> = self
-            .plan
-            .masters()
-            .into_iter()
-            .filter(|a| health::drains(&self.plan, a, self.plan.moves.len()))
-            .collect();
-        let crossing = limits
-            .standing()
-            .check_plan(&to_go, opts.batch_bytes, &drained)
-            .or_else(|| {
-                // Side by side, the moves of a master not kept in order may go in any order.
-                (opts.parallel > 1).then(|| {
-                    let kept = lanes::kept_in_order(&self.plan);
-                    limits
-                        .standing()
-                        .check_any_order(&to_go, opts.batch_bytes, &kept)
-                })?
-            });
+        let drained = self.plan.drained();
+        // Side by side, the moves of a master not kept in order may go in any order.
+        let kept = lanes::kept_in_order(&self.plan);
+        let judged = limits.check_plan(
+            &to_go,
+            if atomic { 0 } else { opts.batch_bytes },
+            atomic,
+            &drained,
+            (opts.parallel > 1 && !atomic).then_some(&kept),
+        );
         self.limits = Some(Arc::new(Mutex::new(limits)));
-        Ok(crossing)
+        Ok(judged)
     }
 
     /// The keys of `m`'s slot its source still holds (`CLUSTER COUNTKEYSINSLOT`). Error: the
@@ -381,6 +383,7 @@ impl Prepared {
                 keys,
                 bytes,
             });
+            self.tell_fill(false, on);
         }
         applied.pacing = self.finish_pacing();
         Ok(applied)
@@ -461,11 +464,7 @@ impl Prepared {
     /// `evicted_keys` grew during the run. A wait is told once through `on`.
     fn settle(&mut self, applied: &mut Applied, on: &mut dyn FnMut(Event)) -> Result<()> {
         let masters: Vec<String> = self.plan.masters().into_iter().collect();
-        let drained: Vec<String> = masters
-            .iter()
-            .filter(|a| health::drains(&self.plan, a, self.plan.moves.len()))
-            .cloned()
-            .collect();
+        let drained = self.plan.drained();
         if let Some(mut limits) = self.limits() {
             let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
             limits.settle_replicas(&masters, &mut |text| on(Event::Notice(text)))?;
@@ -506,6 +505,35 @@ impl Prepared {
                 told = true;
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// Says the masters' fill through `on` ([`Event::Fill`]) where [`FILL_EVERY`] has passed
+    /// since it was last said (or `now`), each master read again where due; the masters the
+    /// moves done drained (replicas now) left out.
+    pub(crate) fn tell_fill(&mut self, now: bool, on: &mut dyn FnMut(Event)) {
+        if !now && self.fill_told.is_some_and(|t| t.elapsed() < FILL_EVERY) {
+            return;
+        }
+        self.fill_told = Some(Instant::now());
+        let drained: Vec<String> = self
+            .plan
+            .drained()
+            .into_iter()
+            .filter(|a| {
+                self.plan
+                    .moves
+                    .iter()
+                    .zip(&self.position.done)
+                    .all(|(m, done)| m.from != *a || *done)
+            })
+            .collect();
+        let fill = self.limits().map(|mut l| {
+            l.refresh_masters();
+            l.fill(&drained)
+        });
+        if let Some(fill) = fill.filter(|f| !f.is_empty()) {
+            on(Event::Fill(fill));
         }
     }
 

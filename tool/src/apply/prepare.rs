@@ -90,6 +90,7 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         access: access.clone(),
         last_full_check: None,
         paced: None,
+        fill_told: None,
     })
 }
 

@@ -178,9 +178,15 @@ impl Prepared {
         // Paced, the caps are the pacer's; the first MIGRATE follows the pause before the slot
         // ([`Prepared::checked`]), each later one pauses first, its batch then cut to the caps
         // the pause left (the pacer may have slowed meanwhile).
-        let caps = |s: &Self| match s.paced() {
-            Some(p) => p.caps(),
-            None => (opts.batch_keys, opts.batch_bytes),
+        // A source near or past its limit, or a target with replicas, gets batches no larger
+        // than the memory model's bound ([`super::limits::Limits::batch_bound`]).
+        let caps = |s: &Self| {
+            let (keys, bytes) = match s.paced() {
+                Some(p) => p.caps(),
+                None => (opts.batch_keys, opts.batch_bytes),
+            };
+            let bound = s.limits().map_or(bytes, |l| l.batch_bound(m, bytes));
+            (keys, bytes.min(bound))
         };
         let mut first_batch = true;
         loop {
@@ -211,10 +217,10 @@ impl Prepared {
             last_len = batch.len();
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
             if let Some(mut limits) = self.limits() {
-                if let Some(crossing) = limits.before_batch(m, batch_bytes)? {
+                if let Some(stop) = limits.before_batch(m, batch_bytes)? {
                     refuse!(
                         "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \
-                         USAGE): {crossing}. Make room there (CONFIG SET maxmemory on the node \
+                         USAGE): {stop}. Make room there (CONFIG SET maxmemory on the node \
                          and its replicas, or fewer keys), or lower the move's size (a plan by \
                          memory: ringslot predict --by memory), then run the same command again",
                         batch.len()
@@ -238,7 +244,13 @@ impl Prepared {
                 }
             }
             match outcome {
-                Ok(()) => {}
+                Ok(()) => {
+                    if big.is_some() {
+                        if let Some(mut limits) = self.limits() {
+                            limits.after_big_batch(m, batch_bytes)?;
+                        }
+                    }
+                }
                 Err(e) if e.is(&Code::BusyKey) => {
                     self.resolve_busy(m, &names, opts, applied, on)?
                 }

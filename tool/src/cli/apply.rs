@@ -64,7 +64,7 @@ pub struct ApplyArgs {
     /// before its first write, a plan that would take a master or a replica past its maxmemory
     /// (or, without one, its host's RAM) less this, and stops before a batch that would (the
     /// slot left open, to go on when run again)
-    #[arg(long, value_name = "PCT", default_value_t = crate::predict::capacity::DEFAULT_HEADROOM)]
+    #[arg(long, value_name = "PCT", default_value_t = crate::cluster::budget::DEFAULT_HEADROOM)]
     pub headroom: f64,
     /// With --atomic: the most seconds one job is waited for (it goes on in the servers; run
     /// again to wait again).
@@ -97,7 +97,7 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
     let access = a.connection.access()?;
     let mut prepared = apply::prepare_settled(&access, plan)?;
     prepared.check_permissions(a.atomic)?;
-    let crossing = prepared.check_limits(&opts, &mut |e| {
+    let crossing = prepared.check_limits(&opts, a.atomic, &mut |e| {
         if let Event::Notice(text) = e {
             eprintln!("ringslot: {text}");
         }
@@ -253,7 +253,8 @@ fn confirm() -> Result<()> {
     Ok(())
 }
 
-/// The run's progress: a bar of the planned bytes on a terminal, else a line a slot.
+/// The run's progress: a bar of the planned bytes on a terminal, else a line a slot; and the
+/// masters' fill as it goes.
 struct Progress {
     bar: indicatif::ProgressBar,
     tty: bool,
@@ -261,6 +262,8 @@ struct Progress {
     started: Instant,
     keys: u64,
     slots: usize,
+    /// `, fullest master 91.2%` once a fill was told (the bar's message).
+    fullest: String,
 }
 
 impl Progress {
@@ -286,6 +289,38 @@ impl Progress {
             started: Instant::now(),
             keys: 0,
             slots: 0,
+            fullest: String::new(),
+        }
+    }
+
+    /// Says `text` above the bar, or as a line.
+    fn say(&self, text: &str) {
+        if self.tty {
+            self.bar.println(format!("ringslot: {text}"));
+        } else {
+            let _ = writeln!(std::io::stderr(), "ringslot: {text}");
+        }
+    }
+
+    /// The masters' fill (address, `used_memory`, `maxmemory`): the fullest in the bar's
+    /// message on a terminal, else every master on a line.
+    fn fill(&mut self, fill: &[(String, f64, f64)]) {
+        let pct = |u: f64, m: f64| 100.0 * u / m;
+        if let Some((a, u, m)) = fill
+            .iter()
+            .max_by(|x, y| pct(x.1, x.2).total_cmp(&pct(y.1, y.2)))
+        {
+            self.fullest = format!(", fullest master {a} at {:.1}%", pct(*u, *m));
+        }
+        if !self.tty {
+            let masters: Vec<String> = fill
+                .iter()
+                .map(|(a, u, m)| format!("{a} {:.1}%", pct(*u, *m)))
+                .collect();
+            self.say(&format!(
+                "used_memory over maxmemory: {}",
+                masters.join(", ")
+            ));
         }
     }
 
@@ -300,19 +335,21 @@ impl Progress {
                 bytes,
             } => (index, total, mv, keys, bytes),
             Event::Notice(text) => {
-                if self.tty {
-                    self.bar.println(format!("ringslot: {text}"));
-                } else {
-                    let _ = writeln!(std::io::stderr(), "ringslot: {text}");
-                }
+                self.say(&text);
+                return;
+            }
+            Event::Fill(fill) => {
+                self.fill(&fill);
                 return;
             }
         };
         self.keys += keys;
         self.slots += 1;
         self.bar.inc(mv.bytes as u64);
-        self.bar
-            .set_message(format!("{} slots, {} keys", self.slots, self.keys));
+        self.bar.set_message(format!(
+            "{} slots, {} keys{}",
+            self.slots, self.keys, self.fullest
+        ));
         if self.tty {
             return;
         }
@@ -389,12 +426,20 @@ fn summary(applied: &Applied, atomic: bool) {
             if mean > 0.0 { peak / mean } else { 0.0 }
         );
     }
-    for (node, keys) in &applied.evicted {
-        eprintln!(
-            "ringslot: {node} evicted {keys} keys during the run (its evicted_keys grew): a \
-             client's writes past its maxmemory, since the run stops before its own batches \
-             would cross it"
-        );
+    for (node, keys, received) in &applied.evicted {
+        if *received {
+            eprintln!(
+                "ringslot: {node} evicted {keys} keys during the run (its evicted_keys grew): a \
+                 client's writes past its maxmemory, since the run stops before its own batches \
+                 would cross it"
+            );
+        } else {
+            eprintln!(
+                "ringslot: {node} evicted {keys} keys during the run (its evicted_keys grew): \
+                 the run only took keys off it; it was past its maxmemory under an eviction \
+                 policy, where every command evicts until it is under"
+            );
+        }
     }
     if let Some(p) = &applied.pacing {
         pacing_summary(p, applied.most_at_once);

@@ -13,14 +13,15 @@ pub mod apply;
 pub mod members;
 pub mod predict;
 pub mod program;
+pub mod render;
 pub mod status;
 pub mod values;
 
+use crate::cluster::budget::DEFAULT_HEADROOM;
 use crate::cluster::error::is_refused;
 use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
 use crate::cluster::topology::Refusal;
 use crate::cluster::INTERRUPTED;
-use crate::predict::capacity::DEFAULT_HEADROOM;
 use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_MAX_HOLD_MS, DEFAULT_TOLERANCE};
 use anyhow::{bail, Context, Result};
 use clap::Args;

@@ -1,13 +1,8 @@
 //! What a node says of its memory and its replication: `used_memory` and the part of it
-//! eviction counts, `maxmemory` and its policy, the host's RAM, the keys evicted so far
-//! (`INFO memory`, `INFO stats`), and for a master its replicas' offsets (`INFO replication`).
-//! Reads only.
-//!
-//! A node evicts (or, under `noeviction`, refuses writes) when `used_memory` less
-//! `mem_not_counted_for_evict` (replication and AOF buffers) passes `maxmemory`, and checks that
-//! before a command runs: a `RESTORE` that starts just under the limit lands whole. A replica
-//! never evicts on its own (`replica-ignore-maxmemory yes`, the default): it applies its
-//! master's deletes, and otherwise grows past its `maxmemory` towards the host's RAM.
+//! eviction counts, `maxmemory` and its policy, the host's RAM, the keys evicted so far, its
+//! last fork's copy-on-write and the frees still pending (`INFO memory`, `INFO stats`, `INFO
+//! persistence`), and for a master its replicas' offsets (`INFO replication`). Reads only: how
+//! that memory is judged is [`super::budget`]'s.
 
 use super::connection::NodeConnection;
 use super::error::NodeError;
@@ -48,22 +43,9 @@ impl Policy {
         }
     }
 
-    /// What crossing `maxmemory` does under it, in words.
-    pub fn crossing(&self) -> &'static str {
-        match self {
-            Policy::AllKeys(_) => {
-                "it evicts keys to make room: any key, the migrated ones and the clients' \
-                 writes too, deleted for good"
-            }
-            Policy::Volatile(_) => {
-                "it evicts keys with a TTL to make room; where none is left it refuses writes \
-                 and MIGRATEs with OOM (key by key, the slot is left half moved)"
-            }
-            Policy::NoEviction => {
-                "it refuses writes and MIGRATEs with OOM: key by key, the slot is left half \
-                 moved; Valkey's atomic import fails and rolls back"
-            }
-        }
+    /// Whether it deletes keys to make room (`allkeys-*`, `volatile-*`).
+    pub fn evicts(&self) -> bool {
+        !matches!(self, Policy::NoEviction)
     }
 }
 
@@ -84,9 +66,30 @@ pub struct NodeMemory {
     pub system: f64,
     /// `evicted_keys` so far.
     pub evicted_keys: u64,
+    /// The copy-on-write of its last fork, bytes (`rdb_last_cow_size`, or `current_cow_peak`
+    /// while one runs; 0 where it never forked): what its next fork (a full sync, an atomic
+    /// slot migration) is taken to cost its host besides `used_memory`.
+    pub fork_cow: f64,
+    /// What its normal clients' buffers take (`mem_clients_normal`), bytes: a `RESTORE`'s
+    /// payload stays in its query buffer until the node's cron trims it.
+    pub clients_normal: f64,
+    /// Its replication backlog: what it may grow to (`repl_backlog_size`, bytes: 1 MiB by
+    /// default on Redis, 10 MiB on Valkey 8 and later) and what it holds now
+    /// (`repl_backlog_histlen`), where it has one (`repl_backlog_active`, once a replica has
+    /// connected); `None` where it has none. A node fills its backlog with every write it
+    /// streams, the keys a migration brings it among them: memory eviction counts.
+    pub backlog: Option<(f64, f64)>,
+    /// The server, as `INFO server` names it (`redis 7.0.15`, `valkey 9.1.2`; empty where
+    /// not said).
+    pub server: String,
+    /// Objects still to be freed in the background (`lazyfree_pending_objects`): a node with
+    /// `lazyfree-lazy-server-del yes` (Valkey 8 and later by default) frees a migrated key's
+    /// memory after its `MIGRATE`, so that its `used_memory` falls late.
+    pub lazyfree_pending: u64,
 }
 
-/// [`NodeMemory`] from the texts of `INFO memory` and `INFO stats`.
+/// [`NodeMemory`] from the texts of `INFO memory` and `INFO stats` (and `INFO persistence`,
+/// in either: the fields are looked up by name).
 pub fn memory_of(address: &str, memory: &str, stats: &str) -> NodeMemory {
     let number = |text: &str, name: &str| -> f64 {
         info_field(text, name)
@@ -102,15 +105,47 @@ pub fn memory_of(address: &str, memory: &str, stats: &str) -> NodeMemory {
         policy: Policy::of(&info_field(memory, "maxmemory_policy").unwrap_or_default()),
         system: number(memory, "total_system_memory"),
         evicted_keys: number(stats, "evicted_keys") as u64,
+        fork_cow: number(stats, "rdb_last_cow_size").max(number(stats, "current_cow_peak")),
+        clients_normal: number(memory, "mem_clients_normal"),
+        server: server_of(memory),
+        backlog: (number(memory, "repl_backlog_active") > 0.0).then(|| {
+            (
+                number(memory, "repl_backlog_size"),
+                number(memory, "repl_backlog_histlen"),
+            )
+        }),
+        lazyfree_pending: number(memory, "lazyfree_pending_objects") as u64,
     }
 }
 
-/// The memory of the node on `con` (`INFO memory`, `INFO stats`). Error: `INFO` refused (it
-/// needs `+info`) or the node does not answer.
+/// The memory of the node on `con` (`INFO memory stats persistence server replication`: one
+/// call, the sections Redis 7.0 and later give together). Error: `INFO` refused (it needs
+/// `+info`) or the node does not answer.
 pub fn read_memory(con: &mut NodeConnection) -> Result<NodeMemory, NodeError> {
-    let memory = con.text(&["INFO", "memory"])?;
-    let stats = con.text(&["INFO", "stats"])?;
-    Ok(memory_of(con.address(), &memory, &stats))
+    let info = con.text(&[
+        "INFO",
+        "memory",
+        "stats",
+        "persistence",
+        "server",
+        "replication",
+    ])?;
+    Ok(memory_of(con.address(), &info, &info))
+}
+
+/// `redis 7.0.15` or `valkey 9.1.2` from an `INFO server` text; empty where it says neither.
+pub fn server_of(info: &str) -> String {
+    match (
+        info_field(info, "valkey_version"),
+        info_field(info, "redis_version"),
+    ) {
+        (Some(v), _) => format!("valkey {v}"),
+        (None, Some(v)) => format!(
+            "{} {v}",
+            info_field(info, "server_name").unwrap_or_else(|| "redis".into())
+        ),
+        (None, None) => String::new(),
+    }
 }
 
 /// One replica of a master, as the master sees it (`INFO replication`, `slaveN:` lines).

@@ -9,10 +9,12 @@
 //!   `CLUSTER NODES` line into a link;
 //! - [`migrations`]: Valkey 9's atomic slot-migration jobs;
 //! - [`memory`]: a node's memory, limit and eviction policy, and a master's replicas' lag;
+//! - [`budget`]: the one model of a node's memory through a move, judging it against its limit;
 //! - `permissions`: the commands each run needs, probed on every master first;
 //! - [`pacing`]: the rate limit, the run's holds, and another client's `PING`s meanwhile;
 //! - [`reads`]: `INFO` facts, per-slot key counts, `SCAN`.
 
+pub mod budget;
 pub mod connection;
 pub mod error;
 pub mod link;

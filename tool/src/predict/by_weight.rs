@@ -81,10 +81,28 @@ pub struct WeightInputs<'a> {
     pub maxmemory: &'a BTreeMap<String, f64>,
     /// Slots that must stay where they are.
     pub pinned: &'a [u16],
-    /// Per master, the memory it may still take (by address; absent: no limit but its host's
-    /// RAM): its `maxmemory` less the margin, less what it counts now and a batch, and the same
-    /// of each of its replicas, whichever is least.
+    /// Per master, the memory it may still take (by address; absent: nothing holds it): the
+    /// memory model's room ([`crate::cluster::budget::Budget::room`]).
     pub room: &'a BTreeMap<String, f64>,
+    /// By memory: per master (by address), what its `used_memory` holds besides its keys'
+    /// memory (the server's own, its buffers, its replication backlog), which no move takes
+    /// away; counted in its load as a slot of its own that stays, so that the plan evens
+    /// `used_memory` over `maxmemory`, what fills a node, rather than its keys' memory alone.
+    /// Empty: none counted.
+    pub base: &'a BTreeMap<String, f64>,
+    /// Per master (by address), its `used_memory` over `maxmemory` now (absent: unknown): the
+    /// moves of the fullest go first.
+    pub fill: &'a BTreeMap<String, f64>,
+    /// The cluster's server (`redis 7.0.15`, ...): by memory, a slot weighs what its master
+    /// frees when it leaves (its keys' memory, and its tables where the server frees them,
+    /// [`crate::cluster::budget::slot_freed`]), and a master's room is held to what a slot
+    /// costs where it lands ([`crate::cluster::budget::TARGET_GROWTH`],
+    /// [`crate::cluster::budget::slot_overhead`]), as the memory model counts them.
+    pub server: &'a str,
+    /// Whether a master is full (at or past its limit less the headroom): the plan then aims
+    /// at half the tolerance, so that the full masters end at their share rather than at the
+    /// tolerance's edge above it.
+    pub relieve: bool,
 }
 
 /// What one plan moves and leaves.
@@ -120,41 +138,57 @@ fn slot_figures(s: &SlotSize) -> (f64, f64, f64) {
     (s.keys as f64, s.dump_total(), s.memory_total())
 }
 
-/// The planner's moves grouped by (source, target), the groups in the order of their first
-/// move, each group's slots ascending: what one `MIGRATE` run of redis-cli or one atomic slot
-/// migration job carries (each slot moves once, straight from its owner to its final master,
-/// so the order of the moves does not change where they end).
-fn grouped(
-    moves: &[ringslot_engine::by_weight::WeightMove],
-) -> Vec<&ringslot_engine::by_weight::WeightMove> {
+/// The planner's moves in the order they are carried out: first the slots holding big keys,
+/// the biggest first (`big`: per slot, its big keys' memory), while their targets are
+/// emptiest (a big key's payload is on top of all its target holds then); then the others
+/// grouped by (source, target), as one `MIGRATE` run of redis-cli or one atomic slot migration
+/// job carries them, the groups fullest source first (`fill`: each master's `used_memory` over
+/// `maxmemory`, by index; the order of their first move where equal or unknown), so that on a
+/// cluster near its limits the fullest master is relieved first, each group's slots ascending.
+/// Each slot moves once, straight from its owner to its final master, so the order does not
+/// change where they end.
+fn grouped<'a>(
+    moves: &'a [ringslot_engine::by_weight::WeightMove],
+    fill: &[f64],
+    big: &dyn Fn(usize) -> f64,
+) -> Vec<&'a ringslot_engine::by_weight::WeightMove> {
     let mut pairs: Vec<(usize, usize)> = Vec::new();
     for m in moves {
         if !pairs.contains(&(m.from, m.to)) {
             pairs.push((m.from, m.to));
         }
     }
+    let fill_of = |i: usize| fill.get(i).copied().unwrap_or(0.0);
+    // A stable sort: pairs of equal fill keep the order of their first move.
+    pairs.sort_by(|a, b| fill_of(b.0).total_cmp(&fill_of(a.0)));
     let mut out: Vec<&ringslot_engine::by_weight::WeightMove> = moves.iter().collect();
-    out.sort_by_key(|m| {
-        (
+    out.sort_by(|a, b| {
+        let pair = |m: &ringslot_engine::by_weight::WeightMove| {
             pairs
                 .iter()
                 .position(|&p| p == (m.from, m.to))
-                .unwrap_or(usize::MAX),
-            m.slot,
-        )
+                .unwrap_or(usize::MAX)
+        };
+        let (big_a, big_b) = (big(a.slot), big(b.slot));
+        (big_a <= 0.0)
+            .cmp(&(big_b <= 0.0))
+            .then(big_b.total_cmp(&big_a))
+            .then(pair(a).cmp(&pair(b)))
+            .then(a.slot.cmp(&b.slot))
     });
     out
 }
 
 /// Each master's capacity under `change`: 1, `--weight` for joining masters, 0 for leaving;
 /// where every master that takes slots has a `maxmemory` (and no `--weight` is given), its
-/// `maxmemory` in MiB instead, so that the masters end at even fill ratios. Also whether it
-/// did the latter.
+/// `maxmemory` instead, so that the masters end at even fill ratios: in units of
+/// [`CAPACITY_GRAIN`] of the largest (whole MiB would round a node of 18.5 MiB down by 3%).
+/// Also whether it did the latter, and the MiB a unit is then (1 otherwise).
 fn capacities(
     masters: &[String],
     change: &MasterChange,
     maxmemory: &BTreeMap<String, f64>,
-) -> (Vec<u32>, bool) {
+) -> (Vec<u32>, bool, f64) {
     let leaving = |m: &String| matches!(change, MasterChange::Del { nodes } if nodes.contains(m));
     let weighted = matches!(
         change,
@@ -169,19 +203,29 @@ fn capacities(
             .iter()
             .filter(|m| !leaving(m))
             .all(|m| limit(m) > 0.0);
+    let largest = masters.iter().map(limit).fold(0.0, f64::max);
+    let mib_a_unit = if by_maxmemory && largest > 0.0 {
+        largest / 1048576.0 / CAPACITY_GRAIN
+    } else {
+        1.0
+    };
     let capacities = masters
         .iter()
         .map(|m| match change {
             _ if leaving(m) => 0,
-            _ if by_maxmemory => (limit(m) / 1048576.0)
+            _ if by_maxmemory => (limit(m) / largest * CAPACITY_GRAIN)
                 .round()
-                .clamp(1.0, f64::from(u32::MAX)) as u32,
+                .clamp(1.0, CAPACITY_GRAIN) as u32,
             MasterChange::Add { nodes, weight } if nodes.contains(m) => weight.unwrap_or(1),
             _ => 1,
         })
         .collect();
-    (capacities, by_maxmemory)
+    (capacities, by_maxmemory, mib_a_unit)
 }
+
+/// The units the largest master's `maxmemory` is, as a capacity: five significant digits,
+/// and room below `u32` for the planner's finer grain ([`fit_rooms`] counts a thousandth).
+const CAPACITY_GRAIN: f64 = 100_000.0;
 
 /// The plan for `capacities`, each master's share cut where the memory the plan sends it would
 /// pass its room (`room`, by address): its capacity scaled so that its target is its load now
@@ -377,9 +421,10 @@ fn pinned_cost(
     problem: &WeightProblem,
     plan: &ringslot_engine::by_weight::WeightPlan,
     asked: &[u32],
+    base_pins: &[bool],
 ) -> Option<(f64, f64)> {
     let free = plan_by_weight(&WeightProblem {
-        pinned: &[],
+        pinned: base_pins,
         ..*problem
     })
     .ok()?;
@@ -424,7 +469,10 @@ impl Evenness<'_> {
             (0u64, 0u64, 0.0, 0.0);
         for (s, (o, f)) in after.iter().zip(self.figures).enumerate() {
             let Some(m) = *o else { continue };
-            slots[m] += 1;
+            // A master's memory besides its keys (by memory) is no slot.
+            if s < SLOT_COUNT {
+                slots[m] += 1;
+            }
             keys[m] += f.0 as u64;
             bytes[m] += f.1;
             variance[m] += self.dump_variance.get(s).copied().unwrap_or(0.0);
@@ -499,17 +547,24 @@ fn sampling_margin(asked: &[u32], variance: &[f64], weights: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The planner's `moves` as the plan file's, grouped by source and target ([`grouped`]),
-/// with each slot's figures (`figures`) and its big keys' memory (`sizes`); `masters` names
-/// the planner's indices.
+/// The planner's `moves` as the plan file's, grouped by source and target in the order of
+/// [`grouped`] (`fill`: each master's fill, by index), with each slot's figures (`figures`)
+/// and its big keys' memory (`sizes`); `masters` names the planner's indices.
 fn slot_moves(
     moves: &[ringslot_engine::by_weight::WeightMove],
     masters: &[String],
     figures: &[(f64, f64, f64)],
     sizes: &Sizes,
+    fill: &[f64],
 ) -> Vec<SlotMove> {
     let name = |i: usize| masters.get(i).cloned().unwrap_or_default();
-    grouped(moves)
+    let big = |slot: usize| {
+        u16::try_from(slot)
+            .ok()
+            .and_then(|s| sizes.get(&s))
+            .map_or(0.0, |s| s.big_memory)
+    };
+    grouped(moves, fill, &big)
         .into_iter()
         .map(|m| {
             let (keys, bytes, memory) = figures.get(m.slot).copied().unwrap_or_default();
@@ -571,6 +626,29 @@ fn slot_inputs(sizes: &Sizes, by: WeightBy) -> SlotInputs {
     }
 }
 
+/// What a slot of figures `f` (keys, `DUMP` bytes, memory) frees on the master of `server`
+/// that gives it, bytes, as the memory model counts it: its keys' memory and, for a slot with
+/// keys, its tables ([`crate::cluster::budget::slot_freed`]).
+fn freed(f: &(f64, f64, f64), server: &str) -> f64 {
+    f.2 + if f.0 > 0.0 {
+        crate::cluster::budget::slot_freed(server)
+    } else {
+        0.0
+    }
+}
+
+/// What a slot of figures `f` costs the master of `server` that takes it, bytes: its keys'
+/// memory grown by [`crate::cluster::budget::TARGET_GROWTH`] and, for a slot with keys, its
+/// tables ([`crate::cluster::budget::slot_overhead`]).
+fn landed(f: &(f64, f64, f64), server: &str) -> f64 {
+    f.2 * crate::cluster::budget::TARGET_GROWTH
+        + if f.0 > 0.0 {
+            crate::cluster::budget::slot_overhead(server)
+        } else {
+            0.0
+        }
+}
+
 /// A slot's weight by `by` from its figures (keys, `DUMP` bytes, memory); 0 by load or
 /// network (those come from the slots' stats), 1 by slots.
 fn weight_of(by: WeightBy, f: &(f64, f64, f64)) -> f64 {
@@ -586,6 +664,8 @@ fn weight_of(by: WeightBy, f: &(f64, f64, f64)) -> f64 {
 /// What [`fit_aimed`] fits a plan from: as [`fit_rooms`] takes them, and each slot's variance
 /// of the weight.
 struct Fit<'a> {
+    /// Whether a master is full ([`WeightInputs::relieve`]).
+    relieve: bool,
     masters: &'a [String],
     weights: &'a [u64],
     owners: &'a [Option<usize>],
@@ -616,6 +696,14 @@ fn fit_aimed(
         WeightBy::Bytes | WeightBy::Memory => sampling_margin(asked, fit.variance, &totals),
         _ => 0.0,
     };
+    // Relieving full masters, the plan aims at half the tolerance: a planner that moves as
+    // little as it can stops at its edge, which leaves the sources a tolerance above their
+    // share.
+    let margin = if fit.relieve {
+        margin.max(tolerance / 2.0)
+    } else {
+        margin
+    };
     let plan_at = |aimed: f64| {
         fit_rooms(
             fit.masters,
@@ -633,7 +721,7 @@ fn fit_aimed(
     // The margin takes each master to hold its share of every slot's variance; the plan's own
     // masters may hold more (the slots it moves): aimed again by theirs.
     let needed = plan_margin(&first.1, fit.owners, fit.variance);
-    if margin > 0.0 && needed > margin {
+    if margin > 0.0 && needed > margin && !fit.relieve {
         plan_at((tolerance - needed).max(tolerance / 2.0))
     } else {
         Some(first)
@@ -682,13 +770,17 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         maxmemory,
         pinned: pinned_slots,
         room,
+        base,
+        fill,
+        server,
+        relieve,
     } = *inputs;
     let index = |o: &Option<String>| o.as_ref().and_then(|a| masters.iter().position(|m| m == a));
     let owners: Vec<Option<usize>> = owner_before.iter().map(index).collect();
     let SlotInputs {
-        figures,
-        dump_variance,
-        weight_variance,
+        mut figures,
+        mut dump_variance,
+        mut weight_variance,
     } = slot_inputs(sizes, by);
     let weight = |f: &(f64, f64, f64)| weight_of(by, f);
     let weights: Vec<u64> = match (by, slot_load) {
@@ -696,6 +788,10 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             .map(|s| load.get(s).copied().unwrap_or(0))
             .collect(),
         (WeightBy::Load | WeightBy::Network, None) => return None,
+        (WeightBy::Memory, _) => figures
+            .iter()
+            .map(|f| freed(f, server).round() as u64)
+            .collect(),
         _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
     };
     // redis-cli's plan evens slot counts by --weight only, whatever the masters' maxmemory.
@@ -705,29 +801,60 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     } else {
         maxmemory
     };
-    let (capacities, by_maxmemory) = capacities(masters, change, limits);
+    let (capacities, by_maxmemory, mib_a_unit) = capacities(masters, change, limits);
     let mut pinned = vec![false; SLOT_COUNT];
     for &s in pinned_slots {
         if let Some(p) = pinned.get_mut(usize::from(s)) {
             *p = true;
         }
     }
+    let mut owners = owners;
+    let mut owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
+    let mut weights = weights;
+    // By memory, each master's memory besides its keys: a slot of its own past the 16384,
+    // pinned to it (no plan moves it; nothing outside this file sees its index).
+    if by == WeightBy::Memory {
+        for (i, m) in masters.iter().enumerate() {
+            let b = base.get(m).copied().unwrap_or(0.0).max(0.0);
+            weights.push(b.round() as u64);
+            owners.push(Some(i));
+            owners_cli.push(Some(i));
+            pinned.push(true);
+            figures.push((0.0, 0.0, b));
+            dump_variance.push(0.0);
+            weight_variance.push(0.0);
+        }
+    }
+    let base_pins: Vec<bool> = (0..pinned.len()).map(|s| s >= SLOT_COUNT).collect();
     // The shares asked for (1000 a unit, as fit_rooms counts), which the figures' peak-to-mean
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
-    let owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
     let (capacities, plan, capped, aimed) = if by == WeightBy::Slots {
         let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
-        pinned.fill(false);
+        pinned.clone_from(&base_pins);
         let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
         (capacities, plan, Vec::new(), tolerance)
     } else {
+        // The rooms are the memory model's: what a master takes is counted as it lands.
+        let held_figures: Vec<(f64, f64, f64)> = figures
+            .iter()
+            .enumerate()
+            .map(|(s, f)| {
+                let memory = if s < SLOT_COUNT {
+                    landed(f, server)
+                } else {
+                    f.2
+                };
+                (f.0, f.1, memory)
+            })
+            .collect();
         let fit = Fit {
+            relieve,
             masters,
             weights: &weights,
             owners: &owners,
             pinned: &pinned,
-            figures: &figures,
+            figures: &held_figures,
             room,
             variance: &weight_variance,
         };
@@ -749,7 +876,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     let pinned_cost = if pinned_slots.is_empty() {
         None
     } else {
-        pinned_cost(&problem, &plan, &asked)
+        pinned_cost(&problem, &plan, &asked, &base_pins)
     };
     let mut owner_weight: Vec<Option<usize>> = owners.clone();
     for m in &plan.moves {
@@ -772,7 +899,11 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         figures_of("slots (redis-cli --cluster rebalance)".into(), &owners_cli),
         figures_of(by.name().into(), &owner_weight),
     ];
-    let moves = slot_moves(&plan.moves, masters, &figures, sizes);
+    let fill: Vec<f64> = masters
+        .iter()
+        .map(|m| fill.get(m).copied().unwrap_or(0.0))
+        .collect();
+    let moves = slot_moves(&plan.moves, masters, &figures, sizes, &fill);
     // Aimed inside --tolerance, the plan is judged at --tolerance (the planner's own verdict
     // is for the tolerance it aimed at).
     let within = if aimed < tolerance {
@@ -797,12 +928,16 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         pinned_cost,
         methods: Vec::new(),
         masters: masters.to_vec(),
-        capacities: capacities.iter().map(|&c| f64::from(c) / 1000.0).collect(),
+        capacities: capacities
+            .iter()
+            .map(|&c| f64::from(c) / 1000.0 * mib_a_unit)
+            .collect(),
         targets: plan.targets.clone(),
         plans,
         oversized: plan
             .oversized
             .iter()
+            .filter(|&&s| s < SLOT_COUNT)
             .filter_map(|&s| u16::try_from(s).ok())
             .collect(),
         within,

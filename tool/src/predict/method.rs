@@ -1,12 +1,13 @@
 //! How the slots of a plan will move, and what that costs: the duration and each master's
-//! `used_memory` at its peak and at the end, under each migration method. Which slots and keys
-//! move does not depend on the method (the CLIs build the same table); the costs do.
+//! `used_memory` at its peak and at the end, under each migration method (the memory as the
+//! plan's walk through the one memory model has it, [`crate::cluster::budget::Budget::walk`]).
+//! Which slots and keys move does not depend on the method (the CLIs build the same table);
+//! the costs do.
 //!
 //! - **Per key** (`redis-cli --cluster rebalance`, any server): slot by slot, `MIGRATE` of
 //!   `--cluster-pipeline` keys at a time, each key deleted on the source as it lands on the
 //!   target. The duration is [`super::duration`]'s; memory moves a key at a time, so a
-//!   source shrinks and a target grows step by step: each master's peak is the highest level
-//!   of that walk through the plan's moves in their order.
+//!   source shrinks and a target grows step by step.
 //! - **Atomic** (Valkey 9's `CLUSTER MIGRATESLOTS`, as `valkey-cli --cluster rebalance
 //!   --cluster-use-atomic-slot-migration` runs it, valkey-io/valkey#2755: one job per move of
 //!   the plan, its slots as ranges, one job after another, each polled every 100 ms): the
@@ -21,16 +22,8 @@
 //!   connection, the handoff) and the job's bytes at a throughput.
 
 use super::steps::StepCost;
-
-/// The way slots move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Method {
-    /// `MIGRATE`, key batch by key batch, as `redis-cli --cluster rebalance` does.
-    PerKey,
-    /// Valkey 9's atomic slot migration, as `valkey-cli --cluster-use-atomic-slot-migration`.
-    Atomic,
-}
+pub use crate::cluster::budget::Method;
+use crate::cluster::budget::Walk;
 
 impl Method {
     /// A short name: `per key`, `atomic`.
@@ -77,19 +70,16 @@ impl AtomicModel {
     }
 }
 
-/// One master's memory under a method, in bytes of `used_memory`.
+/// One master's memory under a method, in bytes of `used_memory`: its row of the plan's walk
+/// through the memory model ([`crate::cluster::budget::NodeWalk`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MemoryRow {
     /// The master (`ip:port`).
     pub address: String,
     /// Now, before the change.
     pub now: f64,
-    /// The highest it reaches while the slots move (atomic: with the target keeping up, as it
-    /// did on loopback).
+    /// At its fullest moment on the way (a batch in flight included where it grows).
     pub peak: f64,
-    /// Atomic: the highest if the target falls behind, so that a job's whole payload waits in
-    /// the source's output buffer until it is sent; per key, the same as `peak`.
-    pub worst: f64,
     /// When the change is done.
     pub end: f64,
 }
@@ -103,7 +93,8 @@ pub struct MethodCost {
     pub seconds: f64,
     /// Migration jobs (atomic: one `CLUSTER MIGRATESLOTS` a move; per key: the moves).
     pub jobs: usize,
-    /// Each master's memory, in the order of `used`.
+    /// Each master's memory, in the prediction's order (a master whose memory could not be
+    /// read starts at 0).
     pub memory: Vec<MemoryRow>,
 }
 
@@ -115,69 +106,31 @@ pub fn ranges(slots: &[u16]) -> Vec<(u16, u16)> {
     ringslot_engine::slot_runs(&sorted)
 }
 
-/// The cost of moving `plan` (its moves in order) by `method`, from each master's
-/// `used_memory` now (`used`: address and bytes, every master of the plan). `per_key_seconds`
-/// is the per-key duration estimate (the fitted model of slots and keys). A master the plan
-/// names but `used` does not starts at 0.
+/// The cost of moving `plan` (its moves in order) by `method`: its duration
+/// (`per_key_seconds`, the per-key estimate of the fitted model of slots and keys; atomic,
+/// [`ATOMIC`]'s) and each of `masters`' memory as `walk` (the plan walked by that method
+/// through the memory model) has it; no rows without a walk.
 pub fn cost(
     plan: &[StepCost],
-    used: &[(String, f64)],
+    masters: &[String],
+    walk: Option<&Walk>,
     method: Method,
     per_key_seconds: f64,
 ) -> MethodCost {
-    // Each master's row, `end` following its level through the moves.
-    let mut rows: Vec<MemoryRow> = used
-        .iter()
-        .map(|(address, bytes)| MemoryRow {
-            address: address.clone(),
-            now: *bytes,
-            peak: *bytes,
-            worst: *bytes,
-            end: *bytes,
-        })
-        .collect();
-    let mut index = |address: &str| -> usize {
-        match rows.iter().position(|r| r.address == address) {
-            Some(i) => i,
-            None => {
-                rows.push(MemoryRow {
-                    address: address.to_string(),
-                    now: 0.0,
-                    peak: 0.0,
-                    worst: 0.0,
-                    end: 0.0,
-                });
-                rows.len() - 1
-            }
-        }
-    };
-    let mut moves = Vec::with_capacity(plan.len());
-    for m in plan {
-        let from = m.from.as_deref().map(&mut index);
-        let to = m.to.as_deref().map(&mut index);
-        moves.push((from, to, m.memory.value, m.bytes.value));
-    }
-    for (from, to, memory, bytes) in moves {
-        // Atomic: the source keeps its copy until the trim (its level stays through the job);
-        // if the target falls behind, the job's payload waits in its output buffer meanwhile.
-        // Per key, keys leave the source as they reach the target.
-        if let (Method::Atomic, Some(f)) = (method, from) {
-            let source = &mut rows[f];
-            source.worst = source.worst.max(source.end + bytes);
-        }
-        if let Some(t) = to {
-            let target = &mut rows[t];
-            target.end += memory;
-            target.peak = target.peak.max(target.end);
-            target.worst = target.worst.max(target.end);
-        }
-        if let Some(f) = from {
-            rows[f].end -= memory;
-        }
-    }
-    for row in &mut rows {
-        row.end = row.end.max(0.0);
-    }
+    let memory = walk.map_or_else(Vec::new, |w| {
+        masters
+            .iter()
+            .filter_map(|a| {
+                let n = w.node(a)?;
+                Some(MemoryRow {
+                    address: a.clone(),
+                    now: n.now,
+                    peak: n.fullest,
+                    end: n.end,
+                })
+            })
+            .collect()
+    });
     let bytes: f64 = plan.iter().map(|m| m.bytes.value).sum();
     MethodCost {
         method,
@@ -186,7 +139,7 @@ pub fn cost(
             Method::Atomic => ATOMIC.seconds(plan.len(), bytes),
         },
         jobs: plan.len(),
-        memory: rows,
+        memory,
     }
 }
 
@@ -194,14 +147,10 @@ pub fn cost(
 mod tests {
     use super::super::estimate::Estimate;
     use super::*;
+    use crate::cluster::budget::{Budget, MoveSize};
+    use crate::cluster::memory::memory_of;
 
-    fn step(
-        from: &str,
-        to: &str,
-        slots: std::ops::Range<u16>,
-        bytes: f64,
-        memory: f64,
-    ) -> StepCost {
+    fn step(from: &str, to: &str, slots: std::ops::Range<u16>, bytes: f64) -> StepCost {
         let exact = |value| Estimate {
             value,
             error: 0.0,
@@ -213,38 +162,53 @@ mod tests {
             slots: slots.collect(),
             keys: 0,
             bytes: exact(bytes),
-            memory: exact(memory),
+            memory: exact(bytes),
         }
     }
 
     #[test]
-    fn per_key_moves_memory_step_by_step_and_atomic_keeps_the_source_until_the_trim() {
-        // Two masters give 100 and 200 bytes of memory (DUMP 50 and 80) to a new one.
-        let plan = [
-            step("a", "c", 0..10, 50.0, 100.0),
-            step("b", "c", 10..20, 80.0, 200.0),
-        ];
-        let used = [
-            ("a".into(), 1000.0),
-            ("b".into(), 1000.0),
-            ("c".into(), 10.0),
-        ];
-        let per_key = cost(&plan, &used, Method::PerKey, 3.0);
-        let row = |c: &MethodCost, a: &str| {
-            let r = c.memory.iter().find(|r| r.address == a).unwrap();
-            (r.now, r.peak, r.worst, r.end)
-        };
-        assert_eq!(per_key.seconds, 3.0);
-        assert_eq!(row(&per_key, "a"), (1000.0, 1000.0, 1000.0, 900.0));
-        assert_eq!(row(&per_key, "b"), (1000.0, 1000.0, 1000.0, 800.0));
-        assert_eq!(row(&per_key, "c"), (10.0, 310.0, 310.0, 310.0));
-        let atomic = cost(&plan, &used, Method::Atomic, 3.0);
-        assert_eq!(row(&atomic, "a"), (1000.0, 1000.0, 1050.0, 900.0));
-        assert_eq!(row(&atomic, "b"), (1000.0, 1000.0, 1080.0, 800.0));
-        assert_eq!(row(&atomic, "c"), (10.0, 310.0, 310.0, 310.0));
-        assert_eq!(atomic.jobs, 2);
+    fn a_methods_duration_is_its_model_and_its_memory_the_walks() {
+        // Two masters give 50 and 80 DUMP bytes to a new one.
+        let plan = [step("a", "c", 0..10, 50.0), step("b", "c", 10..20, 80.0)];
+        let per_key = cost(&plan, &[], None, Method::PerKey, 3.0);
+        assert_eq!((per_key.seconds, per_key.jobs), (3.0, 2));
+        assert!(per_key.memory.is_empty());
+        let atomic = cost(&plan, &[], None, Method::Atomic, 3.0);
         let expected = 2.0 * ATOMIC.per_job + 130.0 / ATOMIC.bytes_per_second;
         assert!((atomic.seconds - expected).abs() < 1e-12);
+        // The rows are the walk's, in the order asked; a master the walk lacks has none.
+        let mut budget = Budget::new(0.1);
+        for (a, used) in [("a:1", 1000.0), ("c:1", 10.0)] {
+            budget.add_master(memory_of(a, &format!("used_memory:{used}\r\n"), ""));
+        }
+        let moves = [MoveSize {
+            slot: 1,
+            from: "a:1".into(),
+            to: "c:1".into(),
+            memory: 100.0,
+            payload: 50.0,
+            big: 0.0,
+            slots: 0.0,
+        }];
+        let walk = budget.walk(&moves, 1e9, Method::PerKey, &[]);
+        let masters = ["c:1".to_string(), "a:1".to_string(), "x:1".to_string()];
+        let c = cost(&plan, &masters, Some(&walk), Method::PerKey, 3.0);
+        let rows: Vec<(&str, f64, f64, f64)> = c
+            .memory
+            .iter()
+            .map(|r| (r.address.as_str(), r.now, r.peak, r.end))
+            .collect();
+        // c: 10 + 107 at the end (a target grows by 1.07 times what it takes), two payloads
+        // of 100 in flight at its fullest; a: never above now.
+        let r = |x: f64| (x * 1e6).round() / 1e6;
+        let rows: Vec<(&str, f64, f64, f64)> = rows
+            .into_iter()
+            .map(|(a, n, p, e)| (a, r(n), r(p), r(e)))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![("c:1", 10.0, 317.0, 117.0), ("a:1", 1000.0, 1000.0, 900.0)]
+        );
         assert_eq!(ranges(&[0, 1, 2, 7, 9, 10]), vec![(0, 2), (7, 7), (9, 10)]);
         assert_eq!(
             ranges(&[9, 0, 2, 1, 10, 7, 7]),

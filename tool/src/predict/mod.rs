@@ -36,7 +36,7 @@ pub mod picture;
 pub mod prediction;
 pub(crate) mod read_only;
 pub mod report;
-pub(crate) mod risks;
+pub mod risks;
 pub(crate) mod runbook;
 pub(crate) mod sizing;
 pub mod steps;

@@ -4,6 +4,7 @@
 //! which the cluster does not list yet, as the seed is, at its address. A node that cannot be
 //! read is named, and what it means said once (a refused `INFO`, a user who cannot log in).
 
+use crate::cluster::budget::Budget;
 use crate::cluster::connection::NodeConnection;
 use crate::cluster::error::{Code, NodeError};
 use crate::cluster::link::{Access, Link};
@@ -36,34 +37,17 @@ impl NodeReads {
             .collect()
     }
 
-    /// Per master, the memory it may still take at its peak: its `maxmemory` less `headroom`
-    /// (a fraction), less what it counts now and a batch ([`super::capacity::BATCH_MARGIN`]);
-    /// the least of that and the same of each of its replicas (which do not evict: all they
-    /// use counts). A master without `maxmemory` whose replicas have none is absent (no limit
-    /// but its host's RAM).
-    pub fn room(&self, headroom: f64) -> BTreeMap<String, f64> {
-        let room = |m: &NodeMemory, now: f64| {
-            (m.maxmemory > 0.0)
-                .then_some(m.maxmemory * (1.0 - headroom) - now - super::capacity::BATCH_MARGIN)
-        };
-        let mut out = BTreeMap::new();
+    /// Every node that answered as the memory model holds it, keeping `headroom` (a
+    /// fraction) of each limit free.
+    pub fn budget(&self, headroom: f64) -> Budget {
+        let mut budget = Budget::new(headroom);
         for m in &self.masters {
-            let rooms = std::iter::once(room(m, m.counted)).chain(
-                self.replicas
-                    .iter()
-                    .filter(|(_, master)| *master == m.address)
-                    .map(|(r, _)| room(r, r.used)),
-            );
-            if let Some(least) = rooms.flatten().reduce(f64::min) {
-                out.insert(m.address.clone(), least);
-            }
+            budget.add_master(m.clone());
         }
-        out
-    }
-
-    /// The master at `address`, if it answered.
-    pub fn master(&self, address: &str) -> Option<&NodeMemory> {
-        self.masters.iter().find(|m| m.address == address)
+        for (r, master) in &self.replicas {
+            budget.add_replica(r.clone(), master);
+        }
+        budget
     }
 
     fn failed(&mut self, address: &str, e: &NodeError) {

@@ -50,10 +50,10 @@ pub fn picture(p: &Prediction) -> Picture {
     };
     let maxmemory = |address: &str| {
         p.capacity.as_ref().map_or(0.0, |c| {
-            c.nodes
-                .iter()
-                .find(|n| n.replica_of.is_none() && n.memory.address == address)
-                .map_or(0.0, |n| n.memory.maxmemory)
+            c.walks
+                .first()
+                .and_then(|w| w.walk.node(address))
+                .map_or(0.0, |n| n.maxmemory)
         })
     };
     let columns = p

@@ -4,7 +4,7 @@
 
 use super::big_keys::BigKey;
 use super::by_weight::{compare, WeightComparison, WeightInputs};
-use super::capacity::{batches, capacity, Capacity, PlanCosts};
+use super::capacity::{capacity, Capacity, PlanMoves};
 use super::change::MasterChange;
 use super::duration::{ClusterTiming, Counts, PerKeyModel, Range, PIPELINE};
 use super::estimate::{dump_bytes, memory_bytes, Estimate, Sizes, SlotSize};
@@ -13,6 +13,7 @@ use super::nodes::NodeReads;
 use super::options::Options;
 use super::steps::{RebalanceStep, StepCost};
 use super::sums::{rings_as_map, RingSums};
+use crate::cluster::budget::{MoveSize, DEFAULT_BATCH};
 use crate::cluster::pacing::{Holds, MasterHold, Probe};
 use crate::cluster::topology::LiveCluster;
 use anyhow::{bail, Result};
@@ -128,9 +129,10 @@ pub struct Prediction {
     /// Every node's memory against its limit under each plan and method (`None` when no node's
     /// memory could be read).
     pub capacity: Option<Capacity>,
-    /// What the operator should know before running either plan: the nodes that would cross
-    /// their limits, the big keys a plan moves, the replicas; a line each, the worst first.
-    pub risks: Vec<String>,
+    /// What the operator should know before running either plan, the worst first: the nodes
+    /// a plan would take past their limits, the masters full now, the big keys a plan moves,
+    /// the replicas (typed: the report says them in words).
+    pub risks: Vec<super::risks::Risk>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -224,20 +226,109 @@ pub(crate) fn assemble(
         p
     };
     let maxmemory = reads.maxmemory();
-    let room = reads.room(opts.headroom);
+    // What each master may still take by the one memory model, a default batch in flight;
+    // the plan made is then walked as apply walks it, and where a target would not fit (a big
+    // key on top of what it holds by then), its room is cut by the excess and the plan made
+    // again ([`fitted`]).
+    let budget = reads.budget(opts.headroom);
+    let fit_budget = reads.budget(opts.headroom + PLAN_MARGIN);
+    let room: BTreeMap<String, f64> = addresses
+        .iter()
+        .filter_map(|a| Some((a.clone(), fit_budget.room(a, DEFAULT_BATCH)?)))
+        .collect();
+    let fill: BTreeMap<String, f64> = addresses
+        .iter()
+        .filter_map(|a| {
+            let m = budget.memory(a)?;
+            (m.maxmemory > 0.0).then(|| (a.clone(), m.used / m.maxmemory))
+        })
+        .collect();
+    // By memory, what each master's used_memory holds besides what its slots free when they
+    // leave, which stays put; and on a master that takes keys, what they cost there beyond
+    // that (a target keeps more than its source frees: tables, buckets) and its replication
+    // backlog's growth, as an even share's keys would cost it (the plan evens what the masters
+    // end with).
+    let server = budget
+        .masters()
+        .next()
+        .map_or(String::new(), |m| m.server.clone());
+    let slot_overhead = crate::cluster::budget::slot_overhead(&server);
+    let slot_freed = crate::cluster::budget::slot_freed(&server);
+    let mut freed_by: BTreeMap<&str, f64> = BTreeMap::new();
+    let (mut dump_all, mut memory_all, mut slots_with_keys) = (0.0, 0.0, 0.0);
+    for (slot, owner) in owner_before.iter().enumerate() {
+        let (Some(owner), Ok(slot)) = (owner, u16::try_from(slot)) else {
+            continue;
+        };
+        let size = size_of(&g.sizes, &slot);
+        let keys = size.keys > 0;
+        *freed_by.entry(owner.as_str()).or_default() +=
+            size.memory_total() + if keys { slot_freed } else { 0.0 };
+        dump_all += size.dump_total();
+        memory_all += size.memory_total();
+        slots_with_keys += if keys { 1.0 } else { 0.0 };
+    }
+    let (payload_ratio, slot_memory) = if memory_all > 0.0 && slots_with_keys > 0.0 {
+        (dump_all / memory_all, memory_all / slots_with_keys)
+    } else {
+        (1.0, 0.0)
+    };
+    let used_all: f64 = addresses
+        .iter()
+        .filter_map(|a| budget.memory(a).map(|m| m.used))
+        .sum();
+    let limits_all: f64 = addresses.iter().filter_map(|a| maxmemory.get(a)).sum();
+    let growth = crate::cluster::budget::TARGET_GROWTH;
+    let base: BTreeMap<String, f64> = addresses
+        .iter()
+        .filter_map(|a| {
+            let used = budget.memory(a)?.used;
+            let share = match maxmemory.get(a) {
+                Some(l) if limits_all > 0.0 => used_all * l / limits_all,
+                _ => used_all / addresses.len().max(1) as f64,
+            };
+            // The keys' memory an even share brings it, at what each costs there.
+            let per_byte = growth - 1.0
+                + if slot_memory > 0.0 {
+                    (slot_overhead - slot_freed) / slot_memory
+                } else {
+                    0.0
+                };
+            let intake = (share - used).max(0.0) / (1.0 + per_byte + payload_ratio);
+            let backlog = budget.backlog_to_come(a).min(payload_ratio * intake);
+            let beyond = intake * per_byte;
+            let freed = freed_by.get(a.as_str()).copied().unwrap_or(0.0);
+            Some((a.clone(), (used + backlog + beyond - freed).max(0.0)))
+        })
+        .collect();
+    let method = if opts.atomic {
+        Method::Atomic
+    } else {
+        Method::PerKey
+    };
     let by_weight = opts.by.and_then(|by| {
-        let mut c = compare(&WeightInputs {
-            by,
-            tolerance: opts.tolerance,
-            masters: &addresses,
-            owner_before: &owner_before,
-            owner_after: &owner_after,
-            sizes: &g.sizes,
-            slot_load: g.slot_load.as_deref(),
-            change,
-            maxmemory: &maxmemory,
-            pinned: &pinned,
-            room: &room,
+        let mut c = fitted(&fit_budget, method, room, |room| {
+            compare(&WeightInputs {
+                by,
+                tolerance: opts.tolerance,
+                masters: &addresses,
+                owner_before: &owner_before,
+                owner_after: &owner_after,
+                sizes: &g.sizes,
+                slot_load: g.slot_load.as_deref(),
+                change,
+                maxmemory: &maxmemory,
+                pinned: &pinned,
+                room,
+                base: &base,
+                fill: &fill,
+                server: &server,
+                relieve: addresses.iter().any(|a| {
+                    budget
+                        .standing(a)
+                        .is_some_and(|j| j.fit != crate::cluster::budget::Fit::Fits)
+                }),
+            })
         })?;
         c.plan.ids = topo
             .nodes
@@ -300,6 +391,57 @@ pub(crate) fn assemble(
         capacity: None,
         risks: Vec::new(),
     }
+}
+
+/// How many times [`fitted`] cuts a room and plans again at most.
+const FIT_TRIES: usize = 8;
+
+/// The part of each limit a plan by weight keeps free besides the headroom, for what the walk
+/// cannot see: the clients' writes while it runs, and the estimates' error. `apply` holds the
+/// nodes to the headroom alone, so that it does not stop a plan that fits for want of it.
+pub const PLAN_MARGIN: f64 = 0.02;
+
+/// The plan `plan` makes from the masters' rooms (`room`, by address), walked through
+/// `budget` (the headroom and [`PLAN_MARGIN`] kept) as `apply` walks it (`method`, batches of
+/// [`DEFAULT_BATCH`]); where a master the
+/// plan sends keys to (or one of its replicas) would not fit at some move, that master's room
+/// is cut by the excess and a batch and the plan made again, at most [`FIT_TRIES`] times. The
+/// last plan made (the report says where it does not fit, and apply refuses it).
+fn fitted(
+    budget: &crate::cluster::budget::Budget,
+    method: Method,
+    mut room: BTreeMap<String, f64>,
+    plan: impl Fn(&BTreeMap<String, f64>) -> Option<WeightComparison>,
+) -> Option<WeightComparison> {
+    let mut made = plan(&room)?;
+    for _ in 0..FIT_TRIES {
+        let walk = budget.walk(
+            &made.plan.sizes(),
+            DEFAULT_BATCH,
+            method,
+            &made.plan.drained(),
+        );
+        let Some(j) = walk.first else {
+            break;
+        };
+        let master = j.replica_of.clone().unwrap_or_else(|| j.node.clone());
+        let into: f64 = made
+            .plan
+            .moves
+            .iter()
+            .filter(|m| m.to == master)
+            .map(|m| m.memory.unwrap_or(m.bytes))
+            .sum();
+        if into <= 0.0 {
+            // Not a target's: no share to cut (a source's host, a drained master's copy).
+            break;
+        }
+        let excess = (j.would_reach - j.within()).max(0.0) + DEFAULT_BATCH;
+        let cut = room.get(&master).copied().unwrap_or(into).min(into) - excess;
+        room.insert(master, cut.max(0.0));
+        made = plan(&room)?;
+    }
+    Some(made)
 }
 
 /// The sizes measured in `slot` (none: an empty slot's).
@@ -428,19 +570,13 @@ fn master_rows(
 }
 
 /// Fills in the methods of `p` (see [`Prediction::methods`]), for redis-cli's plan and the
-/// plan by weight, from what each master said of itself (`reads`): `used_memory` now, and
-/// whether it has atomic slot migration; then each node's capacity under them. A master that
-/// could not be read starts at 0 bytes, and the report says why. Error: `--atomic` on a
-/// cluster where a master has no atomic slot migration.
+/// plan by weight, from what each node said of itself (`reads`): its memory, and whether it
+/// has atomic slot migration; each plan walked by each method through the one memory model
+/// ([`capacity`]), which gives each master's memory under each method and each node's
+/// judgement. A master that could not be read starts at 0 bytes, held to nothing, and the
+/// report says why. Error: `--atomic` on a cluster where a master has no atomic slot
+/// migration.
 pub(crate) fn add_methods(p: &mut Prediction, opts: &Options, reads: &NodeReads) -> Result<()> {
-    let used: Vec<(String, f64)> = p
-        .masters
-        .iter()
-        .map(|m| {
-            let used = reads.master(&m.address).map_or(0.0, |r| r.used);
-            (m.address.clone(), used)
-        })
-        .collect();
     let without_atomic: Vec<String> = reads
         .atomic
         .iter()
@@ -463,73 +599,75 @@ pub(crate) fn add_methods(p: &mut Prediction, opts: &Options, reads: &NodeReads)
     // A master that could not be asked is taken to have atomic migration when the others all
     // do (a master joining a Valkey 9 cluster, say), and the report says which could not be.
     let atomic = without_atomic.is_empty() && !reads.atomic.is_empty();
-    let costs = |steps: &[StepCost], seconds: f64| {
-        let mut methods = vec![method::cost(steps, &used, Method::PerKey, seconds)];
-        if atomic {
-            methods.push(method::cost(steps, &used, Method::Atomic, seconds));
-        }
-        methods
+    let methods: Vec<Method> = if atomic {
+        vec![Method::PerKey, Method::Atomic]
+    } else {
+        vec![Method::PerKey]
     };
-    p.methods = costs(&p.plan, p.duration);
-    if let Some(c) = p.by_weight.as_mut() {
-        c.methods = costs(&c.steps, p.duration);
-    }
-    add_capacity(p, opts, reads);
-    Ok(())
-}
-
-/// Fills in each node's capacity under both plans (see [`super::capacity`]).
-fn add_capacity(p: &mut Prediction, opts: &Options, reads: &NodeReads) {
-    if reads.masters.is_empty() {
-        return;
-    }
-    // Per slot, the memory and DUMP bytes of its biggest big key: one batch of its own.
-    let mut big: BTreeMap<u16, (f64, f64)> = BTreeMap::new();
-    for k in &p.big_keys {
-        let e = big.entry(k.slot).or_default();
-        if k.memory > e.0 {
-            *e = (k.memory, k.dump);
-        }
-    }
-    let redis_cli = batches(
-        p.plan.iter().flat_map(|s| {
-            s.slots
-                .iter()
-                .filter_map(|&slot| Some((s.from.as_deref()?, s.to.as_deref()?, slot)))
-        }),
-        &big,
-    );
-    let mut plans = vec![PlanCosts {
-        plan: "redis-cli",
-        methods: &p.methods,
-        batches: &redis_cli,
-    }];
+    let mut plans = vec![redis_cli_moves(p)];
     let weight_name = p
         .by_weight
         .as_ref()
         .map(|c| format!("by {}", c.plan.by.name()));
-    let weight_batches = p.by_weight.as_ref().map(|c| {
-        batches(
-            c.plan
-                .moves
-                .iter()
-                .map(|m| (m.from.as_str(), m.to.as_str(), m.slot)),
-            &big,
-        )
-    });
-    if let (Some(c), Some(name), Some(b)) = (&p.by_weight, &weight_name, &weight_batches) {
-        plans.push(PlanCosts {
-            plan: name,
-            methods: &c.methods,
-            batches: b,
-        });
+    if let (Some(c), Some(name)) = (&p.by_weight, &weight_name) {
+        plans.push(PlanMoves::of_plan(name, &c.plan));
     }
-    p.capacity = Some(capacity(
-        &reads.masters,
-        &reads.replicas,
-        &plans,
-        opts.headroom,
-    ));
+    let capacity = capacity(&reads.budget(opts.headroom), &plans, &methods);
+    let masters: Vec<String> = p.masters.iter().map(|m| m.address.clone()).collect();
+    let known = !reads.masters.is_empty();
+    let costs = |name: &str, steps: &[StepCost], seconds: f64| -> Vec<MethodCost> {
+        methods
+            .iter()
+            .map(|&method| {
+                let walk = capacity.walk(name, method).filter(|_| known);
+                method::cost(steps, &masters, walk, method, seconds)
+            })
+            .collect()
+    };
+    p.methods = costs("redis-cli", &p.plan, p.duration);
+    if let (Some(c), Some(name)) = (p.by_weight.as_mut(), &weight_name) {
+        c.methods = costs(name, &c.steps, p.duration);
+    }
+    p.capacity = known.then_some(capacity);
+    Ok(())
+}
+
+/// redis-cli's plan as the memory model weighs it: a move a step of it (its slots' memory,
+/// `DUMP` bytes and biggest key together), in its order; the masters it drains.
+fn redis_cli_moves(p: &Prediction) -> PlanMoves {
+    let big = |slots: &[u16]| {
+        p.big_keys
+            .iter()
+            .filter(|k| slots.contains(&k.slot))
+            .map(|k| k.memory)
+            .fold(0.0, f64::max)
+    };
+    let moves = p
+        .plan
+        .iter()
+        .filter_map(|s| {
+            Some(MoveSize {
+                slot: s.slots.last().copied()?,
+                from: s.from.clone()?,
+                to: s.to.clone()?,
+                memory: s.memory.value.max(0.0),
+                payload: s.bytes.value.max(0.0),
+                big: big(&s.slots),
+                slots: s.slots.len() as f64,
+            })
+        })
+        .collect();
+    let drained = p
+        .masters
+        .iter()
+        .filter(|m| m.slots_before > 0 && m.slots_after == 0)
+        .map(|m| m.address.clone())
+        .collect();
+    PlanMoves {
+        plan: "redis-cli".to_string(),
+        moves,
+        drained,
+    }
 }
 
 /// `(name, value)` pairs as a JSON object.

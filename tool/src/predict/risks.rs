@@ -1,26 +1,100 @@
-//! What the operator should know before running either plan, a sentence each, the worst first:
-//! the nodes that would cross their limits (and what that does under their policy), the big
-//! keys a plan moves (and how long they hold their masters), the nodes with no limit but their
-//! host's RAM, the replicas, and the nodes whose memory could not be read.
+//! What the operator should know before running either plan, the worst first, as typed
+//! findings ([`Risk`]; the report says them in words, `--json` gives them as they are): the
+//! nodes a plan would take past their limits (by the one memory model's walk, the same that
+//! `apply` refuses a plan by), the masters full now that the plans relieve, the big keys a plan
+//! moves (and how long they hold their masters), the nodes with no limit but their host's RAM,
+//! the replicas, and the nodes whose memory could not be read.
 
-use super::capacity::{Capacity, NodeCapacity, Verdict};
+use super::capacity::Capacity;
+use super::method::Method;
 use super::nodes::NodeReads;
 use super::options::Options;
 use super::prediction::Prediction;
-use super::report::mib;
+use crate::cluster::budget::{Fit, Held, Judgement};
 use crate::plan::WeightBy;
+use serde::Serialize;
 
 /// The soft limit of `client-output-buffer-limit replica` by default (64 MiB for 60 s; 256 MiB
 /// hard): a `RESTORE` payload past it can disconnect a replica, which then resyncs in full.
-const REPLICA_BUFFER_SOFT: f64 = 64.0 * 1024.0 * 1024.0;
+pub const REPLICA_BUFFER_SOFT: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// `proto-max-bulk-len` by default (512 MB): a `RESTORE` payload past it is refused.
-const PROTO_MAX_BULK_LEN: f64 = 512.0 * 1024.0 * 1024.0;
+pub const PROTO_MAX_BULK_LEN: f64 = 512.0 * 1024.0 * 1024.0;
 
 /// `cluster-node-timeout` by default, seconds: a master that holds its main thread past it is
 /// taken for failed and its replica promoted (the tool cannot read the setting without
 /// `+config|get`).
-const CLUSTER_NODE_TIMEOUT: f64 = 15.0;
+pub const CLUSTER_NODE_TIMEOUT: f64 = 15.0;
+
+/// One plan's judgement of a node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanJudgement {
+    /// The plan (`redis-cli`, `by memory`, ...) and the method it was walked by.
+    pub plan: String,
+    pub method: Method,
+    /// The node's worst moment under it.
+    pub judgement: Judgement,
+}
+
+/// A plan's end for a master full now: the plan, the method, and its `used_memory` then.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEnd {
+    pub plan: String,
+    pub method: Method,
+    /// Its `used_memory` when the plan is done, bytes, and that over its `maxmemory`.
+    pub end: f64,
+    pub fill: f64,
+}
+
+/// What to know before running a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Risk {
+    /// A node that some plan takes past its limit less the headroom (`in_margin`) or past its
+    /// limit (`crosses`), with each such plan's worst moment: `apply` refuses such a plan
+    /// (redis-cli does not look).
+    Limit {
+        node: String,
+        under: Vec<PlanJudgement>,
+    },
+    /// A master at or past its limit less the headroom now. A move that takes bytes off it is
+    /// never refused (the headroom is for growth): `ends` says where each plan leaves it.
+    /// `evicting`: past `maxmemory` under an eviction policy, it evicts before every command,
+    /// the run's and the clients' alike, until it is under.
+    Full {
+        judgement: Judgement,
+        ends: Vec<PlanEnd>,
+        evicting: bool,
+    },
+    /// A big key ([`super::big_keys::BigKey`], by name and slot) a plan moves, and the limits
+    /// its move passes.
+    BigKey {
+        key: String,
+        slot: u16,
+        /// Past `--max-hold`: the plan by weight (named) leaves its slot where it is.
+        pinned_by: Option<String>,
+        /// Past `--max-hold`, but the plan by slots (redis-cli's own) moves it all the same.
+        moved_by_slots: bool,
+        /// Its hold of its source is a third or more of the default `cluster-node-timeout`.
+        past_node_timeout: bool,
+        /// Its payload passes `proto-max-bulk-len` (the target refuses its `RESTORE`), and
+        /// the replicas' output buffer soft limit (a replica may resync in full).
+        past_bulk_len: bool,
+        past_replica_buffer: bool,
+        /// Every master has Valkey 9 and a plan moves it: `--atomic` sends it in pieces.
+        atomic_sends_pieces: bool,
+    },
+    /// Nodes held to nothing but their host's RAM (`maxmemory 0`), which every node on a
+    /// host shares, bytes.
+    HostRamOnly { nodes: Vec<String>, system: f64 },
+    /// `count` replicas: each grows with its master and does not evict on its own.
+    Replicas { count: usize },
+    /// Nodes whose memory could not be read, and why the first could not.
+    Unread {
+        nodes: Vec<String>,
+        note: Option<String>,
+    },
+}
 
 /// The risks of `p`, whose nodes stand as `capacity` says.
 pub(crate) fn risks(
@@ -28,177 +102,135 @@ pub(crate) fn risks(
     capacity: &Capacity,
     opts: &Options,
     reads: &NodeReads,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    let pct = capacity.headroom * 100.0;
-    for n in capacity
-        .nodes
+) -> Vec<Risk> {
+    let mut limits = limit_risks(capacity);
+    // The worst first: past the limit, then within the margin.
+    limits.sort_by_key(|r| match r {
+        Risk::Limit { under, .. } => std::cmp::Reverse(
+            under
+                .iter()
+                .map(|u| u.judgement.fit)
+                .max()
+                .unwrap_or(Fit::Fits),
+        ),
+        _ => std::cmp::Reverse(Fit::Fits),
+    });
+    let mut out = limits;
+    out.extend(full_risks(capacity));
+    out.extend(big_key_risks(p, opts));
+    let unlimited: Vec<&Judgement> = capacity
+        .standing
         .iter()
-        .filter(|n| n.worst() == Verdict::Crosses)
-    {
-        out.push(crossing(n, "past its limit", pct));
-    }
-    for n in capacity
-        .nodes
-        .iter()
-        .filter(|n| n.worst() == Verdict::InMargin)
-    {
-        out.push(crossing(
-            n,
-            "past its limit less the headroom (apply refuses such a plan)",
-            pct,
-        ));
-    }
-    let atomic = p.methods.len() > 1;
-    for k in &p.big_keys {
-        let ms = |s: f64| format!("{:.0} ms", s * 1000.0);
-        let moved = if k.moved_by.is_empty() {
-            "no plan moves it".to_string()
-        } else {
-            format!("moved by {}", k.moved_by.join(" and "))
-        };
-        let mut line = format!(
-            "Big key `{}` (slot {}, {} {} of {} elements or bytes, {} by MEMORY USAGE SAMPLES 5, \
-             about {} by DUMP) on {}: its MIGRATE would hold {} about {} and its target about \
-             {}; {moved}.",
-            k.key,
-            k.slot,
-            k.kind,
-            k.encoding,
-            k.length,
-            mib(k.memory),
-            mib(k.dump),
-            k.master,
-            k.master,
-            ms(k.hold_source),
-            ms(k.hold_target)
-        );
-        if k.hold_source > opts.max_hold {
-            if let Some(c) = &p.by_weight {
-                if c.pinned.contains(&k.slot) {
-                    line.push_str(&format!(
-                        " Past --max-hold ({}): the plan by {} leaves its slot where it is \
-                         (--move-big-keys moves it).",
-                        ms(opts.max_hold),
-                        c.plan.by.name()
-                    ));
-                } else if c.plan.by == WeightBy::Slots
-                    && c.plan.moves.iter().any(|m| m.slot == k.slot)
-                {
-                    line.push_str(&format!(
-                        " Past --max-hold ({}): the plan by slots is redis-cli's own and moves \
-                         its slot all the same (apply moves the key alone).",
-                        ms(opts.max_hold)
-                    ));
-                }
-            }
-        }
-        if k.hold_source > CLUSTER_NODE_TIMEOUT / 3.0 {
-            line.push_str(&format!(
-                " That is a third or more of the default cluster-node-timeout ({CLUSTER_NODE_TIMEOUT:.0} \
-                 s): a master held past its timeout is taken for failed and failed over."
-            ));
-        }
-        if k.dump > PROTO_MAX_BULK_LEN {
-            line.push_str(
-                " Its payload passes the default proto-max-bulk-len (512 MB): the target refuses \
-                 its RESTORE.",
-            );
-        }
-        if k.dump > REPLICA_BUFFER_SOFT {
-            line.push_str(
-                " Its payload passes the replicas' default output buffer soft limit (64 MiB): \
-                 a replica of the target may be disconnected and resync in full (a fork and an \
-                 RDB).",
-            );
-        }
-        if atomic && !k.moved_by.is_empty() {
-            line.push_str(
-                " Every master has Valkey 9: --atomic sends big collections in pieces instead \
-                 of one RESTORE.",
-            );
-        }
-        out.push(line);
-    }
-    let unlimited: Vec<&NodeCapacity> = capacity
-        .nodes
-        .iter()
-        .filter(|n| n.limit_is_ram && n.worst() == Verdict::Fits)
+        .filter(|j| {
+            matches!(j.held, Held::HostRam { .. })
+                && capacity.worst(&j.node).is_none_or(|f| f == Fit::Fits)
+        })
         .collect();
     if !unlimited.is_empty() {
-        let names: Vec<&str> = unlimited
-            .iter()
-            .map(|n| n.memory.address.as_str())
-            .collect();
-        out.push(format!(
-            "{} without maxmemory ({}): nothing bounds them but their host's RAM ({}, shared \
-             by every node on it); their peaks stay under it, which is not to say they are safe: \
-             other processes share that RAM.",
-            plural(names.len(), "node"),
-            names.join(", "),
-            mib(unlimited.first().map_or(0.0, |n| n.limit))
-        ));
+        out.push(Risk::HostRamOnly {
+            nodes: unlimited.iter().map(|j| j.node.clone()).collect(),
+            system: unlimited.first().map_or(0.0, |j| j.limit),
+        });
     }
     if !reads.replicas.is_empty() {
-        out.push(format!(
-            "{}: each grows with its master and does not evict on its own; the table below \
-             judges each against its own limit.",
-            plural(reads.replicas.len(), "replica")
-        ));
+        out.push(Risk::Replicas {
+            count: reads.replicas.len(),
+        });
     }
     if !reads.unknown.is_empty() {
-        out.push(format!(
-            "The memory of {} could not be read ({}): {} not judged.",
-            reads.unknown.join(", "),
-            reads.note.as_deref().unwrap_or("no answer"),
-            if reads.unknown.len() == 1 {
-                "its limit is"
-            } else {
-                "their limits are"
-            }
-        ));
-    }
-    if out.is_empty() {
-        out.push(format!(
-            "Nothing found that should stop either plan: every node stays under its limit less \
-             {pct:.0}% and no big key moves."
-        ));
+        out.push(Risk::Unread {
+            nodes: reads.unknown.clone(),
+            note: reads.note.clone(),
+        });
     }
     out
 }
 
-/// The sentence of a node whose peak is past its limit (`how`).
-fn crossing(n: &NodeCapacity, how: &str, pct: f64) -> String {
-    let plans: Vec<String> = n
-        .peaks
-        .iter()
-        .filter(|p| p.verdict != Verdict::Fits)
-        .map(|p| format!("{} {} ({})", p.plan, p.method.short(), mib(p.peak)))
-        .collect();
-    let limit = if n.limit_is_ram {
-        format!("the host's RAM of {}", mib(n.limit))
-    } else {
-        format!("maxmemory {} ({})", mib(n.limit), n.memory.policy.name())
-    };
-    let role = match &n.replica_of {
-        Some(m) => format!("replica of {m}"),
-        None => "master".to_string(),
-    };
-    format!(
-        "**{}** ({role}, {} now) would end {how} ({limit}, {pct:.0}% kept free) under: {}. \
-         There, {}.",
-        n.memory.address,
-        mib(n.memory.used),
-        plans.join("; "),
-        n.consequence()
-    )
+/// A [`Risk::Limit`] for each node some plan takes past its limit less the headroom.
+fn limit_risks(capacity: &Capacity) -> Vec<Risk> {
+    let mut nodes: Vec<String> = Vec::new();
+    for w in &capacity.walks {
+        for n in &w.walk.nodes {
+            let bad = n.worst.as_ref().is_some_and(|j| j.fit != Fit::Fits);
+            if bad && !nodes.contains(&n.address) {
+                nodes.push(n.address.clone());
+            }
+        }
+    }
+    nodes
+        .into_iter()
+        .map(|node| Risk::Limit {
+            under: capacity
+                .walks
+                .iter()
+                .filter_map(|w| {
+                    let j = w.walk.node(&node)?.worst.clone()?;
+                    (j.fit != Fit::Fits).then(|| PlanJudgement {
+                        plan: w.plan.clone(),
+                        method: w.walk.method,
+                        judgement: j,
+                    })
+                })
+                .collect(),
+            node,
+        })
+        .collect()
 }
 
-/// "1 node", "3 nodes".
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
+/// A [`Risk::Full`] for each master at or past its limit less the headroom now.
+fn full_risks(capacity: &Capacity) -> Vec<Risk> {
+    capacity
+        .standing
+        .iter()
+        .filter(|j| {
+            j.replica_of.is_none() && j.fit != Fit::Fits && matches!(j.held, Held::Maxmemory { .. })
+        })
+        .map(|j| Risk::Full {
+            judgement: j.clone(),
+            ends: capacity
+                .walks
+                .iter()
+                .filter_map(|w| {
+                    let n = w.walk.node(&j.node)?;
+                    Some(PlanEnd {
+                        plan: w.plan.clone(),
+                        method: w.walk.method,
+                        end: n.end,
+                        fill: n.fills()?.2,
+                    })
+                })
+                .collect(),
+            evicting: j.fit == Fit::Crosses && j.evicts(),
+        })
+        .collect()
+}
+
+/// A [`Risk::BigKey`] for each big key met.
+fn big_key_risks(p: &Prediction, opts: &Options) -> Vec<Risk> {
+    let atomic = p.methods.len() > 1;
+    p.big_keys
+        .iter()
+        .map(|k| {
+            let past_hold = k.hold_source > opts.max_hold;
+            let weight = p.by_weight.as_ref();
+            let pinned_by = weight
+                .filter(|c| past_hold && c.pinned.contains(&k.slot))
+                .map(|c| c.plan.by.name().to_string());
+            let moved_by_slots = weight.is_some_and(|c| {
+                past_hold
+                    && c.plan.by == WeightBy::Slots
+                    && c.plan.moves.iter().any(|m| m.slot == k.slot)
+            });
+            Risk::BigKey {
+                key: k.key.clone(),
+                slot: k.slot,
+                pinned_by,
+                moved_by_slots,
+                past_node_timeout: k.hold_source > CLUSTER_NODE_TIMEOUT / 3.0,
+                past_bulk_len: k.dump > PROTO_MAX_BULK_LEN,
+                past_replica_buffer: k.dump > REPLICA_BUFFER_SOFT,
+                atomic_sends_pieces: atomic && !k.moved_by.is_empty(),
+            }
+        })
+        .collect()
 }

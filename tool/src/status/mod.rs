@@ -100,6 +100,9 @@ pub struct MasterStatus {
     pub maxmemory: f64,
     pub policy: String,
     pub evicted_keys: u64,
+    /// All it said of its memory, which the memory model judges it by (`None`: not read).
+    #[serde(skip)]
+    pub memory: Option<crate::cluster::memory::NodeMemory>,
     /// Its replicas.
     pub replicas: Vec<ReplicaStatus>,
     /// Slots it is migrating away (to `peer`) or importing (from `peer`).

@@ -51,7 +51,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
     let started = Instant::now();
     let mut seed = access.seed().connect()?;
     let nodes = nodes_on(&mut seed)?;
-    let server = server_of(&seed.text(&["INFO", "server"])?);
+    let server = crate::cluster::memory::server_of(&seed.text(&["INFO", "server"])?);
     let seed_address =
         myself(&nodes).map_or_else(|| seed.address().to_string(), |n| n.address.clone());
     let reach = Reach::of(access);
@@ -161,18 +161,6 @@ fn balance(masters: &mut [MasterStatus]) -> Balance {
     }
 }
 
-/// `redis 7.0.15` or `valkey 9.1.2`, from an `INFO server` text.
-fn server_of(info: &str) -> String {
-    match info_field(info, "valkey_version") {
-        Some(v) => format!("valkey {v}"),
-        None => format!(
-            "{} {}",
-            info_field(info, "server_name").unwrap_or_else(|| "redis".into()),
-            info_field(info, "redis_version").unwrap_or_default()
-        ),
-    }
-}
-
 /// The address of node `id` in `nodes`, else the id itself.
 fn address_of(nodes: &[ClusterNode], id: &str) -> String {
     nodes
@@ -263,6 +251,7 @@ fn read_master(
         maxmemory: memory.maxmemory,
         policy: memory.policy.name().to_string(),
         evicted_keys: memory.evicted_keys,
+        memory: Some(memory.clone()),
         replicas,
         migrating,
         importing,
@@ -434,6 +423,7 @@ fn unread(node: &ClusterNode, e: &anyhow::Error) -> MasterReads {
             maxmemory: 0.0,
             policy: String::new(),
             evicted_keys: 0,
+            memory: None,
             replicas: Vec::new(),
             migrating: Vec::new(),
             importing: Vec::new(),

@@ -3,11 +3,10 @@
 //! how the masters are balanced by slots and by bytes, each with the command that acts on it.
 
 use super::{MasterStatus, Status};
+use crate::cluster::budget::{Budget, Fit, Held, DEFAULT_HEADROOM};
+use crate::cluster::memory::{NodeMemory, Policy};
 use crate::predict::options::DEFAULT_TOLERANCE;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
-
-/// `used_memory` over `maxmemory` from which a master is named as near its limit.
-pub const NEAR_MAXMEMORY: f64 = 0.9;
 
 /// The verdict on `status`: its findings, most pressing first, joined by `; `. Where something
 /// must be fixed before any rebalance, the balance is said without a command to act on it.
@@ -99,18 +98,51 @@ fn pressing(status: &Status) -> Vec<String> {
     out
 }
 
-/// The masters at [`NEAR_MAXMEMORY`] of their `maxmemory` or more.
+/// The masters the memory model finds at or past their limit less the default headroom
+/// ([`Budget::standing`]: what eviction counts against `maxmemory`): a rebalance must not
+/// bring them bytes, and may take them off.
 fn near_maxmemory(status: &Status) -> Vec<String> {
+    let mut budget = Budget::new(DEFAULT_HEADROOM / 100.0);
+    for m in &status.masters {
+        budget.add_master(m.memory.clone().unwrap_or_else(|| NodeMemory {
+            address: m.address.clone(),
+            used: m.used_memory,
+            counted: m.used_memory,
+            maxmemory: m.maxmemory,
+            policy: Policy::of(&m.policy),
+            system: 0.0,
+            evicted_keys: m.evicted_keys,
+            fork_cow: 0.0,
+            clients_normal: 0.0,
+            server: String::new(),
+            backlog: None,
+            lazyfree_pending: 0,
+        }));
+    }
     let mut out = Vec::new();
     for m in &status.masters {
-        if m.maxmemory > 0.0 && m.used_memory >= NEAR_MAXMEMORY * m.maxmemory {
-            out.push(format!(
-                "{} is at {:.0}% of its maxmemory ({}): a rebalance must not bring it bytes",
-                m.address,
-                100.0 * m.used_memory / m.maxmemory,
-                m.policy
-            ));
-        }
+        let Some(j) = budget
+            .standing(&m.address)
+            .filter(|j| j.fit != Fit::Fits && matches!(j.held, Held::Maxmemory { .. }))
+        else {
+            continue;
+        };
+        out.push(format!(
+            "{} is at {:.0}% of its maxmemory ({}){}: a rebalance must not bring it bytes, and \
+             may take them off it",
+            m.address,
+            100.0 * j.fill(),
+            m.policy,
+            if j.fit == Fit::Crosses {
+                if j.evicts() {
+                    ", past it: it evicts keys before every command"
+                } else {
+                    ", past it: it refuses writes with OOM"
+                }
+            } else {
+                ""
+            }
+        ));
     }
     out
 }
@@ -312,6 +344,7 @@ mod tests {
             maxmemory: 0.0,
             policy: "noeviction".into(),
             evicted_keys: 0,
+            memory: None,
             replicas: Vec::new(),
             migrating: Vec::new(),
             importing: Vec::new(),

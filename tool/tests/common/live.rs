@@ -9,7 +9,7 @@ use ringslot_harness::redis;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The owner of every slot, from node 0's `CLUSTER NODES`.
 pub fn slot_owners(cluster: &Cluster) -> Vec<Option<String>> {
@@ -412,5 +412,74 @@ impl Drop for HeldSave {
         if !self.released {
             self.kill_fork();
         }
+    }
+}
+
+/// A field of `INFO` on `server`, as a number (0 where absent).
+pub fn info(server: &Server, section: &str, name: &str) -> f64 {
+    let text = text(&q(&mut server.client(), &format!("INFO {section}")));
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `CONFIG SET maxmemory <bytes>` and `maxmemory-policy <policy>` on `servers`.
+pub fn set_limit(servers: &[&Server], bytes: u64, policy: &str) {
+    for s in servers {
+        q(&mut s.client(), &format!("CONFIG SET maxmemory {bytes}"));
+        q(
+            &mut s.client(),
+            &format!("CONFIG SET maxmemory-policy {policy}"),
+        );
+    }
+}
+
+/// Waits until each replica of `cluster` has acknowledged its master's replication offset
+/// (the client stopped), then asserts that it holds what its master holds (`DEBUG DIGEST`).
+pub fn assert_replicas_equal(cluster: &Cluster) {
+    for r in &cluster.nodes {
+        let replication = text(&q(&mut r.client(), "INFO replication"));
+        if !replication.contains("role:slave") {
+            continue;
+        }
+        let field = |t: &str, name: &str| -> String {
+            t.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        let (host, port) = (
+            field(&replication, "master_host"),
+            field(&replication, "master_port"),
+        );
+        let master = cluster
+            .nodes
+            .iter()
+            .find(|s| s.address() == format!("{host}:{port}"))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let theirs = info(master, "replication", "master_repl_offset");
+            let ours = info(r, "replication", "slave_repl_offset");
+            if ours >= theirs {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica {} stays behind its master {}",
+                r.address(),
+                master.address()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            text(&q(&mut r.client(), "DEBUG DIGEST")),
+            text(&q(&mut master.client(), "DEBUG DIGEST")),
+            "replica {} differs from its master {}",
+            r.address(),
+            master.address()
+        );
     }
 }

@@ -2,77 +2,100 @@
 //! limit, and the big keys found, with how long moving each would hold its masters.
 
 use super::mib;
+use crate::cli::render::held;
+use crate::cluster::budget::{Fit, NodeWalk};
 use crate::output::Table;
-use crate::predict::capacity::Verdict;
 use crate::predict::prediction::Prediction;
 
-/// "Memory against each node's limit", when the nodes' memory was read.
+/// `12.3 MiB (92%)`: bytes, and over `maxmemory` where it has one.
+fn level(bytes: f64, maxmemory: f64) -> String {
+    if maxmemory > 0.0 {
+        format!("{} ({:.0}%)", mib(bytes), 100.0 * bytes / maxmemory)
+    } else {
+        mib(bytes)
+    }
+}
+
+/// "Memory against each node's limit", when the nodes' memory was read: each node now, at its
+/// fullest moment and at the end of each plan (by the method the report is for), and its
+/// verdict; the same walk `apply` checks its plan with.
 pub(super) fn capacity_section(p: &Prediction) -> Option<String> {
     let c = p.capacity.as_ref()?;
-    // One column per plan and method, in the order met.
-    let mut columns: Vec<(String, crate::predict::method::Method)> = Vec::new();
-    for n in &c.nodes {
-        for peak in &n.peaks {
-            if !columns
-                .iter()
-                .any(|(p, m)| *p == peak.plan && *m == peak.method)
-            {
-                columns.push((peak.plan.clone(), peak.method));
-            }
-        }
-    }
-    let headers: Vec<String> = ["node", "role", "used_memory now", "limit"]
+    let walks: Vec<&crate::predict::capacity::PlanWalk> = c
+        .walks
         .iter()
-        .map(|h| h.to_string())
-        .chain(
-            columns
-                .iter()
-                .map(|(plan, method)| format!("peak: {plan}, {}", method.short())),
-        )
-        .chain(["worst".to_string()])
+        .filter(|w| w.walk.method == p.method)
         .collect();
+    let first = walks.first()?;
+    let mut headers = vec![
+        "node".to_string(),
+        "role".to_string(),
+        "limit".to_string(),
+        "now".to_string(),
+    ];
+    for w in &walks {
+        headers.push(format!("{}: fullest", w.plan));
+        headers.push(format!("{}: end", w.plan));
+    }
+    headers.push("verdict".to_string());
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let mut t = Table::new(&headers);
-    for n in &c.nodes {
+    for n in &first.walk.nodes {
         let role = match &n.replica_of {
             Some(m) => format!("replica of {m}"),
             None => "master".to_string(),
         };
-        let limit = if n.limit_is_ram {
-            format!("host RAM {} (no maxmemory)", mib(n.limit))
-        } else {
-            format!("{} ({})", mib(n.limit), n.memory.policy.name())
-        };
-        let mut row = vec![n.memory.address.clone(), role, mib(n.memory.used), limit];
-        for (plan, method) in &columns {
-            row.push(
-                n.peaks
-                    .iter()
-                    .find(|p| p.plan == *plan && p.method == *method)
-                    .map_or("-".to_string(), |p| mib(p.peak)),
-            );
-        }
-        row.push(
-            match n.worst() {
-                Verdict::Fits => "fits",
-                Verdict::InMargin => "**within the margin**",
-                Verdict::Crosses => "**crosses**",
+        let standing = c.standing(&n.address);
+        let limit = standing.map_or_else(|| "not known".to_string(), held);
+        let mut row = vec![n.address.clone(), role, limit, level(n.now, n.maxmemory)];
+        for w in &walks {
+            match w.walk.node(&n.address) {
+                Some(x) => {
+                    row.push(level(x.fullest, x.maxmemory));
+                    row.push(level(x.end, x.maxmemory));
+                }
+                None => row.extend(["-".to_string(), "-".to_string()]),
             }
-            .to_string(),
-        );
+        }
+        row.push(verdict(c, n, walks.iter().map(|w| w.walk.node(&n.address))));
         t.push(row);
     }
     Some(format!(
-        "\n## Memory against each node's limit\n\nEach node's used_memory at its peak under each \
-         plan and method, a batch included (a node checks its limit before a command runs, so a \
-         RESTORE that starts just under it lands whole; a source holds a batch's payload while \
-         its MIGRATE runs), against maxmemory less {:.0}% (--headroom), counted as the node \
-         counts it (used_memory less mem_not_counted_for_evict); a replica follows its master \
-         and is judged against its own limit; a node without maxmemory against its host's RAM, \
-         with every such node of the host.\n\n{}",
+        "\n## Memory against each node's limit\n\nEach node's used_memory now, at its fullest \
+         moment under each plan ({} method; a batch in flight included where it grows) and \
+         when the plan is done, against its maxmemory less {:.0}% (--headroom), counted as the \
+         node counts it (used_memory less mem_not_counted_for_evict); a replica follows its \
+         master and is judged against its own limit, on all it uses; a node without maxmemory, \
+         and every host, against the host's RAM. A source is not judged against its own limit: \
+         a move takes bytes off it (the headroom is for growth). `ringslot apply` walks its \
+         plan the same way before its first write, and refuses it where a node is past the \
+         headroom.\n\n{}",
+        p.method.short(),
         c.headroom * 100.0,
         t.markdown()
     ))
+}
+
+/// A node's verdict over the plans: its worst moment's, else how it stands now.
+fn verdict<'a>(
+    c: &crate::predict::capacity::Capacity,
+    n: &NodeWalk,
+    walks: impl Iterator<Item = Option<&'a NodeWalk>>,
+) -> String {
+    let worst = walks
+        .flatten()
+        .filter_map(|x| x.worst.as_ref().map(|j| j.fit))
+        .max();
+    let full_now = c
+        .standing(&n.address)
+        .is_some_and(|j| j.fit != Fit::Fits && j.replica_of.is_none());
+    match worst {
+        Some(Fit::Crosses) => "**crosses its limit**".to_string(),
+        Some(Fit::InMargin) => "**past the headroom**".to_string(),
+        Some(Fit::Fits) => "fits".to_string(),
+        None if full_now => "full now; only gives".to_string(),
+        None => "only gives, or takes no part".to_string(),
+    }
 }
 
 /// "Big keys", when any was found.

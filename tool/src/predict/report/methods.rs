@@ -38,15 +38,16 @@ pub(super) fn methods_section(p: &Prediction) -> MethodsSection {
     let outro = match p.methods.len() {
         0 | 1 => "",
         _ => {
-            "\nAtomic: a source keeps its whole copy until the trim that ends the job, plus the \
-             fork's copy-on-write (pages written while the child runs: a few MiB on an idle \
-             cluster, more under writes; not in the peak above) and, if the target falls \
-             behind, up to the job's payload waiting in its output buffer (the last column; \
-             Valkey fails the job instead once that buffer passes its replica \
+            "\nThe fullest and end figures are the same walk as \"Memory against each node's \
+             limit\". Atomic: a source keeps its whole copy until the trim that ends the job; \
+             its fork's copy-on-write (as its last fork measured it) and, if the target falls \
+             behind, up to the job's payload waiting in its output buffer are RAM on its host \
+             that used_memory does not count for eviction (the memory model judges the host \
+             for them; Valkey fails the job once that buffer passes its replica \
              client-output-buffer-limit); a target also holds the writes buffered while the \
-             job runs (none on an idle cluster). Per key: a source shrinks and a target grows as each key lands. The \
-             Valkey wheel allocates with libc malloc and the Redis builds with jemalloc, so \
-             used_memory figures do not carry from one to the other.\n"
+             job runs (none on an idle cluster). Per key: a source shrinks and a target grows \
+             as each key lands. The Valkey wheel allocates with libc malloc and the Redis \
+             builds with jemalloc, so used_memory figures do not carry from one to the other.\n"
         }
     };
     MethodsSection {
@@ -73,22 +74,15 @@ fn method_part(p: &Prediction, cost: &MethodCost) -> MethodPart {
             Method::Atomic => "jobs, by the fitted model of jobs and bytes",
         },
     );
-    let mut header = vec!["master", "used_memory now", "peak", "at the end"];
-    if cost.method == Method::Atomic {
-        header.push("peak if the target falls behind");
-    }
+    let header = vec!["master", "used_memory now", "fullest", "at the end"];
     let mut t = Table::new(&header);
     for row in &cost.memory {
-        let mut cells = vec![
+        t.push(vec![
             row.address.clone(),
             mib(row.now),
             mib(row.peak),
             mib(row.end),
-        ];
-        if cost.method == Method::Atomic {
-            cells.push(mib(row.worst));
-        }
-        t.push(cells);
+        ]);
     }
     MethodPart {
         method: cost.method,

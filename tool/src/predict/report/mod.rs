@@ -10,6 +10,7 @@ mod by_weight;
 mod limits;
 mod methods;
 mod plan;
+mod risks;
 
 use super::change::MasterChange;
 use super::method::Method;

@@ -95,7 +95,7 @@ pub(super) fn head(p: &Prediction, change: &MasterChange, opts: &Options) -> Str
         ),
         _ => String::new(),
     };
-    let risks: String = p.risks.iter().map(|r| format!("- {r}\n")).collect();
+    let risks = super::risks::risks_list(p);
     format!(
         "# ringslot on a Redis Cluster: {label}\n\n## Before you run this\n\n{risks}\n{}\n\n\
          {masters}, {} live keys. The plan \
