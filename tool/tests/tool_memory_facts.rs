@@ -894,7 +894,7 @@ fn a_move_costs_its_target_what_the_memory_model_counts() {
     let cluster = start_cluster();
     let (s, d) = (&cluster.nodes[0], &cluster.nodes[1]);
     let tags = tags_on(&cluster, 0, 60);
-    let mut noise = Noise(0x5eed_0f_5107);
+    let mut noise = Noise(0x005e_ed0f_5107);
     let mut all = Vec::new();
     for (tag, _) in &tags {
         let mut pipe = redis::pipe();
