@@ -6,7 +6,7 @@ MODULE_DEBUG := target/debug/libringslot.so
 VALKEY_SERVER := $(CURDIR)/.deps/valkey-9.1.2/valkey-server
 REDIS8_SERVER := $(CURDIR)/.deps/redis-8.2.3/redis-server
 
-.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-netem bench-predict-scale bench-big-keys bench-status bench-compat clean
+.PHONY: all deps servers build release run dist test test-all test-repeat soak lint bench bench-migration bench-balance bench-instructions bench-throughput bench-throughput-ab bench-limits bench-whatif bench-cluster bench-cluster-atomic bench-cluster-duration bench-cluster-fit bench-cache bench-spread bench-apply bench-parallel bench-netem bench-predict-scale bench-big-keys bench-status bench-compat bench-relief clean
 
 all: release
 
@@ -185,6 +185,16 @@ bench-apply: deps
 bench-parallel: deps
 	$(CARGO) build --release -p ringslot-tool --bin ringslot
 	./scripts/bench-parallel.sh
+
+## bench-relief: relieving a cluster near full (three masters with a replica each at 92% of
+## their maxmemory, 150000 keys and big strings of 1 to 2 MiB, a fourth master joined, a client
+## throughout): `ringslot predict --by memory` and `ringslot apply` beside `redis-cli --cluster
+## rebalance` on identical throw-away clusters, three runs, the medians and their ratio;
+## RINGSLOT_SERVER=... for Valkey or Redis 8.2; BENCH_ARGS="--policy allkeys-lru" for a cache.
+## About 4 minutes on two cores.
+bench-relief: deps
+	$(CARGO) build --release -p ringslot-tool --bin ringslot
+	$(CARGO) run --release -p ringslot-bench -- --out bench/out relief $(BENCH_ARGS)
 
 ## bench-status: `ringslot status` at 1 and 10 million keys beside `redis-cli --cluster check`
 ## (SIZES="1000000 10000000", REDIS_SERVER=... for Valkey or Redis 8.2; scripts/bench-status.sh).

@@ -524,6 +524,7 @@ fn the_status_fields_are_the_ones_its_page_lists() {
         seed: "10.0.0.1:7000".into(),
         server: "redis 7.0.15".into(),
         verdict: "balanced".into(),
+        findings: Vec::new(),
         masters: vec![master],
         flagged: vec![FlaggedNode {
             address: "10.0.0.4:7000".into(),

@@ -12,6 +12,7 @@ mod common;
 mod compat;
 mod limits;
 mod migration;
+mod relief;
 mod report;
 mod scenario;
 mod scratch;
@@ -69,6 +70,10 @@ enum Command {
     /// Spread and load (Karger et al. 1997) of each ring flavour, the slot table and modulo,
     /// over random subsets of the nodes and over the node sets of a join/leave history.
     Spread(spread::Args),
+    /// Relieving a cluster near full (three masters at 92% of their maxmemory, a fourth
+    /// joined, a client throughout): ringslot's predict and apply beside redis-cli's
+    /// rebalance on identical clusters, wall time and fills after, the median of runs.
+    Relief(relief::Args),
 }
 
 fn main() {
@@ -85,6 +90,7 @@ fn main() {
         Command::Spread(a) => spread::run(g, a),
         Command::Compat(a) => compat::run(g, a),
         Command::Cache(a) => cache::run(g, a),
+        Command::Relief(a) => relief::run(g, a),
     };
     if let Err(e) = done {
         eprintln!("ringslot-bench: error: {e:#}");

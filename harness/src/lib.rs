@@ -13,8 +13,12 @@
 //!   snapshots, a seeded PRNG and the known-answer files;
 //! - [`programs`]: the workspace's programs run by their tests, the CSV files they write, and
 //!   incompressible values;
+//! - [`app`]: a cluster client as an application runs one (redirections followed, errors
+//!   counted);
+//! - [`relief`]: a cluster near full and a client throughout, as the relief job meets them;
 //! - [`error`]: the harness's error.
 
+pub mod app;
 pub mod cluster;
 pub mod dump;
 pub mod error;
@@ -22,6 +26,7 @@ pub mod lb;
 pub mod prelude;
 pub mod programs;
 pub mod proxy;
+pub mod relief;
 pub mod server;
 pub mod tls;
 

@@ -195,8 +195,8 @@ fn a_rebalance_keeps_every_node_within_its_limit_and_every_replica_whole() {
 }
 
 /// The joining master (`joining`) is named by the risks of a tight prediction `tight`
-/// (redis-cli's plan crosses its limit), the big hash is listed, and the plan by memory cut
-/// the joining master's share to its room.
+/// (redis-cli's plan crosses its limit), the big hash is listed, and the plan by memory keeps
+/// within the joining master's room.
 fn assert_tight(tight: &serde_json::Value, joining_address: &str) {
     let p = &tight["prediction"];
     // The risks name the joining master under redis-cli's plan, first of all.
@@ -224,17 +224,28 @@ fn assert_tight(tight: &serde_json::Value, joining_address: &str) {
         .map(|k| k["key"].as_str().unwrap())
         .collect();
     assert!(big.contains(&"{big}:hash"), "{big:?}");
-    // The plan by memory cut the joining master's share to its room.
-    let capped = p["by_weight"]["capped"].to_string();
-    assert!(capped.contains(joining_address), "{}", p["by_weight"]);
+    // The plan by memory keeps within the joining master's room: the memory model's walk of
+    // it, the one apply refuses a plan by, finds no moment past a limit (the plan evens
+    // used_memory over maxmemory, and the joining master's own overhead already fills most of
+    // its share).
+    let walk = p["capacity"]["walks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["plan"] == "by memory" && w["walk"]["method"] == "per_key")
+        .unwrap_or_else(|| panic!("the plan by memory's walk in {}", p["capacity"]));
+    assert!(walk["walk"]["first"].is_null(), "{walk}");
 }
 
-/// Each master's fill ratio (MEMORY USAGE of its data keys over its maxmemory) is within the
-/// plan's tolerance of the mean, by the by-weight section `weight` of the prediction applied.
+/// Each master's fill ratio (used_memory over its maxmemory, what the plan by memory evens)
+/// is within the plan's tolerance of the mean, by the by-weight section `weight` of the
+/// prediction applied.
 fn assert_even_fill(cluster: &Cluster, joining: usize, weight: &serde_json::Value) {
     let mb = 1u64 << 20;
-    // Even fill ratios: each master's MEMORY USAGE over its maxmemory within the plan's
-    // tolerance (by the weight the plan evens); used_memory itself, reported.
+    // Even fill ratios: each master's used_memory over its maxmemory within the plan's
+    // tolerance; its data keys' MEMORY USAGE over it, reported (a node's own overhead, 1-2 MB
+    // on an empty node, is in no key: evened by keys alone, used_memory ended 1.28-1.58 from
+    // even at the test's 5 MB of keys).
     let limits: BTreeMap<String, f64> = [(0, 24.0), (1, 24.0), (2, 48.0), (joining, 24.0)]
         .iter()
         .map(|&(i, l)| (cluster.nodes[i].address(), l * mb as f64))
@@ -248,23 +259,53 @@ fn assert_even_fill(cluster: &Cluster, joining: usize, weight: &serde_json::Valu
     };
     let by_memory = spread(&fill(&memory_by_master(cluster)));
     let tolerance = weight["tolerance"].as_f64().unwrap();
+    // used_memory less the client's own keys (written as fast as it can throughout, some
+    // megabytes by the end, where their slots happen to be), which no plan made before it
+    // could count.
     let used: BTreeMap<String, f64> = limits
         .keys()
         .map(|a| {
             let s = cluster.nodes.iter().find(|s| s.address() == *a).unwrap();
-            (a.clone(), info(s, "memory", "used_memory"))
+            (
+                a.clone(),
+                info(s, "memory", "used_memory") - client_keys_memory(s),
+            )
         })
         .collect();
+    let by_used = spread(&fill(&used));
     eprintln!(
-        "fill ratios' peak-to-mean after the apply: {by_memory:.3} by MEMORY USAGE, {:.3} by \
-         used_memory",
-        spread(&fill(&used))
+        "fill ratios' peak-to-mean after the apply: {by_used:.3} by used_memory, \
+         {by_memory:.3} by its keys' MEMORY USAGE"
     );
     assert_eq!(weight["within"], true, "{weight}");
+    // The plan evens used_memory over maxmemory within the tolerance, and the memory model
+    // counts a node's own memory (its tables, its buffers) to some 0.3 to 0.5 MB; here the
+    // client writes as fast as it can, filling the replication backlogs it streams through
+    // (10 MiB on Valkey), which no plan sees coming: at this test's 5 MB of keys in nodes of
+    // 24 and 48 MB (fills near 20%), each is some 10% of a master's share. So the fills are
+    // held to six tolerances (1.09 on Redis 7.0.15, 1.13 on Redis 8.2.3, 1.22 to 1.31 on
+    // Valkey 9.1.2 measured; evening the keys' memory alone, as before, left 1.28 to 1.58);
+    // tool_relief.rs holds larger nodes to the tolerance.
     assert!(
-        by_memory <= 1.0 + tolerance * 1.5,
-        "fill ratios by MEMORY USAGE {by_memory:.3} past the tolerance {tolerance}"
+        by_used <= 1.0 + 6.0 * tolerance,
+        "fill ratios by used_memory {by_used:.3} past six tolerances of {tolerance}"
     );
+}
+
+/// The `MEMORY USAGE` of the client's keys (`w:...`) on `server`.
+fn client_keys_memory(server: &Server) -> f64 {
+    let mut con = server.client();
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("w:*").query(&mut con).unwrap();
+    let mut total = 0.0;
+    for chunk in keys.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.cmd("MEMORY").arg("USAGE").arg(k.as_slice());
+        }
+        let sizes: Vec<Option<u64>> = pipe.query(&mut con).unwrap();
+        total += sizes.into_iter().flatten().sum::<u64>() as f64;
+    }
+    total
 }
 
 /// A hash tag whose keys fall in `slot`.
@@ -298,20 +339,29 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
     ]))
     .unwrap();
     let moves = plan["prediction"]["by_weight"]["moves"].as_array().unwrap();
-    let incoming: f64 = moves
-        .iter()
-        .filter(|m| m["to"] == target.as_str())
-        .map(|m| m["memory"].as_f64().unwrap())
-        .sum();
     let first = moves.iter().find(|m| m["to"] == target.as_str()).unwrap();
     let slot = first["slot"].as_u64().unwrap() as u16;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plan.json");
     std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
     let path = path.to_str().unwrap();
-    // Room for the plan and 1.5 MB more, less the 10% headroom.
-    let used = info(&cluster.nodes[joining], "memory", "used_memory");
-    let limit = ((used + incoming + 1.5 * 1048576.0 + 1048576.0) / 0.9) as u64;
+    // Room for the plan's fullest moment on the target (the memory model's walk: its keys as
+    // it holds them, its slots' tables, two payloads in flight) and 1.5 MB more, less the 10%
+    // headroom.
+    let fullest = plan["prediction"]["capacity"]["walks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["plan"] == "by memory" && w["walk"]["method"] == "per_key")
+        .and_then(|w| {
+            w["walk"]["nodes"]
+                .as_array()?
+                .iter()
+                .find(|n| n["address"] == target.as_str())?["fullest"]
+                .as_f64()
+        })
+        .unwrap_or_else(|| panic!("the target's fullest moment in {}", plan["prediction"]));
+    let limit = ((fullest + 1.5 * 1048576.0) / 0.9) as u64;
     set_maxmemory(&[&cluster.nodes[joining]], limit);
 
     // The apply, slowed; a client writes 20 KB every 50 ms into the first slot it moves
@@ -331,6 +381,13 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Its stderr read as it comes (a line a slot: a full pipe would block the run).
+    let mut pipe = child.stderr.take().unwrap();
+    let said = std::thread::spawn(move || {
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+        err
+    });
     let mut app = AppClient::new(&cluster);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut written = 0u64;
@@ -338,15 +395,31 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the apply did not stop");
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let err = said.join().unwrap();
+            let t = &cluster.nodes[joining];
+            panic!(
+                "the apply did not stop ({written} values written; the target uses {} of \
+                 {limit}, {} not counted, {} evicted, policy {}):\n{err}",
+                info(t, "memory", "used_memory"),
+                info(t, "memory", "mem_not_counted_for_evict"),
+                info(t, "stats", "evicted_keys"),
+                text(
+                    &q(&mut t.client(), "CONFIG GET maxmemory-policy")
+                        .as_sequence()
+                        .unwrap()[1]
+                        .clone()
+                )
+            );
+        }
         let key = format!("w:{{{tag}}}:{written}");
         let set = redis::cmd("SET").arg(&key).arg(vec![b'v'; 20_000]).clone();
         app.exec(&set, slot);
         written += 1;
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let err = said.join().unwrap();
     assert!(!status.success(), "the apply ran to its end: {err}");
     assert!(
         err.contains("stopped before a MIGRATE")

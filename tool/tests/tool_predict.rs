@@ -138,7 +138,7 @@ fn read_only_changes_nothing_equals_one_server_and_refuses_bad_clusters() {
         "rings keyed by flavour"
     );
     assert!(json["prediction"]["holds"][0]["keys_read"].as_u64() > Some(0));
-    assert_eq!(json["version"], 1, "predict's JSON format");
+    assert_eq!(json["version"], 2, "predict's JSON format");
     docs_name_every_field(&json);
     rings_equal_one_server(&cluster, &mut one, &rows);
     expired_keys_are_counted_by_neither_way(&seed, dir, &owners, &mut cons, &rows);

@@ -17,8 +17,9 @@
 
 use super::door::Write as ClusterWrite;
 use super::lanes::{kept_in_order, Carry};
-use super::{claims, Applied, ApplyOptions, Event, Prepared, Stop};
-use crate::cluster::error::refuse;
+use super::{claims, Applied, ApplyOptions, Event, Prepared};
+use crate::cluster::finding::Finding;
+use crate::cluster::finding::{refuse, stop};
 use crate::cluster::migrations::{self, job_slots, Job};
 use crate::cluster::pacing::Limiter;
 use crate::cluster::topology::nodes_on;
@@ -148,14 +149,22 @@ impl Prepared {
     /// An atomic slot migration running on a master (a server without them: none), as the
     /// reason a key-by-key run must not start. Error: the jobs cannot be read (NOPERM: the
     /// user lacks `+cluster|getslotmigrations`).
-    pub(crate) fn atomic_running(&mut self) -> Result<Option<Stop>> {
+    pub(crate) fn atomic_running(&mut self) -> Result<Option<Finding>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             if let Some(job) = migrations::running(&mut n.con)? {
                 let field = |name: &str| job.get(name).cloned().unwrap_or_else(|| "?".into());
-                return Ok(Some(Stop::AtomicMigration {
+                let peer = if field("operation").eq_ignore_ascii_case("import") {
+                    field("source_node")
+                } else {
+                    field("target_node")
+                };
+                return Ok(Some(Finding::AtomicJob {
                     node: address.clone(),
-                    job: field("name"),
+                    name: field("name"),
+                    operation: field("operation"),
                     slots: field("slot_ranges"),
+                    state: field("state"),
+                    peer,
                 }));
             }
         }
@@ -163,11 +172,11 @@ impl Prepared {
     }
 
     /// Why `--atomic` cannot run here (a master that is not Valkey 9 or later), if so.
-    pub(crate) fn atomic_refusal(&mut self) -> Result<Option<Stop>> {
+    pub(crate) fn atomic_refusal(&mut self) -> Result<Option<Finding>> {
         for (address, n) in self.masters.nodes.iter_mut() {
             let info = n.con.text(&["INFO", "server"])?;
             if !crate::reply::is_valkey_9(&info) {
-                return Ok(Some(Stop::NoAtomicMigration {
+                return Ok(Some(Finding::NoAtomicMigration {
                     node: address.clone(),
                 }));
             }
@@ -188,7 +197,7 @@ impl Prepared {
         let began = Instant::now();
         let mut applied = Applied::default();
         if let Some(why) = self.atomic_refusal()? {
-            refuse!("{why}");
+            return Err(why.into());
         }
         if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
@@ -259,13 +268,16 @@ impl Prepared {
             .collect();
         let first = job.first().copied().unwrap_or_default();
         if let Some(mut limits) = self.limits() {
-            if let Some(crossing) = limits.before_job(&moves)? {
-                refuse!(
-                    "stopped before the atomic migration of move {} of {} (no job was \
-                     started for it): {crossing}. Make room there (CONFIG SET maxmemory on \
-                     the node and its replicas), then run the same command again",
-                    first + 1,
-                    self.plan.moves.len()
+            if let Some(judgement) = limits.before_job(&moves)? {
+                return stop(
+                    Finding::Memory { judgement },
+                    format!(
+                        "stopped before the atomic migration of move {} of {} (no job was \
+                         started for it; make room there, CONFIG SET maxmemory on the node \
+                         and its replicas, then run the same command again)",
+                        first + 1,
+                        self.plan.moves.len()
+                    ),
                 );
             }
         }
@@ -413,14 +425,17 @@ impl Prepared {
         slots.sort_unstable();
         let wanted: BTreeSet<u16> = slots.iter().copied().collect();
         if let Some(why) = self.health(start)? {
-            refuse!(
-                "the apply stopped before the atomic migration of {} slots {} -> {} (no job was \
-                 started for them): {why}. Slots already moved stay moved. Run the same command \
-                 again once `redis-cli --cluster check` is clean; after a failover the plan's \
-                 masters changed: make a new plan",
-                slots.len(),
-                m.from,
-                m.to
+            return stop(
+                why,
+                format!(
+                    "the apply stopped before the atomic migration of {} slots {} -> {} (no job \
+                     was started for them; slots already moved stay moved; run the same command \
+                     again once `redis-cli --cluster check` is clean, and after a failover, \
+                     where the plan's masters changed, make a new plan)",
+                    slots.len(),
+                    m.from,
+                    m.to
+                ),
             );
         }
         let to_id = self.masters.id(&m.to);

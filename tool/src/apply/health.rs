@@ -1,14 +1,14 @@
-//! The checks `ringslot apply` makes between slots, and what stops it ([`Stop`]): a node
+//! The checks `ringslot apply` makes between slots, and what stops it (a [`Finding`]): a node
 //! flagged failing, a master of the plan that is no longer the master it was (a failover), a
 //! master that says the cluster is not ok; a master the plan drains may turn replica, which is
 //! no failover ([`drains`]).
 
 use super::Prepared;
+use crate::cluster::finding::Finding;
 use crate::cluster::topology::nodes_on;
 use crate::plan::SlotPlan;
 use anyhow::Result;
 use ringslot_engine::cluster::{myself, ClusterNode};
-use std::fmt;
 use std::time::{Duration, Instant};
 
 /// How often a run reads the seed's view (failing flags), every master's own view and their
@@ -18,90 +18,31 @@ use std::time::{Duration, Instant};
 /// five round trips a slot where the move itself takes about nine.
 pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// Why the cluster's state stops a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stop {
-    /// A node is flagged failing, in handshake or without an address (the seed's view).
-    Flagged {
-        node: String,
-        id: String,
-        flag: &'static str,
-    },
-    /// A master does not list itself in its own `CLUSTER NODES`.
-    Unlisted { node: String },
-    /// A master of the plan is not the master it was: a replica now, or another node.
-    Failover {
-        node: String,
-        replica: bool,
-        id: String,
-    },
-    /// A master says `cluster_state` is not `ok`.
-    ClusterState { node: String, state: String },
-    /// An atomic slot migration runs on a master (a key-by-key run must not start).
-    AtomicMigration {
-        node: String,
-        job: String,
-        slots: String,
-    },
-    /// A master has no atomic slot migration (`--atomic` needs Valkey 9 or later).
-    NoAtomicMigration { node: String },
-}
-
-impl fmt::Display for Stop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stop::Flagged { node, id, flag } => {
-                write!(f, "node {node} ({id}) is flagged `{flag}`")
-            }
-            Stop::Unlisted { node } => write!(f, "{node} does not list itself in CLUSTER NODES"),
-            Stop::Failover { node, replica, id } => write!(
-                f,
-                "{node} is not the master it was (a failover: now {}, id {id})",
-                if *replica { "a replica" } else { "a master" }
-            ),
-            Stop::ClusterState { node, state } => write!(
-                f,
-                "{node} says cluster_state:{state} (a master just added says so for a few \
-                 seconds, until it has heard from the others)"
-            ),
-            Stop::AtomicMigration { node, job, slots } => write!(
-                f,
-                "{node} runs an atomic slot migration ({job} of slots {slots}): run with \
-                 --atomic to wait for it and go on that way, or wait for it to end"
-            ),
-            Stop::NoAtomicMigration { node } => write!(
-                f,
-                "{node} has no atomic slot migration (CLUSTER MIGRATESLOTS is Valkey 9 and \
-                 later): run without --atomic to move the slots key by key"
-            ),
-        }
-    }
-}
-
 /// Why a node's state stops a run (a failing node, a failover); `None` when it may go on.
 /// `seed_view`: the seed's `CLUSTER NODES`; `own`: a master's own view, with the id it had
 /// when the run began.
 pub(super) fn unhealthy(
     seed_view: &[ClusterNode],
     own: &[(&str, &str, &[ClusterNode])],
-) -> Option<Stop> {
+) -> Option<Finding> {
     for n in seed_view {
         if let Some(flag) = n.failing_flag() {
-            return Some(Stop::Flagged {
+            return Some(Finding::Flagged {
                 node: n.address.clone(),
                 id: n.short_id().to_string(),
-                flag,
+                flag: flag.to_string(),
+                master: n.has("master"),
             });
         }
     }
     for &(address, id, view) in own {
         let Some(me) = myself(view) else {
-            return Some(Stop::Unlisted {
+            return Some(Finding::Unlisted {
                 node: address.to_string(),
             });
         };
         if me.id != id || !me.has("master") {
-            return Some(Stop::Failover {
+            return Some(Finding::Failover {
                 node: address.to_string(),
                 replica: !me.has("master"),
                 id: me.short_id().to_string(),
@@ -126,7 +67,7 @@ impl Prepared {
     /// ([`Prepared::roles`]); the seed's view (failing flags), every master's own view (the
     /// same id, still a master) and `CLUSTER INFO` at most every [`FULL_CHECK_EVERY`] (on a
     /// cluster of 100 masters they would cost more than the move).
-    pub(super) fn health(&mut self, next: usize) -> Result<Option<Stop>> {
+    pub(super) fn health(&mut self, next: usize) -> Result<Option<Finding>> {
         let full = self
             .last_full_check
             .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
@@ -149,7 +90,7 @@ impl Prepared {
             let info = n.con.text(&["CLUSTER", "INFO"])?;
             let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
             if state != "ok" {
-                return Ok(Some(Stop::ClusterState {
+                return Ok(Some(Finding::ClusterState {
                     node: address.clone(),
                     state,
                 }));
@@ -176,7 +117,7 @@ impl Prepared {
     /// are read once a second with the rest. The slot claims a move reads from a master's own
     /// view stay true meanwhile: only the move of a slot changes it, and a view read before
     /// that move saw its slot as the plan left it.
-    fn roles(&mut self, next: usize) -> Result<Option<Stop>> {
+    fn roles(&mut self, next: usize) -> Result<Option<Finding>> {
         let Some(m) = self.plan.moves.get(next) else {
             return Ok(None);
         };
@@ -196,7 +137,7 @@ impl Prepared {
             if role != "master" {
                 // `slave` (Redis, Valkey) or `replica`; anything else is no master either.
                 let n = self.masters.node(address)?;
-                return Ok(Some(Stop::Failover {
+                return Ok(Some(Finding::Failover {
                     node: address.clone(),
                     replica: role == "slave" || role == "replica",
                     id: n.id.chars().take(8).collect(),

@@ -37,7 +37,7 @@
 
 use super::health::drains;
 use super::{Applied, ApplyOptions, Event, Prepared};
-use crate::cluster::error::{is_refused, refuse};
+use crate::cluster::finding::is_refused;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::INTERRUPTED;
 use crate::plan::SlotPlan;
@@ -290,19 +290,25 @@ impl Prepared {
         let mut failures = failures.into_iter();
         if let Some(first) = failures.next() {
             let rest: Vec<anyhow::Error> = failures.collect();
-            let refused = rest.iter().any(is_refused);
             let others: Vec<String> = rest.iter().map(|e| format!("{e:#}")).collect();
             if !others.is_empty() {
                 let text = format!(
-                    "{first:#}; and {} other moves or jobs under way stopped: {}",
+                    "{} other moves or jobs under way stopped too: {}",
                     others.len(),
                     others.join("; ")
                 );
-                // A safety rule's refusal stays one, whichever lane met it.
-                if refused || is_refused(&first) {
-                    refuse!("{text}");
-                }
-                bail!(text);
+                // A safety rule's finding stays one, whichever lane met it: the first such,
+                // with every lane's reason said.
+                let at = if is_refused(&first) {
+                    first
+                } else if let Some(i) = rest.iter().position(is_refused) {
+                    let mut rest = rest;
+                    let refused = rest.swap_remove(i);
+                    return Err(refused.context(format!("{first:#}; {text}")));
+                } else {
+                    first
+                };
+                return Err(at.context(text));
             }
             return Err(first);
         }

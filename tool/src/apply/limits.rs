@@ -18,6 +18,7 @@ use crate::cluster::budget::{
     Budget, Fit, Judgement, Method, MoveSize, DEFAULT_REPLICA_BUFFER_SOFT,
 };
 use crate::cluster::connection::NodeConnection;
+use crate::cluster::finding::Finding;
 use crate::cluster::link::Link;
 use crate::cluster::memory::{read_memory, replicas_of, NodeMemory, ReplicaLink};
 use crate::cluster::topology::nodes_on;
@@ -43,16 +44,6 @@ pub(crate) const TRIM_WAIT: Duration = Duration::from_secs(1);
 /// The most the end of a run waits for the masters' background frees
 /// (`lazyfree_pending_objects`) before it reads their memory for the summary.
 pub(crate) const LAZYFREE_WAIT: Duration = Duration::from_secs(5);
-
-/// The watch's reason to stop a run before a batch, or to refuse a plan.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum MemoryStop {
-    /// A node would not fit (within its limit less the headroom) at a moment of the run.
-    Limit(Judgement),
-    /// The master at `node` (`ip:port`), which the run has brought keys to, evicted `keys`
-    /// keys since the run began.
-    Evicted { node: String, keys: u64 },
-}
 
 /// A watched node's connection, when it was last read, the bytes moved to it since, and the
 /// last batch it took.
@@ -268,7 +259,7 @@ impl Limits {
     /// and its replicas judged ([`Budget::before_batch`]); a master the run has brought keys
     /// to that evicted keys since the run began stops it too. `Some` stops the run before the
     /// batch is sent. Error: a node that no longer answers.
-    pub(crate) fn before_batch(&mut self, m: &SlotMove, batch: u64) -> Result<Option<MemoryStop>> {
+    pub(crate) fn before_batch(&mut self, m: &SlotMove, batch: u64) -> Result<Option<Finding>> {
         self.received.insert(m.to.clone());
         let mut grows = vec![m.to.clone()];
         grows.extend(self.budget.replicas_of(&m.to));
@@ -296,13 +287,13 @@ impl Limits {
         for address in &grows {
             let keys = self.evicted(address);
             if keys > 0 && self.budget.replica_of(address).is_none() {
-                return Ok(Some(MemoryStop::Evicted {
+                return Ok(Some(Finding::Evicted {
                     node: address.clone(),
                     keys,
                 }));
             }
             if let Some(j) = judged(self, address) {
-                return Ok(Some(MemoryStop::Limit(j)));
+                return Ok(Some(Finding::Memory { judgement: j }));
             }
         }
         for address in &grows {

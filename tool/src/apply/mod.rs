@@ -11,7 +11,7 @@
 //!
 //! Its files: prepare.rs (the cluster read and checked against the plan before anything is
 //! written), position.rs (where the cluster stands in the plan), health.rs (the checks between
-//! slots, [`Stop`]), verbs.rs (a slot's move), door.rs (the writes), atomic.rs (`--atomic`),
+//! slots, each stop a [`crate::cluster::finding::Finding`]), verbs.rs (a slot's move), door.rs (the writes), atomic.rs (`--atomic`),
 //! dry_run.rs (`--dry-run`), pace.rs (`--max-latency`: the moves paced by a probe of every
 //! master), lanes.rs (`--parallel`: moves between disjoint pairs of masters at once); this file
 //! holds the run.
@@ -19,7 +19,7 @@
 //! Safe by construction: it starts only from a state a run of the plan reaches (each lane of the
 //! plan at a move of its own, [`position::position`]); it checks the cluster between slots
 //! (`cluster_state:ok`, no node flagged `fail?`/`fail`, each master of the plan still a master with
-//! the same id) and stops on a failover ([`Stop`]); an interrupted run (Ctrl-C, a killed process, a
+//! the same id) and stops on a failover; an interrupted run (Ctrl-C, a killed process, a
 //! failed node) is finished by running the same command again, which re-opens the slot where it was
 //! and goes on; a key already on the target (`BUSYKEY`) is replaced only when both copies' `DUMP`
 //! payloads are equal, else the run stops unless `--replace`. It writes nothing but the slot moves:
@@ -36,12 +36,10 @@ pub(crate) mod position;
 mod prepare;
 mod verbs;
 
-pub(crate) use health::Stop;
-pub(crate) use position::Unreached;
 pub(crate) use prepare::prepare_settled;
 
 use crate::cluster::connection::NodeConnection;
-use crate::cluster::error::{is_refused, refuse};
+use crate::cluster::finding::{refuse, stop};
 use crate::cluster::link::Access;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
@@ -50,7 +48,6 @@ use crate::plan::{SlotMove, SlotPlan};
 use anyhow::{bail, Result};
 use door::Masters;
 use limits::Limits;
-pub(crate) use limits::MemoryStop;
 pub(crate) use pace::PacingReport;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
@@ -331,7 +328,12 @@ impl Prepared {
         on: &mut dyn FnMut(Event),
     ) -> Result<Applied> {
         if let Some(why) = self.atomic_running()? {
-            refuse!("{why}");
+            return stop(
+                why,
+                "an atomic slot migration runs (run with --atomic to wait for it and go on that \
+                 way, or wait for it to end)"
+                    .into(),
+            );
         }
         if let Some(mut limits) = self.limits() {
             limits.mark_start()?;
@@ -553,14 +555,15 @@ impl Prepared {
             .position(|p| p.slot == m.slot)
             .unwrap_or(0);
         if let Some(why) = self.health(next)? {
-            refuse!(
-                "the apply stopped at slot {} ({} -> {}), which it did not touch this time: {why}. \
-                 Slots already moved stay moved. Run the same command again once `redis-cli \
-                 --cluster check` is clean; after a failover the plan's masters changed: make \
-                 a new plan",
-                m.slot,
-                m.from,
-                m.to
+            return stop(
+                why,
+                format!(
+                    "the apply stopped at slot {} ({} -> {}), which it did not touch this time \
+                     (slots already moved stay moved; run the same command again once \
+                     `redis-cli --cluster check` is clean, and after a failover, where the \
+                     plan's masters changed, make a new plan)",
+                    m.slot, m.from, m.to
+                ),
             );
         }
         self.wait_for_replicas(&[&m.from, &m.to], on)?;
@@ -573,24 +576,22 @@ impl Prepared {
                 // master and the seed's view read again).
                 self.last_full_check = None;
                 if let Ok(Some(why)) = self.health(next) {
-                    refuse!(
-                        "slot {} ({} -> {}): {e:#}; the cluster changed: {why}. The slot is \
-                         left open; once `redis-cli --cluster check` is clean, make a new plan",
-                        m.slot,
-                        m.from,
-                        m.to
+                    return stop(
+                        why,
+                        format!(
+                            "slot {} ({} -> {}): {e:#}; the cluster changed (the slot is left \
+                             open; once `redis-cli --cluster check` is clean, make a new plan)",
+                            m.slot, m.from, m.to
+                        ),
                     );
                 }
-                let text = format!(
-                    "slot {} ({} -> {}): {e:#}. The slot may be left open (importing on {}, \
-                     migrating on {}): run the same command again to go on from there",
+                // A safety rule's stop (differing copies, a node's limit) stays one: what was
+                // left is said before it.
+                Err(e.context(format!(
+                    "slot {} ({} -> {}; the slot may be left open, importing on {}, migrating \
+                     on {}: run the same command again to go on from there)",
                     m.slot, m.from, m.to, m.to, m.from
-                );
-                // A safety rule's stop (differing copies, a node's limit) stays one.
-                if is_refused(&e) {
-                    refuse!("{text}");
-                }
-                bail!(text)
+                )))
             }
         }
     }

@@ -7,10 +7,10 @@
 //! time leaves the plan's first moves done, which is such a state; `--parallel` leaves each
 //! lane at a move of its own.
 
+pub(crate) use crate::cluster::finding::Unreached;
 use crate::plan::{SlotMove, SlotPlan};
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 /// Where a cluster stands in a plan (see [`position`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,33 +259,6 @@ fn one_move_a_master(
     }
     Ok(())
 }
-
-/// A state of the cluster no run of the plan reaches: why, naming the slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Unreached {
-    /// A slot is served by a master the plan does not lead it to: the cluster changed since
-    /// the plan was made (or a view was read while a slot changed owner: worth reading again).
-    Changed(String),
-    /// A later move of a lane is done while an earlier one is not.
-    OutOfOrder(String),
-    /// A slot is open otherwise than as the plan's next move opens it.
-    Open(String),
-}
-
-impl fmt::Display for Unreached {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unreached::Changed(why) => write!(
-                f,
-                "{why}: the cluster changed since the plan was made (or the plan was edited); \
-                 make a new one"
-            ),
-            Unreached::OutOfOrder(why) | Unreached::Open(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for Unreached {}
 
 #[cfg(test)]
 mod tests {

@@ -4,9 +4,9 @@
 
 use super::door::{Masters, Node};
 use super::health::{drains, unhealthy};
-use super::position::{position, Unreached};
+use super::position::position;
 use super::Prepared;
-use crate::cluster::error::refuse;
+use crate::cluster::finding::{refuse, stop, Finding, Unreached};
 use crate::cluster::link::Access;
 use crate::cluster::topology::{nodes_of, nodes_on, Reach};
 use crate::plan::SlotPlan;
@@ -61,13 +61,17 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
         .collect();
     if let Some(why) = unhealthy(&seed_view, &own) {
-        refuse!("{why}: apply when the cluster is healthy (redis-cli --cluster check)");
+        return stop(
+            why,
+            "apply when the cluster is healthy (redis-cli --cluster check)".into(),
+        );
     }
     let views: BTreeMap<String, Vec<ClusterNode>> = nodes
         .iter()
         .map(|(a, n)| (a.clone(), n.view.clone()))
         .collect();
-    let position = position(&plan, &slot_owners(&seed_view), &views)?;
+    let position = position(&plan, &slot_owners(&seed_view), &views)
+        .map_err(|why| Finding::Unreached { why })?;
     // The replicas of the plan's masters, which the run watches (healthy ones: a failing
     // replica stops the run at its first check anyway).
     let mut replicas = Vec::new();
@@ -152,8 +156,16 @@ fn check_masters(
 /// atomic job ending, gossip under way) looks like no state of the plan once. A state that is
 /// truly foreign is refused both times.
 pub(crate) fn prepare_settled(access: &Access, plan: SlotPlan) -> Result<Prepared> {
+    let changed = |e: &anyhow::Error| {
+        matches!(
+            Finding::of(e),
+            Some(Finding::Unreached {
+                why: Unreached::Changed(_)
+            })
+        )
+    };
     match prepare(access, plan.clone()) {
-        Err(e) if matches!(e.downcast_ref::<Unreached>(), Some(Unreached::Changed(_))) => {
+        Err(e) if changed(&e) => {
             std::thread::sleep(Duration::from_secs(1));
             prepare(access, plan)
         }

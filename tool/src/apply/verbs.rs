@@ -10,8 +10,8 @@
 
 use super::door::{SlotState, Write};
 use super::{claims, Applied, ApplyOptions, Event, Prepared};
-use crate::cluster::error::refuse;
 use crate::cluster::error::{Code, NodeError};
+use crate::cluster::finding::{refuse, stop};
 use crate::cluster::pacing::Limiter;
 use crate::plan::SlotMove;
 use crate::predict::big_keys::{
@@ -217,13 +217,17 @@ impl Prepared {
             last_len = batch.len();
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
             if let Some(mut limits) = self.limits() {
-                if let Some(stop) = limits.before_batch(m, batch_bytes)? {
-                    refuse!(
-                        "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \
-                         USAGE): {stop}. Make room there (CONFIG SET maxmemory on the node \
-                         and its replicas, or fewer keys), or lower the move's size (a plan by \
-                         memory: ringslot predict --by memory), then run the same command again",
-                        batch.len()
+                if let Some(why) = limits.before_batch(m, batch_bytes)? {
+                    return stop(
+                        why,
+                        format!(
+                            "stopped before a MIGRATE of {} keys ({batch_bytes} bytes by MEMORY \
+                             USAGE; make room there, CONFIG SET maxmemory on the node and its \
+                             replicas, or fewer keys, or lower the move's size, a plan by \
+                             memory: ringslot predict --by memory, then run the same command \
+                             again)",
+                            batch.len()
+                        ),
                     );
                 }
             }

@@ -5,7 +5,7 @@
 use super::{on_ctrl_c, ConnectionArgs};
 use crate::apply::atomic::DEFAULT_ATOMIC_WAIT;
 use crate::apply::{self, Applied, ApplyOptions, Event, Prepared};
-use crate::cluster::error::refuse;
+use crate::cluster::finding::{refuse, stop, Finding};
 use crate::plan::SlotPlan;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -122,13 +122,16 @@ pub fn run(a: &ApplyArgs) -> Result<()> {
         }
         return Ok(());
     }
-    if let Some(c) = crossing {
-        refuse!(
-            "refused before any write: {c}. Nothing was changed. Make room there (CONFIG SET \
-             maxmemory on the node and its replicas), or make a plan that fits (ringslot \
-             predict ... --by memory plans within each master's maxmemory less --headroom, \
-             {}% here)",
-            a.headroom
+    if let Some(judgement) = crossing {
+        return stop(
+            Finding::Memory { judgement },
+            format!(
+                "refused before any write (nothing was changed; make room there, CONFIG SET \
+                 maxmemory on the node and its replicas, or make a plan that fits: ringslot \
+                 predict ... --by memory plans within each master's maxmemory less --headroom, \
+                 {}% here)",
+                a.headroom
+            ),
         );
     }
     if to_go == 0 && prepared.position.to_close.is_empty() {

@@ -18,9 +18,8 @@ pub mod status;
 pub mod values;
 
 use crate::cluster::budget::DEFAULT_HEADROOM;
-use crate::cluster::error::is_refused;
+use crate::cluster::finding::{Finding, EXIT_REFUSED as REFUSED};
 use crate::cluster::link::{Access, TlsFiles, DEFAULT_TIMEOUT};
-use crate::cluster::topology::Refusal;
 use crate::cluster::INTERRUPTED;
 use crate::predict::options::{Options, SizesBy, WeightBy, DEFAULT_MAX_HOLD_MS, DEFAULT_TOLERANCE};
 use anyhow::{bail, Context, Result};
@@ -208,10 +207,10 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 /// Exit status of a usage error: clap's own (an unknown option, a missing argument).
 pub const EXIT_USAGE: i32 = 2;
-/// Exit status: refused, or stopped between steps, by a safety rule ([`Refusal`] of an
-/// unstable cluster, a plan the cluster's state does not fit, [`crate::cluster::error::Refused`]):
-/// nothing unsafe was done.
-pub const EXIT_REFUSED: i32 = 3;
+/// Exit status: refused, or stopped between steps, by a safety rule (a [`Finding`]: an
+/// unstable cluster, a plan the cluster's state does not fit, a node's limit, a rule in
+/// words): nothing unsafe was done.
+pub const EXIT_REFUSED: i32 = REFUSED;
 /// Exit status after Ctrl-C (the run stopped at its next step, or at once on a second one).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -219,33 +218,31 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub fn exit_status(e: &anyhow::Error) -> i32 {
     if INTERRUPTED.load(Ordering::SeqCst) {
         EXIT_INTERRUPTED
-    } else if is_refused(e)
-        || e.chain()
-            .any(|c| c.is::<Refusal>() || c.is::<crate::apply::Unreached>())
-    {
-        EXIT_REFUSED
     } else {
-        EXIT_ERROR
+        Finding::of(e).map_or(EXIT_ERROR, Finding::exit_status)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::Unreached;
-    use crate::cluster::error::Refused;
+    use crate::cluster::finding::Unreached;
     use anyhow::Context;
 
     #[test]
-    fn a_safety_rule_exits_3_wrapped_or_not_and_anything_else_1() {
-        let refused = || anyhow::Error::new(Refused("not confirmed".into()));
+    fn a_finding_exits_with_its_status_wrapped_or_not_and_anything_else_1() {
+        let refused = || anyhow::Error::new(Finding::rule("not confirmed"));
         assert_eq!(exit_status(&refused()), EXIT_REFUSED);
         assert_eq!(exit_status(&refused().context("apply")), EXIT_REFUSED);
-        let stale = anyhow::Error::new(Unreached::Changed("slot 5".into()));
+        let stale = anyhow::Error::new(Finding::Unreached {
+            why: Unreached::Changed("slot 5".into()),
+        });
         assert_eq!(exit_status(&stale), EXIT_REFUSED);
-        let open = anyhow::Error::new(Refusal::Open {
+        let open = anyhow::Error::new(Finding::OpenSlot {
             slot: 1,
             node: "10.0.0.1:7000".into(),
+            importing: false,
+            peer: None,
         });
         assert_eq!(exit_status(&open), EXIT_REFUSED);
         let plain: Result<()> = Err(anyhow::anyhow!("cannot reach 10.0.0.1:7000"));

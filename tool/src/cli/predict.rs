@@ -71,8 +71,9 @@ impl PredictArgs {
 
 /// The format of `ringslot predict --json` (docs/cluster.md "For scripts: `--json`"): a
 /// field renamed or removed, or one whose meaning changes, takes a new number; fields added
-/// keep it. The plan inside has its own ([`crate::plan::PLAN_VERSION`]).
-pub const PREDICT_JSON_VERSION: u32 = 1;
+/// keep it. The plan inside has its own ([`crate::plan::PLAN_VERSION`]). Version 2: `capacity`
+/// holds the memory model's walks, `risks` typed findings, `methods` memory rows without `worst`.
+pub const PREDICT_JSON_VERSION: u32 = 2;
 
 /// `ringslot predict --json`: the change and what it costs (with `--by`, the plan file:
 /// `prediction.by_weight`).

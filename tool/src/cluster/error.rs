@@ -197,34 +197,6 @@ impl fmt::Display for NodeError {
 
 impl std::error::Error for NodeError {}
 
-/// A run refused, or stopped between steps, by one of the tool's safety rules (an unhealthy
-/// cluster, a plan that no longer fits it, a node's memory limit, a copy that differs, a
-/// permission missing, no confirmation): nothing unsafe was done, and the text says what to
-/// fix. `ringslot` exits with status 3 for it (docs/cluster.md "Exit status").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused(pub String);
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
-
-/// Whether `e`, or an error it wraps, is a [`Refused`].
-pub fn is_refused(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<Refused>())
-}
-
-/// `return Err(Refused(format!(...)).into())`: [`anyhow::bail`] for a safety rule's refusal.
-macro_rules! refuse {
-    ($($arg:tt)*) => {
-        return Err($crate::cluster::error::Refused(format!($($arg)*)).into())
-    };
-}
-pub(crate) use refuse;
-
 /// The first words of a command as errors name it: at most 8, each cut at 64 bytes (a key or
 /// a payload can be long), binary shown lossily.
 pub(crate) fn command_words<A: AsRef<[u8]>>(args: &[A]) -> String {

@@ -5,6 +5,8 @@
 //! - [`link`]: the seed's URL, credentials, TLS and timeout; a node's [`link::Link`];
 //! - [`connection`]: a connection to one node, every error a [`error::NodeError`];
 //! - [`error`]: what a node answered, typed by its code (the one place error texts are read);
+//! - [`finding`]: what the tool finds about a cluster, one type for every command, each with
+//!   its exit status;
 //! - [`topology`]: the masters and slots, checked to be stable; `topology::Reach` turns a
 //!   `CLUSTER NODES` line into a link;
 //! - [`migrations`]: Valkey 9's atomic slot-migration jobs;
@@ -17,6 +19,7 @@
 pub mod budget;
 pub mod connection;
 pub mod error;
+pub mod finding;
 pub mod link;
 pub mod memory;
 pub mod migrations;

@@ -10,7 +10,7 @@
 
 use super::error::Code;
 use super::link::Link;
-use crate::cluster::error::refuse;
+use crate::cluster::finding::refuse;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 

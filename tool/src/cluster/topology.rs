@@ -5,6 +5,7 @@
 //! running.
 
 use super::connection::NodeConnection;
+use super::finding::Finding;
 use super::link::{Access, Link};
 use super::migrations;
 use crate::reply::{array as items, field};
@@ -12,7 +13,6 @@ use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, parse_cluster_nodes, ClusterNode};
 use ringslot_engine::SLOT_COUNT;
 use std::collections::HashMap;
-use std::fmt;
 
 /// One master of the cluster.
 #[derive(Debug, Clone)]
@@ -149,76 +149,9 @@ pub(crate) fn slots_of(node: &ClusterNode) -> Vec<u16> {
     node.slots.iter().flat_map(|&(a, b)| a..=b).collect()
 }
 
-/// The first slot `node` is migrating or importing, if any.
-pub(crate) fn first_open(node: &ClusterNode) -> Option<u16> {
-    node.migrating
-        .iter()
-        .chain(&node.importing)
-        .map(|(slot, _)| *slot)
-        .min()
-}
-
-/// Why a prediction must not run on the cluster as it stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// A node is flagged failing, in handshake or without an address.
-    Flagged {
-        node: String,
-        id: String,
-        flag: &'static str,
-    },
-    /// A slot is migrating or importing on `node`.
-    Open { slot: u16, node: String },
-    /// `node` lists other masters or another slot table than the seed.
-    Disagree { node: String },
-    /// An atomic slot migration runs on `node` (Valkey 9's `CLUSTER GETSLOTMIGRATIONS`).
-    AtomicMigration {
-        node: String,
-        operation: String,
-        slots: String,
-        state: String,
-    },
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Refusal::Flagged { node, id, flag } => write!(
-                f,
-                "node {node} ({id}) is flagged `{flag}`: predict when the cluster is healthy \
-                 (redis-cli --cluster check)"
-            ),
-            Refusal::Open { slot, node } => write!(
-                f,
-                "slot {slot} of {node} is migrating or importing: run when the migration ends \
-                 (redis-cli --cluster check, and --cluster fix if it is stuck)"
-            ),
-            Refusal::Disagree { node } => write!(
-                f,
-                "{node} and the seed disagree on the masters or the slot table: run when \
-                 every node's CLUSTER NODES lists the same masters and slots (after an \
-                 add-node the others take a few seconds to meet the new master, which \
-                 redis-cli --cluster check, reading the seed alone, does not show)"
-            ),
-            Refusal::AtomicMigration {
-                node,
-                operation,
-                slots,
-                state,
-            } => write!(
-                f,
-                "{node} has an atomic slot migration running ({} of slots {slots}, {state}): \
-                 predict when CLUSTER GETSLOTMIGRATIONS shows it over",
-                operation.to_lowercase()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Refusal {}
-
-/// Reads and checks the topology from the seed (see the module docs). Errors: a
-/// [`Refusal`], or a node that cannot be read.
+/// Reads and checks the topology from the seed (see the module docs). Errors: a [`Finding`]
+/// (a node flagged failing, a slot open, a node that disagrees with the seed, an atomic
+/// migration running), or a node that cannot be read.
 pub fn read_topology(access: &Access) -> Result<LiveCluster> {
     let nodes = nodes_of(&access.seed())?;
     if let Some(why) = refusal(&nodes, &[]) {
@@ -247,11 +180,21 @@ pub fn read_topology(access: &Access) -> Result<LiveCluster> {
     for m in &masters {
         if let Some(job) = migrations::running(&mut m.link.connect()?)? {
             let text = |name: &str| job.get(name).cloned().unwrap_or_default();
-            bail!(Refusal::AtomicMigration {
+            let peer = if text("operation").eq_ignore_ascii_case("import") {
+                text("source_node")
+            } else {
+                text("target_node")
+            };
+            bail!(Finding::AtomicJob {
                 node: m.address.clone(),
+                name: text("name"),
                 operation: text("operation"),
                 slots: text("slot_ranges"),
                 state: text("state"),
+                peer: nodes
+                    .iter()
+                    .find(|n| n.id == peer)
+                    .map_or(peer, |n| n.address.clone()),
             });
         }
     }
@@ -305,6 +248,27 @@ fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
     t
 }
 
+/// The first slot `node` has open as a finding on `address` (`seed_view` names its peer).
+fn open_slot(address: &str, node: &ClusterNode, seed_view: &[ClusterNode]) -> Option<Finding> {
+    let (slot, peer, importing) = node
+        .migrating
+        .iter()
+        .map(|(s, p)| (*s, p, false))
+        .chain(node.importing.iter().map(|(s, p)| (*s, p, true)))
+        .min_by_key(|(s, _, _)| *s)?;
+    Some(Finding::OpenSlot {
+        slot,
+        node: address.to_string(),
+        importing,
+        peer: Some(
+            seed_view
+                .iter()
+                .find(|n| n.id == *peer)
+                .map_or_else(|| peer.clone(), |n| n.address.clone()),
+        ),
+    })
+}
+
 /// Why a prediction must not run on the cluster the seed sees as `seed_view`, given every
 /// node's own view (`views`: address, its `CLUSTER NODES`): a node flagged failing, in
 /// handshake or without an address; a slot migrating or importing (a node lists its own open
@@ -313,32 +277,27 @@ fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
 pub(crate) fn refusal(
     seed_view: &[ClusterNode],
     views: &[(String, Vec<ClusterNode>)],
-) -> Option<Refusal> {
+) -> Option<Finding> {
     for n in seed_view {
         if let Some(flag) = n.failing_flag() {
-            return Some(Refusal::Flagged {
+            return Some(Finding::Flagged {
                 node: n.address.clone(),
                 id: n.id.clone(),
-                flag,
+                flag: flag.to_string(),
+                master: n.has("master"),
             });
         }
-        if let Some(slot) = first_open(n) {
-            return Some(Refusal::Open {
-                slot,
-                node: n.address.clone(),
-            });
+        if let Some(open) = open_slot(&n.address, n, seed_view) {
+            return Some(open);
         }
     }
     let mine = table(seed_view);
     for (address, theirs) in views {
-        if let Some(slot) = myself(theirs).and_then(first_open) {
-            return Some(Refusal::Open {
-                slot,
-                node: address.clone(),
-            });
+        if let Some(open) = myself(theirs).and_then(|me| open_slot(address, me, seed_view)) {
+            return Some(open);
         }
         if table(theirs) != mine {
-            return Some(Refusal::Disagree {
+            return Some(Finding::Disagree {
                 node: address.clone(),
             });
         }
@@ -375,7 +334,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(slots_of(&nodes[0]), vec![0, 1, 2, 7]);
-        assert_eq!(first_open(&nodes[0]), Some(4));
+        let Some(Finding::OpenSlot {
+            slot, importing, ..
+        }) = open_slot("127.0.0.1:30001", &nodes[0], &nodes)
+        else {
+            panic!("slot 4 is open");
+        };
+        assert_eq!((slot, importing), (4, true));
     }
 
     /// Three masters as node A sees them (its own line `myself`); `extra` is appended to B's

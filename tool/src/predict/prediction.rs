@@ -244,61 +244,29 @@ pub(crate) fn assemble(
         })
         .collect();
     // By memory, what each master's used_memory holds besides what its slots free when they
-    // leave, which stays put; and on a master that takes keys, what they cost there beyond
-    // that (a target keeps more than its source frees: tables, buckets) and its replication
-    // backlog's growth, as an even share's keys would cost it (the plan evens what the masters
-    // end with).
+    // leave, which stays put; what the keys a master takes cost it beyond that (a target keeps
+    // more than its source frees: tables, buckets, its replication backlog) is settled by
+    // [`fitted`] against the memory model's walk of the plan made.
     let server = budget
         .masters()
         .next()
         .map_or(String::new(), |m| m.server.clone());
-    let slot_overhead = crate::cluster::budget::slot_overhead(&server);
     let slot_freed = crate::cluster::budget::slot_freed(&server);
     let mut freed_by: BTreeMap<&str, f64> = BTreeMap::new();
-    let (mut dump_all, mut memory_all, mut slots_with_keys) = (0.0, 0.0, 0.0);
     for (slot, owner) in owner_before.iter().enumerate() {
         let (Some(owner), Ok(slot)) = (owner, u16::try_from(slot)) else {
             continue;
         };
         let size = size_of(&g.sizes, &slot);
-        let keys = size.keys > 0;
         *freed_by.entry(owner.as_str()).or_default() +=
-            size.memory_total() + if keys { slot_freed } else { 0.0 };
-        dump_all += size.dump_total();
-        memory_all += size.memory_total();
-        slots_with_keys += if keys { 1.0 } else { 0.0 };
+            size.memory_total() + if size.keys > 0 { slot_freed } else { 0.0 };
     }
-    let (payload_ratio, slot_memory) = if memory_all > 0.0 && slots_with_keys > 0.0 {
-        (dump_all / memory_all, memory_all / slots_with_keys)
-    } else {
-        (1.0, 0.0)
-    };
-    let used_all: f64 = addresses
-        .iter()
-        .filter_map(|a| budget.memory(a).map(|m| m.used))
-        .sum();
-    let limits_all: f64 = addresses.iter().filter_map(|a| maxmemory.get(a)).sum();
-    let growth = crate::cluster::budget::TARGET_GROWTH;
     let base: BTreeMap<String, f64> = addresses
         .iter()
         .filter_map(|a| {
             let used = budget.memory(a)?.used;
-            let share = match maxmemory.get(a) {
-                Some(l) if limits_all > 0.0 => used_all * l / limits_all,
-                _ => used_all / addresses.len().max(1) as f64,
-            };
-            // The keys' memory an even share brings it, at what each costs there.
-            let per_byte = growth - 1.0
-                + if slot_memory > 0.0 {
-                    (slot_overhead - slot_freed) / slot_memory
-                } else {
-                    0.0
-                };
-            let intake = (share - used).max(0.0) / (1.0 + per_byte + payload_ratio);
-            let backlog = budget.backlog_to_come(a).min(payload_ratio * intake);
-            let beyond = intake * per_byte;
             let freed = freed_by.get(a.as_str()).copied().unwrap_or(0.0);
-            Some((a.clone(), (used + backlog + beyond - freed).max(0.0)))
+            Some((a.clone(), (used - freed).max(0.0)))
         })
         .collect();
     let method = if opts.atomic {
@@ -307,7 +275,8 @@ pub(crate) fn assemble(
         Method::PerKey
     };
     let by_weight = opts.by.and_then(|by| {
-        let mut c = fitted(&fit_budget, method, room, |room| {
+        let settle = by == crate::plan::WeightBy::Memory;
+        let mut c = fitted(&fit_budget, method, room, base, settle, |room, base| {
             compare(&WeightInputs {
                 by,
                 tolerance: opts.tolerance,
@@ -320,7 +289,7 @@ pub(crate) fn assemble(
                 maxmemory: &maxmemory,
                 pinned: &pinned,
                 room,
-                base: &base,
+                base,
                 fill: &fill,
                 server: &server,
                 relieve: addresses.iter().any(|a| {
@@ -401,26 +370,67 @@ const FIT_TRIES: usize = 8;
 /// nodes to the headroom alone, so that it does not stop a plan that fits for want of it.
 pub const PLAN_MARGIN: f64 = 0.02;
 
-/// The plan `plan` makes from the masters' rooms (`room`, by address), walked through
-/// `budget` (the headroom and [`PLAN_MARGIN`] kept) as `apply` walks it (`method`, batches of
-/// [`DEFAULT_BATCH`]); where a master the
-/// plan sends keys to (or one of its replicas) would not fit at some move, that master's room
-/// is cut by the excess and a batch and the plan made again, at most [`FIT_TRIES`] times. The
-/// last plan made (the report says where it does not fit, and apply refuses it).
+/// How many times [`fitted`] settles a plan by memory's ends against the walk at most, and the
+/// bytes within which a master's end counts as settled.
+const SETTLE_TRIES: usize = 3;
+const SETTLED: f64 = 64.0 * 1024.0;
+
+/// The plan `plan` makes from the masters' rooms (`room`) and, by memory, what their memory
+/// holds besides their slots (`base`), both by address, walked through `budget` (the headroom
+/// and [`PLAN_MARGIN`] kept) as `apply` walks it (`method`, batches of [`DEFAULT_BATCH`]).
+///
+/// With `settle` (by memory), each master's end by the walk (what taking keys costs a target
+/// beyond what its sources free, its backlog filling) is fed back into its `base` and the
+/// plan made again, at most [`SETTLE_TRIES`] times or until every end is within [`SETTLED`]
+/// of the planner's: so that the plan evens the `used_memory` the masters will end with.
+/// Then, where a master the plan sends keys to (or one of its replicas) would not fit at some
+/// move, that master's room is cut by the excess and a batch and the plan made again, at most
+/// [`FIT_TRIES`] times. The last plan made (the report says where it does not fit, and apply
+/// refuses it).
 fn fitted(
     budget: &crate::cluster::budget::Budget,
     method: Method,
     mut room: BTreeMap<String, f64>,
-    plan: impl Fn(&BTreeMap<String, f64>) -> Option<WeightComparison>,
+    mut base: BTreeMap<String, f64>,
+    settle: bool,
+    plan: impl Fn(&BTreeMap<String, f64>, &BTreeMap<String, f64>) -> Option<WeightComparison>,
 ) -> Option<WeightComparison> {
-    let mut made = plan(&room)?;
-    for _ in 0..FIT_TRIES {
-        let walk = budget.walk(
+    let walk_of = |made: &WeightComparison| {
+        budget.walk(
             &made.plan.sizes(),
             DEFAULT_BATCH,
             method,
             &made.plan.drained(),
-        );
+        )
+    };
+    let mut made = plan(&room, &base)?;
+    for _ in 0..SETTLE_TRIES {
+        if !settle {
+            break;
+        }
+        let walk = walk_of(&made);
+        let Some(after) = made.plans.last().map(|p| p.weight_after.clone()) else {
+            break;
+        };
+        let drained = made.plan.drained();
+        let mut worst = 0.0f64;
+        for (m, planned) in made.masters.iter().zip(&after) {
+            // A drained master ends a replica, outside the plan's shares.
+            let (Some(n), Some(b), false) = (walk.node(m), base.get_mut(m), drained.contains(m))
+            else {
+                continue;
+            };
+            let off = n.end - planned;
+            worst = worst.max(off.abs());
+            *b = (*b + off).max(0.0);
+        }
+        if worst < SETTLED {
+            break;
+        }
+        made = plan(&room, &base)?;
+    }
+    for _ in 0..FIT_TRIES {
+        let walk = walk_of(&made);
         let Some(j) = walk.first else {
             break;
         };
@@ -439,7 +449,7 @@ fn fitted(
         let excess = (j.would_reach - j.within()).max(0.0) + DEFAULT_BATCH;
         let cut = room.get(&master).copied().unwrap_or(into).min(into) - excess;
         room.insert(master, cut.max(0.0));
-        made = plan(&room)?;
+        made = plan(&room, &base)?;
     }
     Some(made)
 }

@@ -52,6 +52,9 @@ pub struct Status {
     pub server: String,
     /// The one-line verdict: the most pressing finding and the command that acts on it.
     pub verdict: String,
+    /// Every finding, most pressing first ([`verdict::findings`]), typed (`kind` and its
+    /// fields: docs/cluster.md "Exit status").
+    pub findings: Vec<crate::cluster::finding::Finding>,
     /// The masters: those that serve slots, then those without, each by address.
     pub masters: Vec<MasterStatus>,
     /// Nodes flagged failing (`fail`, `fail?`), in handshake or without an address (a failing

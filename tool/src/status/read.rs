@@ -119,6 +119,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         seed: seed_address,
         server,
         verdict: String::new(),
+        findings: Vec::new(),
         keys_sized: 0,
         uncovered_slots: owners.iter().filter(|o| o.is_none()).count() as u64,
         masters,
@@ -132,6 +133,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         owners,
     };
     status.keys_sized = status.masters.iter().map(|m| m.sampled).sum();
+    status.findings = verdict::findings(&status);
     status.verdict = verdict::verdict(&status);
     status.seconds = started.elapsed().as_secs_f64();
     Ok(status)

@@ -4,104 +4,227 @@
 
 use super::{MasterStatus, Status};
 use crate::cluster::budget::{Budget, Fit, Held, DEFAULT_HEADROOM};
+use crate::cluster::finding::Finding;
 use crate::cluster::memory::{NodeMemory, Policy};
 use crate::predict::options::DEFAULT_TOLERANCE;
 use ringslot_engine::change::DEFAULT_THRESHOLD;
 
-/// The verdict on `status`: its findings, most pressing first, joined by `; `. Where something
-/// must be fixed before any rebalance, the balance is said without a command to act on it.
+/// The verdict on `status`: its findings ([`findings`]), most pressing first, joined by `; `.
+/// Where something must be fixed before any rebalance, the balance is said without a command
+/// to act on it.
 pub fn verdict(status: &Status) -> String {
-    let mut findings = pressing(status);
-    let blocking = !findings.is_empty();
-    findings.extend(near_maxmemory(status));
+    let mut said = pressing(status);
+    let blocking = !said.is_empty();
+    said.extend(status.findings.iter().filter_map(|f| match f {
+        Finding::Memory { judgement } => Some(near_full(status, judgement)),
+        _ => None,
+    }));
     if !blocking {
-        findings.push(balance(status));
+        said.push(balance(status));
     } else {
-        findings.push(format!(
+        said.push(format!(
             "balance once that is done: peak-to-mean {:.2} by slots, {:.2} by bytes (run status \
              again)",
             status.balance.slots, status.balance.bytes
         ));
     }
-    findings.join("; ")
+    said.join("; ")
 }
 
-/// What must be fixed before any rebalance.
-fn pressing(status: &Status) -> Vec<String> {
+/// What `status` found, most pressing first: the nodes flagged failing (masters first), the
+/// masters that could not be read, the slots no master serves, the replicas whose link is not
+/// up, the atomic migrations under way (by their source first), the slots open (by their
+/// source, then those importing alone), and the masters the memory model finds at or past
+/// their limit less the default headroom.
+pub fn findings(status: &Status) -> Vec<Finding> {
     let mut out = Vec::new();
-    // A failing master first: its slots wait for a failover.
-    let flagged = status
-        .flagged
+    let mut flagged: Vec<&super::FlaggedNode> = status.flagged.iter().collect();
+    flagged.sort_by_key(|n| !n.master);
+    for n in flagged {
+        let id = status
+            .masters
+            .iter()
+            .find(|m| m.address == n.address)
+            .map_or_else(String::new, |m| m.id.clone());
+        out.push(Finding::Flagged {
+            node: n.address.clone(),
+            id,
+            flag: n.flag.clone(),
+            master: n.master,
+        });
+    }
+    for m in &status.masters {
+        if !m.unread.is_empty() && !status.flagged.iter().any(|n| n.address == m.address) {
+            out.push(Finding::Unread {
+                node: m.address.clone(),
+                why: m.unread.clone(),
+            });
+        }
+    }
+    if status.uncovered_slots > 0 {
+        out.push(Finding::Uncovered {
+            slots: status.uncovered_slots,
+        });
+    }
+    for m in &status.masters {
+        for r in m.replicas.iter().filter(|r| r.link != "up") {
+            out.push(Finding::ReplicaDown {
+                node: r.address.clone(),
+                master: m.address.clone(),
+                link: r.link.clone(),
+                why: r.unread.clone(),
+            });
+        }
+    }
+    let mut jobs: Vec<(&str, &super::AtomicMigration)> = status
+        .masters
         .iter()
-        .find(|n| n.master)
-        .or_else(|| status.flagged.first());
-    if let Some(n) = flagged {
-        let what = if n.master {
+        .flat_map(|m| m.atomic_migrations.iter().map(|j| (m.address.as_str(), j)))
+        .collect();
+    jobs.sort_by_key(|(_, j)| !j.operation.eq_ignore_ascii_case("export"));
+    for (node, j) in jobs {
+        out.push(Finding::AtomicJob {
+            node: node.to_string(),
+            name: String::new(),
+            operation: j.operation.clone(),
+            slots: j.slots.clone(),
+            state: j.state.clone(),
+            peer: j.peer.clone(),
+        });
+    }
+    let migrating: Vec<(&str, &super::OpenSlot)> = status
+        .masters
+        .iter()
+        .flat_map(|m| m.migrating.iter().map(|o| (m.address.as_str(), o)))
+        .collect();
+    for (node, o) in &migrating {
+        out.push(Finding::OpenSlot {
+            slot: o.slot,
+            node: node.to_string(),
+            importing: false,
+            peer: Some(o.peer.clone()),
+        });
+    }
+    // An importing slot whose source lists it migrating is the same move.
+    for m in &status.masters {
+        for o in m
+            .importing
+            .iter()
+            .filter(|o| !migrating.iter().any(|(_, x)| x.slot == o.slot))
+        {
+            out.push(Finding::OpenSlot {
+                slot: o.slot,
+                node: m.address.clone(),
+                importing: true,
+                peer: Some(o.peer.clone()),
+            });
+        }
+    }
+    out.extend(near_maxmemory(status));
+    out
+}
+
+/// What must be fixed before any rebalance, in words: the first finding of each kind, and how
+/// many more of it.
+fn pressing(status: &Status) -> Vec<String> {
+    let all = &status.findings;
+    let of = |kind: &str| -> Vec<&Finding> { all.iter().filter(|f| f.kind() == kind).collect() };
+    let mut out = Vec::new();
+    let flagged = of("flagged");
+    if let Some(Finding::Flagged {
+        node, flag, master, ..
+    }) = flagged.first()
+    {
+        let what = if *master {
             let slots = status
                 .masters
                 .iter()
-                .find(|m| m.address == n.address)
+                .find(|m| m.address == *node)
                 .map_or(0, |m| m.slots);
             format!(
-                "master {} is flagged `{}` (its {slots} slots wait for a replica to take \
-                 over)",
-                n.address, n.flag
+                "master {node} is flagged `{flag}` (its {slots} slots wait for a replica to take \
+                 over)"
             )
         } else {
-            format!("replica {} is flagged `{}`", n.address, n.flag)
+            format!("replica {node} is flagged `{flag}`")
         };
         out.push(format!(
             "not healthy: {what}{} (redis-cli --cluster check; no rebalance until it is fixed)",
-            and_more(status.flagged.len().saturating_sub(1), "nodes flagged")
+            and_more(flagged.len().saturating_sub(1), "nodes flagged")
         ));
     }
-    let unread: Vec<&MasterStatus> = status
-        .masters
-        .iter()
-        .filter(|m| !m.unread.is_empty() && !status.flagged.iter().any(|n| n.address == m.address))
-        .collect();
-    if let Some(m) = unread.first() {
+    let unread = of("unread");
+    if let Some(first) = unread.first() {
         out.push(format!(
-            "master {} could not be read ({}){}",
-            m.address,
-            m.unread,
+            "{first}{}",
             and_more(unread.len().saturating_sub(1), "masters unread")
         ));
     }
-    if status.uncovered_slots > 0 {
-        out.push(format!(
-            "{} slots are served by no master (redis-cli --cluster fix)",
-            status.uncovered_slots
-        ));
+    if let Some(first) = of("uncovered").first() {
+        out.push(first.to_string());
     }
-    let replicas: Vec<(&str, &super::ReplicaStatus)> = status
-        .masters
-        .iter()
-        .flat_map(|m| m.replicas.iter().map(|r| (m.address.as_str(), r)))
-        .filter(|(_, r)| r.link != "up")
-        .collect();
-    if let Some((master, r)) = replicas.first() {
-        let state = if r.unread.is_empty() {
-            format!("its link is `{}`", r.link)
-        } else {
-            format!("it could not be read ({})", r.unread)
-        };
+    let replicas = of("replica_down");
+    if let Some(first) = replicas.first() {
         out.push(format!(
-            "replica {} of {master}: {state}{} (INFO replication there; `ringslot apply` waits \
-             for lagging replicas)",
-            r.address,
+            "{first}{} (INFO replication there; `ringslot apply` waits for lagging replicas)",
             and_more(replicas.len().saturating_sub(1), "replicas")
         ));
     }
-    out.extend(migrations(status));
-    out.extend(open_slots(status));
+    // A job is listed on its source (export) and its target (import): counted once, by its
+    // source where any is listed.
+    let mut jobs = of("atomic_job");
+    let exports: Vec<&Finding> = jobs
+        .iter()
+        .copied()
+        .filter(|f| {
+            matches!(f, Finding::AtomicJob { operation, .. } if operation.eq_ignore_ascii_case("export"))
+        })
+        .collect();
+    if !exports.is_empty() {
+        jobs = exports;
+    }
+    if let Some(Finding::AtomicJob {
+        node,
+        operation,
+        slots,
+        state,
+        peer,
+        ..
+    }) = jobs.first()
+    {
+        out.push(format!(
+            "an atomic slot migration is under way on {node} ({} of slots {slots} with {peer}, \
+             {state}){}: wait for it to end",
+            operation.to_lowercase(),
+            and_more(jobs.len().saturating_sub(1), "jobs")
+        ));
+    }
+    let open = of("open_slot");
+    if let Some(Finding::OpenSlot {
+        slot,
+        node,
+        importing,
+        peer,
+    }) = open.first()
+    {
+        let peer = peer.as_deref().unwrap_or("?");
+        let what = if *importing {
+            format!("slot {slot} is importing on {node} from {peer}")
+        } else {
+            format!("slot {slot} is migrating from {node} to {peer}")
+        };
+        out.push(format!(
+            "{what}{}: a move under way, or left by a stopped run (`ringslot apply` with the \
+             same plan goes on with it; else redis-cli --cluster fix)",
+            and_more(open.len().saturating_sub(1), "open slots")
+        ));
+    }
     out
 }
 
 /// The masters the memory model finds at or past their limit less the default headroom
-/// ([`Budget::standing`]: what eviction counts against `maxmemory`): a rebalance must not
-/// bring them bytes, and may take them off.
-fn near_maxmemory(status: &Status) -> Vec<String> {
+/// ([`Budget::standing`]: what eviction counts against `maxmemory`).
+fn near_maxmemory(status: &Status) -> Vec<Finding> {
     let mut budget = Budget::new(DEFAULT_HEADROOM / 100.0);
     for m in &status.masters {
         budget.add_master(m.memory.clone().unwrap_or_else(|| NodeMemory {
@@ -119,32 +242,41 @@ fn near_maxmemory(status: &Status) -> Vec<String> {
             lazyfree_pending: 0,
         }));
     }
-    let mut out = Vec::new();
-    for m in &status.masters {
-        let Some(j) = budget
-            .standing(&m.address)
-            .filter(|j| j.fit != Fit::Fits && matches!(j.held, Held::Maxmemory { .. }))
-        else {
-            continue;
-        };
-        out.push(format!(
-            "{} is at {:.0}% of its maxmemory ({}){}: a rebalance must not bring it bytes, and \
-             may take them off it",
-            m.address,
-            100.0 * j.fill(),
-            m.policy,
-            if j.fit == Fit::Crosses {
-                if j.evicts() {
-                    ", past it: it evicts keys before every command"
-                } else {
-                    ", past it: it refuses writes with OOM"
-                }
+    status
+        .masters
+        .iter()
+        .filter_map(|m| {
+            budget
+                .standing(&m.address)
+                .filter(|j| j.fit != Fit::Fits && matches!(j.held, Held::Maxmemory { .. }))
+        })
+        .map(|judgement| Finding::Memory { judgement })
+        .collect()
+}
+
+/// A master near full, in the verdict's words: a rebalance must not bring it bytes, and may
+/// take them off it.
+fn near_full(status: &Status, j: &crate::cluster::budget::Judgement) -> String {
+    let policy = status
+        .masters
+        .iter()
+        .find(|m| m.address == j.node)
+        .map_or("", |m| m.policy.as_str());
+    format!(
+        "{} is at {:.0}% of its maxmemory ({policy}){}: a rebalance must not bring it bytes, \
+         and may take them off it",
+        j.node,
+        100.0 * j.fill(),
+        if j.fit == Fit::Crosses {
+            if j.evicts() {
+                ", past it: it evicts keys before every command"
             } else {
-                ""
+                ", past it: it refuses writes with OOM"
             }
-        ));
-    }
-    out
+        } else {
+            ""
+        }
+    )
 }
 
 /// " (and N more)" where `more` is above 0.
@@ -154,71 +286,6 @@ fn and_more(more: usize, what: &str) -> String {
     } else {
         format!(" (and {more} more {what})")
     }
-}
-
-/// The atomic slot migrations under way, by their source (the export), else their target.
-fn migrations(status: &Status) -> Option<String> {
-    let jobs: Vec<(&str, &super::AtomicMigration)> = status
-        .masters
-        .iter()
-        .flat_map(|m| m.atomic_migrations.iter().map(|j| (m.address.as_str(), j)))
-        .collect();
-    let exports: Vec<_> = jobs
-        .iter()
-        .filter(|(_, j)| j.operation.eq_ignore_ascii_case("export"))
-        .collect();
-    let (listed, count) = if exports.is_empty() {
-        (jobs.first()?, jobs.len())
-    } else {
-        (*exports.first()?, exports.len())
-    };
-    let (address, job) = listed;
-    Some(format!(
-        "an atomic slot migration is under way on {address} ({} of slots {} with {}, {}){}: wait \
-         for it to end",
-        job.operation.to_lowercase(),
-        job.slots,
-        job.peer,
-        job.state,
-        and_more(count.saturating_sub(1), "jobs")
-    ))
-}
-
-/// The slots left open, by their source (migrating), else their target (importing).
-fn open_slots(status: &Status) -> Option<String> {
-    let migrating: Vec<(&str, &super::OpenSlot)> = status
-        .masters
-        .iter()
-        .flat_map(|m| m.migrating.iter().map(|o| (m.address.as_str(), o)))
-        .collect();
-    let importing: Vec<(&str, &super::OpenSlot)> = status
-        .masters
-        .iter()
-        .flat_map(|m| m.importing.iter().map(|o| (m.address.as_str(), o)))
-        .collect();
-    // An importing slot whose source lists it migrating is the same move.
-    let alone: Vec<_> = importing
-        .iter()
-        .filter(|(_, o)| !migrating.iter().any(|(_, m)| m.slot == o.slot))
-        .collect();
-    let more = migrating.len() + alone.len();
-    let what = if let Some((address, open)) = migrating.first() {
-        format!(
-            "slot {} is migrating from {address} to {}",
-            open.slot, open.peer
-        )
-    } else {
-        let (address, open) = alone.first()?;
-        format!(
-            "slot {} is importing on {address} from {}",
-            open.slot, open.peer
-        )
-    };
-    Some(format!(
-        "{what}{}: a move under way, or left by a stopped run (`ringslot apply` with the same \
-         plan goes on with it; else redis-cli --cluster fix)",
-        and_more(more.saturating_sub(1), "open slots")
-    ))
 }
 
 /// The master with the largest `share`.
@@ -356,6 +423,13 @@ mod tests {
         }
     }
 
+    /// The verdict on `s`, its findings made first (as `read_status` makes them).
+    fn verdict_of(s: &Status) -> String {
+        let mut s = s.clone();
+        s.findings = findings(&s);
+        verdict(&s)
+    }
+
     fn status(mut masters: Vec<MasterStatus>) -> Status {
         let slots: Vec<f64> = masters.iter().map(|m| m.slots as f64).collect();
         let bytes: Vec<f64> = masters.iter().map(|m| m.bytes.value).collect();
@@ -372,6 +446,7 @@ mod tests {
             seed: "10.0.0.1:7000".into(),
             server: "redis 7.0.15".into(),
             verdict: String::new(),
+            findings: Vec::new(),
             masters,
             flagged: Vec::new(),
             uncovered_slots: 0,
@@ -397,7 +472,7 @@ mod tests {
             master("b:1", 5461, 0.45e6),
             master("c:1", 5461, 0.45e6),
         ]);
-        let v = verdict(&s);
+        let v = verdict_of(&s);
         assert!(
             v.starts_with("balanced by slots, not by bytes: master a:1 holds 2.10x"),
             "{v}"
@@ -409,9 +484,9 @@ mod tests {
     fn even_by_both_says_so_and_an_empty_master_asks_for_the_rebalance() {
         let s = status(vec![master("a:1", 8192, 1e6), master("b:1", 8192, 1.02e6)]);
         assert!(
-            verdict(&s).starts_with("balanced by slots and by bytes"),
+            verdict_of(&s).starts_with("balanced by slots and by bytes"),
             "{}",
-            verdict(&s)
+            verdict_of(&s)
         );
         let s = status(vec![
             master("a:1", 8192, 1e6),
@@ -419,9 +494,9 @@ mod tests {
             master("c:1", 0, 0.0),
         ]);
         assert!(
-            verdict(&s).starts_with("master c:1 holds no slots"),
+            verdict_of(&s).starts_with("master c:1 holds no slots"),
             "{}",
-            verdict(&s)
+            verdict_of(&s)
         );
     }
 
@@ -429,7 +504,7 @@ mod tests {
     fn a_plan_by_bytes_is_not_undone_and_a_slot_bigger_than_a_share_is_named() {
         // Even by bytes, not by slots: as a plan by bytes leaves a cluster.
         let s = status(vec![master("a:1", 10000, 1e6), master("b:1", 6384, 1e6)]);
-        let v = verdict(&s);
+        let v = verdict_of(&s);
         assert!(v.starts_with("balanced by bytes, not by slots"), "{v}");
         assert!(v.contains("would even the slot counts and undo it"), "{v}");
         // A slot heavier than a master's share: no plan of whole slots evens it.
@@ -444,7 +519,7 @@ mod tests {
             keys: 1000,
             bytes: 2.5e6,
         });
-        let v = verdict(&s);
+        let v = verdict_of(&s);
         assert!(
             v.starts_with("not balanced by bytes: master a:1 holds 1.80x"),
             "{v}"
@@ -453,9 +528,9 @@ mod tests {
         // Neither: both named.
         let s = status(vec![master("a:1", 10000, 3e6), master("b:1", 6384, 1e6)]);
         assert!(
-            verdict(&s).starts_with("balanced by neither"),
+            verdict_of(&s).starts_with("balanced by neither"),
             "{}",
-            verdict(&s)
+            verdict_of(&s)
         );
     }
 
@@ -480,7 +555,7 @@ mod tests {
             slot: 100,
             peer: "a:1".into(),
         });
-        let v = verdict(&status(vec![target, source]));
+        let v = verdict_of(&status(vec![target, source]));
         assert!(
             v.starts_with("an atomic slot migration is under way on b:1 (export"),
             "{v}"
@@ -501,7 +576,7 @@ mod tests {
         });
         let mut b = master("b:1", 8192, 1e6);
         b.maxmemory = 1.05e6;
-        let v = verdict(&status(vec![a, b]));
+        let v = verdict_of(&status(vec![a, b]));
         assert!(
             v.starts_with("slot 100 is migrating from a:1 to b:1"),
             "{v}"
@@ -512,7 +587,7 @@ mod tests {
         // A full master alone is no reason to wait: the balance keeps its command.
         let mut b = master("b:1", 8192, 1e6);
         b.maxmemory = 1.05e6;
-        let v = verdict(&status(vec![master("a:1", 8192, 1e6), b]));
+        let v = verdict_of(&status(vec![master("a:1", 8192, 1e6), b]));
         assert!(v.starts_with("b:1 is at 95% of its maxmemory"), "{v}");
         assert!(v.ends_with("(peak-to-mean 1.00 and 1.00)"), "{v}");
     }
@@ -543,7 +618,7 @@ mod tests {
             lag_bytes: None,
             unread: String::new(),
         });
-        let v = verdict(&s);
+        let v = verdict_of(&s);
         assert!(
             v.starts_with("not healthy: master b:1 is flagged `fail?` (its 8192 slots wait"),
             "{v}"
