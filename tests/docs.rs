@@ -563,6 +563,79 @@ fn the_status_fields_are_the_ones_its_page_lists() {
 }
 
 #[test]
+fn the_exit_statuses_and_findings_are_the_ones_the_tool_has() {
+    // docs/cluster.md's one table of exit statuses against `ringslot_tool::cli::EXIT_STATUSES`,
+    // and its table of findings against `Finding::samples()`: each kind with its exit status
+    // and the fields `--json` gives it.
+    use ringslot_tool::cli::EXIT_STATUSES;
+    use ringslot_tool::cluster::finding::Finding;
+    let page = read(&root().join("docs/cluster.md"));
+    let start = page
+        .find("\n### Exit status\n")
+        .expect("docs/cluster.md has a section \"Exit status\"");
+    let section = &page[start + 1..];
+    let section = &section[..section[4..].find("\n#").map_or(section.len(), |e| e + 4)];
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .filter(|l| {
+            l.starts_with("| ") && !l.starts_with("| status") && !l.starts_with("| finding")
+        })
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    let statuses: BTreeSet<i32> = rows
+        .iter()
+        .filter(|r| r.len() == 2)
+        .filter_map(|r| r[0].parse().ok())
+        .collect();
+    assert_eq!(
+        statuses,
+        EXIT_STATUSES.iter().copied().collect::<BTreeSet<i32>>(),
+        "the exit statuses docs/cluster.md lists (left) and the tool's (right)"
+    );
+    let documented: BTreeMap<String, (String, i32)> = rows
+        .iter()
+        .filter(|r| r.len() == 4)
+        .map(|r| {
+            (
+                r[0].trim_matches('`').to_string(),
+                (r[2].clone(), r[3].parse().unwrap_or(-1)),
+            )
+        })
+        .collect();
+    let mut kinds = BTreeSet::new();
+    for f in Finding::samples() {
+        kinds.insert(f.kind().to_string());
+        let (fields, status) = documented
+            .get(f.kind())
+            .unwrap_or_else(|| panic!("docs/cluster.md's findings lack `{}`", f.kind()));
+        assert_eq!(
+            *status,
+            f.exit_status(),
+            "the exit status of `{}`",
+            f.kind()
+        );
+        let json = serde_json::to_value(&f).unwrap();
+        for name in json.as_object().unwrap().keys().filter(|k| *k != "kind") {
+            assert!(
+                fields.contains(&format!("`{name}`")),
+                "docs/cluster.md's `{}` lacks its field `{name}`",
+                f.kind()
+            );
+        }
+    }
+    assert_eq!(
+        documented.keys().cloned().collect::<BTreeSet<String>>(),
+        kinds,
+        "the findings docs/cluster.md lists (left) and the tool's (right)"
+    );
+}
+
+#[test]
 fn placement_lists_every_flavour_and_scheme() {
     let flavours: BTreeSet<String> = Flavour::ALL.iter().map(|f| f.name().into()).collect();
     let schemes: BTreeSet<String> = Scheme::ALL.iter().map(|s| s.name().into()).collect();

@@ -160,7 +160,7 @@ impl FullCluster {
 
     /// Fills each master and its replica to `fill` of its `maxmemory` (their `used_memory`
     /// over `fill`) under `policy`, then joins a fourth master and its replica (made by
-    /// `builder`) with the largest of the three `maxmemory`, and waits for convergence.
+    /// `builder`) with the largest of the three `maxmemory` ([`FullCluster::join`]).
     pub fn fill_up(
         &mut self,
         fill: f64,
@@ -179,6 +179,17 @@ impl FullCluster {
             self.limits.insert(self.cluster.nodes[m].address(), limit);
         }
         let largest = self.limits.values().copied().max().unwrap_or(0);
+        self.join(largest, policy, builder)
+    }
+
+    /// Joins a fourth master and its replica (made by `builder`, their backlog at 1 MiB) with
+    /// `maxmemory` `limit` under `policy`, and waits for convergence.
+    pub fn join(
+        &mut self,
+        limit: u64,
+        policy: &str,
+        builder: impl Fn() -> crate::ServerBuilder,
+    ) -> Result<(), Error> {
         let joining = self.cluster.add_node(&builder)?;
         run(
             &self.cluster.nodes[joining],
@@ -191,13 +202,43 @@ impl FullCluster {
         )?;
         for n in [joining, replica] {
             let s = &self.cluster.nodes[n];
-            run(s, &format!("CONFIG SET maxmemory {largest}"))?;
+            run(s, &format!("CONFIG SET maxmemory {limit}"))?;
             run(s, &format!("CONFIG SET maxmemory-policy {policy}"))?;
         }
         self.limits
-            .insert(self.cluster.nodes[joining].address(), largest);
+            .insert(self.cluster.nodes[joining].address(), limit);
         self.joining = Some(joining);
         self.cluster.converge()?;
+        Ok(())
+    }
+
+    /// A hash of `fields` fields of 80 bytes at `key`, on its owner (pipelined).
+    pub fn big_hash(&self, key: &str, fields: usize) -> Result<(), Error> {
+        let table = cluster_nodes(&self.cluster.nodes[0]).and_then(|t| parse_cluster_nodes(&t))?;
+        let owner = owners(&table)
+            .get(usize::from(key_slot(key.as_bytes())))
+            .cloned()
+            .flatten()
+            .unwrap_or_default();
+        let server = self
+            .cluster
+            .nodes
+            .iter()
+            .find(|s| s.address() == owner)
+            .ok_or_else(|| Error(format!("no owner of {key}")))?;
+        let mut con = server.try_client().map_err(|e| Error(e.to_string()))?;
+        for chunk in (0..fields).collect::<Vec<_>>().chunks(10_000) {
+            let mut pipe = redis::pipe();
+            for i in chunk {
+                pipe.cmd("HSET")
+                    .arg(key)
+                    .arg(format!("field:{i}"))
+                    .arg(format!("{:x<80}", format!("value-{i}-")))
+                    .ignore();
+            }
+            pipe.query::<()>(&mut con)
+                .map_err(|e| Error(format!("{owner}: {e}")))?;
+        }
         Ok(())
     }
 

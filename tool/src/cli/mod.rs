@@ -213,6 +213,20 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_REFUSED: i32 = REFUSED;
 /// Exit status after Ctrl-C (the run stopped at its next step, or at once on a second one).
 pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit status of `apply` stopped by its test hook (`RINGSLOT_APPLY_EXIT_AFTER_WRITES`), as
+/// a killed process leaves the cluster: the tests' only.
+pub const EXIT_TEST_HOOK: i32 = 86;
+
+/// Every exit status the tool ends with (docs/cluster.md "Exit status", checked by
+/// tests/docs.rs).
+pub const EXIT_STATUSES: [i32; 6] = [
+    EXIT_OK,
+    EXIT_ERROR,
+    EXIT_USAGE,
+    EXIT_REFUSED,
+    EXIT_INTERRUPTED,
+    EXIT_TEST_HOOK,
+];
 
 /// The exit status of a run that ended with `e` (docs/cluster.md "Exit status").
 pub fn exit_status(e: &anyhow::Error) -> i32 {
