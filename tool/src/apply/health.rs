@@ -5,9 +5,9 @@
 
 use super::Prepared;
 use crate::cluster::finding::Finding;
-use crate::cluster::topology::nodes_on;
+use crate::cluster::snapshot::Parts;
 use crate::plan::SlotPlan;
-use anyhow::Result;
+use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::time::{Duration, Instant};
 
@@ -75,10 +75,24 @@ impl Prepared {
             return self.roles(next);
         }
         self.last_full_check = Some(Instant::now());
-        let seed_view = nodes_on(&mut self.seed)?;
+        let addresses: Vec<String> = self.masters.nodes.keys().cloned().collect();
+        self.snapshot.refresh(Parts::HEALTH, &addresses)?;
+        // A node flagged failing is not read: said as such first.
+        if let Some(why) = unhealthy(&self.snapshot.seed_view, &[]) {
+            return Ok(Some(why));
+        }
         let mut drained = Vec::new();
         for (address, n) in self.masters.nodes.iter_mut() {
-            n.view = nodes_on(&mut n.con)?;
+            let read = self
+                .snapshot
+                .node(address)
+                .ok_or_else(|| anyhow!("{address} is no longer listed by the seed"))?;
+            let (Some(view), None) = (&read.view, read.why_unread()) else {
+                bail!(read
+                    .why_unread()
+                    .unwrap_or_else(|| format!("{address}: not read")));
+            };
+            n.view = view.clone();
             let me = myself(&n.view);
             // Drained by the moves done, whichever lanes they were in: it serves no slot.
             if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
@@ -87,8 +101,7 @@ impl Prepared {
                 drained.push(address.clone());
                 continue;
             }
-            let info = n.con.text(&["CLUSTER", "INFO"])?;
-            let state = crate::reply::info_field(&info, "cluster_state").unwrap_or_default();
+            let state = read.state.clone().unwrap_or_default();
             if state != "ok" {
                 return Ok(Some(Finding::ClusterState {
                     node: address.clone(),
@@ -105,7 +118,7 @@ impl Prepared {
             .iter()
             .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
             .collect();
-        Ok(unhealthy(&seed_view, &own))
+        Ok(unhealthy(&self.snapshot.seed_view, &own))
     }
 
     /// Between full checks: whether the next move's (`next`) two masters are still masters

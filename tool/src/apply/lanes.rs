@@ -39,6 +39,7 @@ use super::health::drains;
 use super::{Applied, ApplyOptions, Event, Prepared};
 use crate::cluster::finding::is_refused;
 use crate::cluster::pacing::Limiter;
+use crate::cluster::snapshot::{Parts, Snapshot};
 use crate::cluster::INTERRUPTED;
 use crate::plan::SlotPlan;
 use anyhow::{anyhow, bail, Result};
@@ -145,7 +146,7 @@ impl Prepared {
             plan: self.plan.clone(),
             position: self.position.clone(),
             masters: self.masters.reconnect()?,
-            seed: self.access.seed().connect()?,
+            snapshot: Snapshot::read(&self.access, Parts::NONE)?,
             access: self.access.clone(),
             last_full_check: None,
             replicas: self.replicas.clone(),

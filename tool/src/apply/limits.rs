@@ -21,9 +21,10 @@ use crate::cluster::connection::NodeConnection;
 use crate::cluster::finding::Finding;
 use crate::cluster::link::Link;
 use crate::cluster::memory::{read_memory, replicas_of, NodeMemory, ReplicaLink};
+use crate::cluster::snapshot::Snapshot;
 use crate::cluster::topology::nodes_on;
 use crate::plan::SlotMove;
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::myself;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -119,12 +120,13 @@ fn replica_soft_limit(value: &str) -> Option<f64> {
 }
 
 impl Limits {
-    /// Connects to `masters` (address, link) and `replicas` (address, link, its master's
-    /// address) and reads their memory; `headroom`, a fraction. A replica that cannot be read
-    /// is not watched: it is returned, with why (its master's view of it, its link and lag,
-    /// is still checked). Error: a master that cannot be reached or read (`INFO` needs
-    /// `+info`).
+    /// The memory of `masters` (address, link) and `replicas` (address, link, its master's
+    /// address) as `snapshot` read it, and a connection to each for the watch; `headroom`, a
+    /// fraction. A replica that was not read, or cannot be reached, is not watched: it is
+    /// returned, with why (its master's view of it, its link and lag, is still checked).
+    /// Error: a master that was not read or cannot be reached (`INFO` needs `+info`).
     pub(crate) fn read(
+        snapshot: &Snapshot,
         masters: &[(String, Link)],
         replicas: &[(String, Link, String)],
         headroom: f64,
@@ -140,17 +142,20 @@ impl Limits {
             .map(|(a, l)| (a, l, None))
             .chain(replicas.iter().map(|(a, l, m)| (a, l, Some(m.clone()))));
         for (address, link, replica_of) in all {
-            let read = link
-                .connect()
-                .and_then(|mut con| read_memory(&mut con).map(|m| (con, m)));
+            let read = snapshot.node(address);
+            let memory = read.and_then(|n| n.memory.clone()).ok_or_else(|| {
+                let why = read.and_then(|n| n.unread.clone());
+                anyhow!("{}", why.unwrap_or_else(|| "not read".into()))
+            });
+            let read = memory.and_then(|m| Ok((link.connect()?, m)));
             let (mut con, memory) = match (read, &replica_of) {
                 (Ok(read), _) => read,
                 (Err(e), Some(master)) => {
-                    unread.push(format!("replica {address} of {master}: {e}"));
+                    unread.push(format!("replica {address} of {master}: {e:#}"));
                     lag_only.push((address.clone(), master.clone()));
                     continue;
                 }
-                (Err(e), None) => return Err(e.into()),
+                (Err(e), None) => return Err(e.context(address.clone())),
             };
             start.insert(address.clone(), memory.clone());
             match &replica_of {

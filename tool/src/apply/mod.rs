@@ -38,11 +38,11 @@ mod verbs;
 
 pub(crate) use prepare::prepare_settled;
 
-use crate::cluster::connection::NodeConnection;
 use crate::cluster::finding::{refuse, stop};
 use crate::cluster::link::Access;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
+use crate::cluster::snapshot::Snapshot;
 use crate::cluster::INTERRUPTED;
 use crate::plan::{SlotMove, SlotPlan};
 use anyhow::{bail, Result};
@@ -198,8 +198,10 @@ pub(crate) struct Prepared {
     /// Where the cluster stands in the plan.
     pub position: Position,
     masters: Masters,
-    /// A connection to the seed, whose view of the other nodes' flags the checks read.
-    seed: NodeConnection,
+    /// The cluster as read before the run (its memory, which [`Prepared::check_limits`]
+    /// judges), refreshed by the checks between slots ([`Prepared::health`]): the seed's view
+    /// of the other nodes' flags, the masters' own views and `cluster_state`.
+    snapshot: Snapshot,
     access: Access,
     /// When every master was last checked (see [`Prepared::health`]).
     last_full_check: Option<Instant>,
@@ -235,7 +237,8 @@ impl Prepared {
         check(&links, &needs, self.access.user()).map(|_| ())
     }
 
-    /// Reads the memory of the plan's masters and their replicas and walks the moves to go
+    /// Takes the memory of the plan's masters and their replicas as the snapshot read it
+    /// before the run ([`super::prepare`]) and walks the moves to go
     /// against their limits less `opts.headroom` as `predict` walks a plan
     /// ([`Limits::check_plan`], atomic with `atomic`); the run then watches them ([`Limits`]).
     /// `Some`: the first moment of the plan that would not fit (a node, its memory then and
@@ -248,7 +251,8 @@ impl Prepared {
         on: &mut dyn FnMut(Event),
     ) -> Result<Option<crate::cluster::budget::Judgement>> {
         let masters = self.masters.links();
-        let (limits, unread) = Limits::read(&masters, &self.replicas, opts.headroom)?;
+        let (limits, unread) =
+            Limits::read(&self.snapshot, &masters, &self.replicas, opts.headroom)?;
         for why in unread {
             on(Event::Notice(format!(
                 "{why}: its memory is not watched (its master's view of its link and lag is)"

@@ -8,9 +8,9 @@ use super::position::position;
 use super::Prepared;
 use crate::cluster::finding::{refuse, stop, Finding, Unreached};
 use crate::cluster::link::Access;
-use crate::cluster::topology::{nodes_of, nodes_on, Reach};
+use crate::cluster::snapshot::{Parts, Snapshot};
 use crate::plan::SlotPlan;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,36 +20,48 @@ use std::time::Duration;
 /// healthy, and its state is one a run of the plan reaches (each lane at a move of its own).
 /// Reads only.
 pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
-    let seed_view = nodes_of(&access.seed())?;
-    let reach = Reach::of(access);
+    let mut snapshot = Snapshot::read(access, Parts::PLAN)?;
+    let seed_view = snapshot.seed_view.clone();
+    // A node flagged failing is not read: said as such before anything else.
+    if let Some(why) = unhealthy(&seed_view, &[]) {
+        return stop(
+            why,
+            "apply when the cluster is healthy (redis-cli --cluster check)".into(),
+        );
+    }
     let mut nodes = BTreeMap::new();
-    for n in seed_view.iter().filter(|n| n.has("master")) {
-        let link = reach.link(n)?;
-        let mut con = link.connect()?;
-        let view = nodes_on(&mut con)?;
+    let masters: Vec<String> = snapshot.masters().map(|n| n.node.address.clone()).collect();
+    for address in masters {
+        let Some(n) = snapshot.node(&address) else {
+            continue;
+        };
+        let (view, link, id) = match (&n.view, n.why_unread()) {
+            (Some(view), None) => (view.clone(), n.link.clone(), n.node.id.clone()),
+            (_, why) => bail!(why.unwrap_or_else(|| format!("{address}: not read"))),
+        };
         // A node the seed still lists as a master that has become a replica (the news has
         // not reached the seed yet) is left out unless the plan moves slots to it: a source
         // drained by the plan, or failed over, which the position tells apart (a move from it
         // not done has no owner among the plan's masters).
         let master_itself = myself(&view).is_some_and(|m| m.has("master"));
         if !master_itself {
-            if drains(&plan, &n.address, plan.moves.len()) {
+            if drains(&plan, &address, plan.moves.len()) {
                 continue;
             }
-            if !plan.moves.iter().any(|m| m.to == n.address) {
+            if !plan.moves.iter().any(|m| m.to == address) {
                 refuse!(
-                    "{} is a replica by its own CLUSTER NODES while the seed lists it as a \
-                     master (a failover under way?): apply when redis-cli --cluster check is \
-                     clean",
-                    n.address
+                    "{address} is a replica by its own CLUSTER NODES while the seed lists it as \
+                     a master (a failover under way?): apply when redis-cli --cluster check is \
+                     clean"
                 );
             }
         }
+        let con = snapshot.connection(&address)?;
         nodes.insert(
-            n.address.clone(),
+            address,
             Node {
                 link,
-                id: n.id.clone(),
+                id,
                 con,
                 view,
             },
@@ -74,23 +86,21 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         .map_err(|why| Finding::Unreached { why })?;
     // The replicas of the plan's masters, which the run watches (healthy ones: a failing
     // replica stops the run at its first check anyway).
-    let mut replicas = Vec::new();
-    for r in seed_view.iter().filter(|n| n.has("slave")) {
-        let master = nodes
-            .iter()
-            .find(|(_, m)| Some(&m.id) == r.master.as_ref())
-            .map(|(a, _)| a.clone());
-        if let Some(master) = master {
-            replicas.push((r.address.clone(), reach.link(r)?, master));
-        }
-    }
+    let replicas = nodes
+        .keys()
+        .flat_map(|master| {
+            snapshot
+                .replicas_of(master)
+                .map(|r| (r.node.address.clone(), r.link.clone(), master.clone()))
+        })
+        .collect();
     Ok(Prepared {
         replicas,
         limits: None,
         plan,
         position,
         masters: Masters::new(nodes),
-        seed: access.seed().connect()?,
+        snapshot,
         access: access.clone(),
         last_full_check: None,
         paced: None,

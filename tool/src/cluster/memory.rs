@@ -122,6 +122,11 @@ pub fn memory_of(address: &str, memory: &str, stats: &str) -> NodeMemory {
 /// call, the sections Redis 7.0 and later give together). Error: `INFO` refused (it needs
 /// `+info`) or the node does not answer.
 pub fn read_memory(con: &mut NodeConnection) -> Result<NodeMemory, NodeError> {
+    read_memory_info(con).map(|(memory, _)| memory)
+}
+
+/// [`read_memory`], with the `INFO` text it was read from (its `replication` section too).
+pub fn read_memory_info(con: &mut NodeConnection) -> Result<(NodeMemory, String), NodeError> {
     let info = con.text(&[
         "INFO",
         "memory",
@@ -130,7 +135,7 @@ pub fn read_memory(con: &mut NodeConnection) -> Result<NodeMemory, NodeError> {
         "server",
         "replication",
     ])?;
-    Ok(memory_of(con.address(), &info, &info))
+    Ok((memory_of(con.address(), &info, &info), info))
 }
 
 /// `redis 7.0.15` or `valkey 9.1.2` from an `INFO server` text; empty where it says neither.

@@ -14,7 +14,9 @@
 //! - [`budget`]: the one model of a node's memory through a move, judging it against its limit;
 //! - `permissions`: the commands each run needs, probed on every master first;
 //! - [`pacing`]: the rate limit, the run's holds, and another client's `PING`s meanwhile;
-//! - [`reads`]: `INFO` facts, per-slot key counts, `SCAN`.
+//! - [`reads`]: `INFO` facts, per-slot key counts, `SCAN`;
+//! - [`snapshot`]: one read of the whole cluster (views, memory, replication, state, atomic
+//!   jobs), the one piece of code that reads what the commands judge it by.
 
 pub mod budget;
 pub mod connection;
@@ -26,6 +28,7 @@ pub mod migrations;
 pub mod pacing;
 pub(crate) mod permissions;
 pub mod reads;
+pub mod snapshot;
 pub mod topology;
 
 pub use connection::{args, NodeConnection};

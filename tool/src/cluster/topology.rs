@@ -7,11 +7,10 @@
 use super::connection::NodeConnection;
 use super::finding::Finding;
 use super::link::{Access, Link};
-use super::migrations;
+use super::snapshot::{Parts, Snapshot};
 use crate::reply::{array as items, field};
 use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, parse_cluster_nodes, ClusterNode};
-use ringslot_engine::SLOT_COUNT;
 use std::collections::HashMap;
 
 /// One master of the cluster.
@@ -75,7 +74,7 @@ impl LiveCluster {
 /// node's TLS port, which `CLUSTER NODES` does not show when the cluster bus is plain
 /// (`tls-cluster no`): `CLUSTER SHARDS` gives each node's `tls-port`.
 #[derive(Debug, Clone)]
-pub(crate) struct Reach {
+pub struct Reach {
     access: Access,
     tls_ports: HashMap<String, u16>,
 }
@@ -139,101 +138,31 @@ pub(crate) fn nodes_on(con: &mut NodeConnection) -> Result<Vec<ClusterNode>> {
     parse_cluster_nodes(&text).map_err(|e| anyhow!("{}: {e}", con.address()))
 }
 
-/// `CLUSTER NODES` of the node at `link`, parsed.
-pub(crate) fn nodes_of(link: &Link) -> Result<Vec<ClusterNode>> {
-    nodes_on(&mut link.connect()?)
-}
-
 /// Every slot `node` serves, ascending.
 pub(crate) fn slots_of(node: &ClusterNode) -> Vec<u16> {
     node.slots.iter().flat_map(|&(a, b)| a..=b).collect()
 }
 
-/// Reads and checks the topology from the seed (see the module docs). Errors: a [`Finding`]
-/// (a node flagged failing, a slot open, a node that disagrees with the seed, an atomic
-/// migration running), or a node that cannot be read.
+/// Reads and checks the topology from the seed (see the module docs), through one
+/// [`Snapshot`] of its views and atomic jobs. Errors: a [`Finding`] (a node flagged failing, a
+/// slot open, a node that disagrees with the seed, an atomic migration running), or a node
+/// that cannot be read.
 pub fn read_topology(access: &Access) -> Result<LiveCluster> {
-    let nodes = nodes_of(&access.seed())?;
-    if let Some(why) = refusal(&nodes, &[]) {
+    read_checked(access).map(|(_, topo)| topo)
+}
+
+/// [`read_topology`], with the snapshot it was read from (which a prediction refreshes for
+/// the nodes' memory before it plans).
+pub(crate) fn read_checked(access: &Access) -> Result<(Snapshot, LiveCluster)> {
+    let snapshot = Snapshot::read(access, Parts::TOPOLOGY)?;
+    if let Some(why) = snapshot.refusal() {
         bail!(why);
     }
-    let reach = Reach::of(access);
-    // Every node's own view.
-    let mut views = Vec::with_capacity(nodes.len());
-    for n in &nodes {
-        views.push((n.address.clone(), nodes_of(&reach.link(n)?)?));
-    }
-    if let Some(why) = refusal(&nodes, &views) {
+    if let Some(why) = snapshot.nodes.values().find_map(|n| n.why_unread()) {
         bail!(why);
     }
-    let mut masters: Vec<Master> = nodes
-        .iter()
-        .filter(|n| n.has("master"))
-        .map(|n| {
-            Ok(Master {
-                address: n.address.clone(),
-                slots: slots_of(n),
-                link: reach.link(n)?,
-            })
-        })
-        .collect::<Result<_>>()?;
-    for m in &masters {
-        if let Some(job) = migrations::running(&mut m.link.connect()?)? {
-            let text = |name: &str| job.get(name).cloned().unwrap_or_default();
-            let peer = if text("operation").eq_ignore_ascii_case("import") {
-                text("source_node")
-            } else {
-                text("target_node")
-            };
-            bail!(Finding::AtomicJob {
-                node: m.address.clone(),
-                name: text("name"),
-                operation: text("operation"),
-                slots: text("slot_ranges"),
-                state: text("state"),
-                peer: nodes
-                    .iter()
-                    .find(|n| n.id == peer)
-                    .map_or(peer, |n| n.address.clone()),
-            });
-        }
-    }
-    masters.sort_by(|a, b| {
-        let first = |m: &Master| m.slots.first().copied().unwrap_or(u16::MAX);
-        (first(a), &a.address).cmp(&(first(b), &b.address))
-    });
-    let mut owner = vec![None; SLOT_COUNT];
-    for (i, m) in masters.iter().enumerate() {
-        for &slot in &m.slots {
-            if let Some(o) = owner.get_mut(usize::from(slot)) {
-                *o = Some(i);
-            }
-        }
-    }
-    let seed = myself(&nodes).and_then(|me| masters.iter().position(|m| m.address == me.address));
-    let mut replicas: Vec<Replica> = nodes
-        .iter()
-        .filter(|n| n.has("slave"))
-        .filter_map(|n| {
-            let master = nodes.iter().find(|m| Some(&m.id) == n.master.as_ref())?;
-            Some((n, master.address.clone()))
-        })
-        .map(|(n, master)| {
-            Ok(Replica {
-                address: n.address.clone(),
-                master,
-                link: reach.link(n)?,
-            })
-        })
-        .collect::<Result<_>>()?;
-    replicas.sort_by(|a, b| a.address.cmp(&b.address));
-    Ok(LiveCluster {
-        masters,
-        replicas,
-        owner,
-        seed,
-        nodes,
-    })
+    let topo = snapshot.live()?;
+    Ok((snapshot, topo))
 }
 
 /// The masters and their slots as one node's `CLUSTER NODES` lists them, sorted: what all
@@ -250,23 +179,32 @@ fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
 
 /// The first slot `node` has open as a finding on `address` (`seed_view` names its peer).
 fn open_slot(address: &str, node: &ClusterNode, seed_view: &[ClusterNode]) -> Option<Finding> {
-    let (slot, peer, importing) = node
+    open_slots(address, node, seed_view).into_iter().next()
+}
+
+/// Every slot `node` has open (its line's `[slot->-peer]` and `[slot-<-peer]`), as findings
+/// on `address` by slot; `seed_view` names the peer (its id where it lists no such node).
+fn open_slots(address: &str, node: &ClusterNode, seed_view: &[ClusterNode]) -> Vec<Finding> {
+    let mut open: Vec<(u16, &String, bool)> = node
         .migrating
         .iter()
         .map(|(s, p)| (*s, p, false))
         .chain(node.importing.iter().map(|(s, p)| (*s, p, true)))
-        .min_by_key(|(s, _, _)| *s)?;
-    Some(Finding::OpenSlot {
-        slot,
-        node: address.to_string(),
-        importing,
-        peer: Some(
-            seed_view
-                .iter()
-                .find(|n| n.id == *peer)
-                .map_or_else(|| peer.clone(), |n| n.address.clone()),
-        ),
-    })
+        .collect();
+    open.sort_by_key(|(s, _, _)| *s);
+    open.into_iter()
+        .map(|(slot, peer, importing)| Finding::OpenSlot {
+            slot,
+            node: address.to_string(),
+            importing,
+            peer: Some(
+                seed_view
+                    .iter()
+                    .find(|n| n.id == *peer)
+                    .map_or_else(|| peer.clone(), |n| n.address.clone()),
+            ),
+        })
+        .collect()
 }
 
 /// Why a prediction must not run on the cluster the seed sees as `seed_view`, given every

@@ -52,7 +52,8 @@ use crate::cluster::link::{Access, Link};
 use crate::cluster::pacing::{ping_round_trips, Holds, Probe, Prober};
 use crate::cluster::permissions;
 use crate::cluster::reads::{dump_stats, node_facts, without_module};
-use crate::cluster::topology::{read_topology, LiveCluster};
+use crate::cluster::snapshot::Parts;
+use crate::cluster::topology::{read_checked, LiveCluster};
 use anyhow::{anyhow, bail, Result};
 use prediction::{add_methods, assemble};
 use std::collections::BTreeMap;
@@ -82,7 +83,7 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
     let seed = access.seed();
     permissions::check(&[&seed], &needs, access.user())?;
     eprintln!("ringslot: reading the topology ...");
-    let topo = read_topology(access)?;
+    let (mut snapshot, topo) = read_checked(access)?;
     check_against(change, &topo)?;
     let links: Vec<&Link> = topo.masters.iter().map(|m| &m.link).collect();
     let granted = permissions::check(&links, &needs, access.user())?;
@@ -156,7 +157,9 @@ pub fn predict(access: &Access, change: &MasterChange, opts: &Options) -> Result
             }
         }
     }
-    let reads = nodes::read_nodes(access, &topo, &asked);
+    let listed: Vec<String> = snapshot.nodes.keys().cloned().collect();
+    snapshot.refresh(Parts::MEMORY, &listed)?;
+    let reads = nodes::read_nodes(access, &snapshot, &topo, &asked);
     let mut prediction = assemble(
         &topo, change, gathered, &holds, waits, opts, started, timing, &reads,
     );

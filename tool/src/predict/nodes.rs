@@ -1,14 +1,15 @@
 //! What a prediction reads of every node besides its keys, before it plans: each master's and
 //! each replica's memory and limit ([`crate::cluster::memory`]) and whether each master has
-//! atomic slot migration. A master of the cluster is reached by its link; a joining one,
-//! which the cluster does not list yet, as the seed is, at its address. A node that cannot be
+//! atomic slot migration. The nodes the cluster lists are read through its snapshot
+//! ([`crate::cluster::snapshot`], refreshed right before the plan); a joining one, which the
+//! cluster does not list yet, here, at its address, as the seed is. A node that cannot be
 //! read is named, and what it means said once (a refused `INFO`, a user who cannot log in).
 
 use crate::cluster::budget::Budget;
-use crate::cluster::connection::NodeConnection;
-use crate::cluster::error::{Code, NodeError};
+use crate::cluster::error::Code;
 use crate::cluster::link::{Access, Link};
-use crate::cluster::memory::{read_memory, NodeMemory};
+use crate::cluster::memory::{read_memory_info, NodeMemory};
+use crate::cluster::snapshot::{NodeRead, Snapshot};
 use crate::cluster::topology::LiveCluster;
 use std::collections::BTreeMap;
 
@@ -50,13 +51,13 @@ impl NodeReads {
         budget
     }
 
-    fn failed(&mut self, address: &str, e: &NodeError) {
+    fn failed(&mut self, address: &str, why: String, code: Option<Code>) {
         self.unknown.push(address.to_string());
         if self.note.is_none() {
-            self.note = Some(e.to_string());
-            self.hint = match e.code {
-                Code::NoPermCommand => Some("`INFO` needs `+info`."),
-                Code::Auth => Some(
+            self.note = Some(why);
+            self.hint = match code {
+                Some(Code::NoPermCommand) => Some("`INFO` needs `+info`."),
+                Some(Code::Auth) => Some(
                     "The user could not log in there: make it on every node, the joining ones \
                      too.",
                 ),
@@ -66,38 +67,66 @@ impl NodeReads {
     }
 }
 
-/// Reads `masters` (addresses: the cluster's, then the joining ones) and every replica of
-/// `topo`. Never fails: a node that cannot be read is in [`NodeReads::unknown`].
-pub(crate) fn read_nodes(access: &Access, topo: &LiveCluster, masters: &[String]) -> NodeReads {
+/// The memory of `masters` (addresses: the cluster's, then the joining ones) and of every
+/// replica of `topo`: as `snapshot` read it for the nodes the cluster lists, read here for a
+/// joining master (at its address, as the seed is reached). Never fails: a node that could not
+/// be read is in [`NodeReads::unknown`].
+pub(crate) fn read_nodes(
+    access: &Access,
+    snapshot: &Snapshot,
+    topo: &LiveCluster,
+    masters: &[String],
+) -> NodeReads {
     let mut reads = NodeReads::default();
     for address in masters {
-        let link = match topo.masters.iter().find(|m| m.address == *address) {
-            Some(m) => m.link.clone(),
+        let read = match snapshot.node(address) {
+            Some(n) => of_snapshot(n),
             None => match access.at(address) {
-                Ok(link) => link,
+                Ok(link) => read_master(&link),
                 Err(_) => continue,
             },
         };
-        match read_master(&link) {
-            Ok((memory, atomic)) => {
-                reads.atomic.insert(address.clone(), atomic);
+        match read {
+            Ok((memory, info)) => {
+                reads
+                    .atomic
+                    .insert(address.clone(), crate::reply::is_valkey_9(&info));
                 reads.masters.push(memory);
             }
-            Err(e) => reads.failed(address, &e),
+            Err((why, code)) => reads.failed(address, why, code),
         }
     }
     for r in &topo.replicas {
-        match r.link.connect().and_then(|mut con| read_memory(&mut con)) {
-            Ok(memory) => reads.replicas.push((memory, r.master.clone())),
-            Err(e) => reads.failed(&r.address, &e),
+        let read = match snapshot.node(&r.address) {
+            Some(n) => of_snapshot(n),
+            None => Err((format!("{}: not listed by the seed", r.address), None)),
+        };
+        match read {
+            Ok((memory, _)) => reads.replicas.push((memory, r.master.clone())),
+            Err((why, code)) => reads.failed(&r.address, why, code),
         }
     }
     reads
 }
 
-/// One master's memory, and whether it has atomic slot migration.
-fn read_master(link: &Link) -> Result<(NodeMemory, bool), NodeError> {
-    let mut con: NodeConnection = link.connect()?;
-    let server = con.text(&["INFO", "server"])?;
-    Ok((read_memory(&mut con)?, crate::reply::is_valkey_9(&server)))
+/// Why a node could not be read, and the code of its error answer, if any.
+type Unread = (String, Option<Code>);
+
+/// A node's memory and `INFO` text as `snapshot` read it.
+fn of_snapshot(n: &NodeRead) -> Result<(NodeMemory, String), Unread> {
+    match (&n.memory, &n.info) {
+        (Some(memory), Some(info)) => Ok((memory.clone(), info.clone())),
+        _ => Err((
+            n.why_unread()
+                .unwrap_or_else(|| format!("{}: not read", n.node.address)),
+            n.unread_code.clone(),
+        )),
+    }
+}
+
+/// A joining master's memory and `INFO` text.
+fn read_master(link: &Link) -> Result<(NodeMemory, String), Unread> {
+    link.connect()
+        .and_then(|mut con| read_memory_info(&mut con))
+        .map_err(|e| (e.to_string(), Some(e.code)))
 }

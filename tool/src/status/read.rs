@@ -6,18 +6,17 @@ use super::{
     MasterStatus, OpenSlot, ReplicaStatus, SlotStatus, Status, StatusOptions, STATUS_VERSION,
 };
 use crate::cluster::connection::NodeConnection;
-use crate::cluster::error::Code;
 use crate::cluster::link::Access;
-use crate::cluster::memory::{read_memory, replicas_of};
+use crate::cluster::memory::{server_of, ReplicaLink};
 use crate::cluster::migrations;
 use crate::cluster::pacing::{Holds, Limiter};
 use crate::cluster::reads::{count_keys_in_slots, scan_master, slot_stats};
-use crate::cluster::topology::{nodes_on, slots_of, Master, Reach};
+use crate::cluster::snapshot::{NodeRead, Parts, Snapshot};
+use crate::cluster::topology::{slots_of, Master};
 use crate::cluster::INTERRUPTED;
 use crate::predict::big_keys::{kind_of, BIG_KEY_MEMORY};
 use crate::predict::estimate::{memory_bytes, SlotSize};
 use crate::predict::sizing::memory_estimates;
-use crate::reply::info_field;
 use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, slot_owners, ClusterNode};
 use ringslot_engine::key_slot;
@@ -49,12 +48,13 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         ..opts.clone()
     };
     let started = Instant::now();
-    let mut seed = access.seed().connect()?;
-    let nodes = nodes_on(&mut seed)?;
-    let server = crate::cluster::memory::server_of(&seed.text(&["INFO", "server"])?);
-    let seed_address =
-        myself(&nodes).map_or_else(|| seed.address().to_string(), |n| n.address.clone());
-    let reach = Reach::of(access);
+    let mut snapshot = Snapshot::read(access, Parts::ALL)?;
+    let nodes = snapshot.seed_view.clone();
+    let seed_address = snapshot.seed.clone();
+    let server = match snapshot.node(&seed_address).and_then(|n| n.memory.as_ref()) {
+        Some(memory) => memory.server.clone(),
+        None => server_of(&access.seed().connect()?.text(&["INFO", "server"])?),
+    };
     let flagged: Vec<FlaggedNode> = nodes
         .iter()
         .filter_map(|n| {
@@ -65,18 +65,24 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
             })
         })
         .collect();
-    // Every master, those flagged failing too (not read: reported with their slots).
-    let masters: Vec<&ClusterNode> = nodes.iter().filter(|n| n.has("master")).collect();
-    let masters_read = masters.clone();
+    // Every master, those flagged failing too (not read: reported with their slots); each
+    // read through the connection the snapshot read it on.
+    let masters: Vec<ClusterNode> = nodes.iter().filter(|n| n.has("master")).cloned().collect();
+    let mut cons: Vec<Result<NodeConnection>> = Vec::new();
+    for m in &masters {
+        let why = snapshot.node(&m.address).map(|n| n.unread.clone());
+        cons.push(match why {
+            Some(None) => snapshot.connection(&m.address),
+            Some(Some(why)) => Err(anyhow!(why)),
+            None => Err(anyhow!("no address")),
+        });
+    }
+    let snapshot = &snapshot;
     let reads: Vec<Result<MasterReads>> = std::thread::scope(|scope| {
         let handles: Vec<_> = masters
             .iter()
-            .map(|m| {
-                scope.spawn(|| match m.failing_flag() {
-                    Some(flag) => Err(anyhow!("flagged `{flag}`: not read")),
-                    None => read_master(&reach, m, &nodes, opts),
-                })
-            })
+            .zip(cons)
+            .map(|(m, con)| scope.spawn(move || read_master(snapshot, m, con?, opts)))
             .collect();
         handles
             .into_iter()
@@ -89,10 +95,10 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted: the screen of every key stopped; nothing is reported");
     }
-    let mut masters = Vec::new();
+    let mut read = Vec::new();
     let mut slots = Vec::new();
     let mut big_keys = Vec::new();
-    for (node, r) in masters_read.iter().zip(reads) {
+    for (node, r) in masters.iter().zip(reads) {
         // A master that cannot be read is reported, not fatal: that is when status is needed.
         let r = r.unwrap_or_else(|e| unread(node, &e));
         slots.extend(r.slots.iter().map(|(slot, size)| SlotStatus {
@@ -102,8 +108,9 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
             bytes: size.memory_total(),
         }));
         big_keys.extend(r.big_keys);
-        masters.push(r.status);
+        read.push(r.status);
     }
+    let mut masters = read;
     masters.sort_by(|a, b| {
         let first = |m: &MasterStatus| if m.slots > 0 { 0 } else { 1 };
         (first(a), &a.address).cmp(&(first(b), &b.address))
@@ -163,39 +170,35 @@ fn balance(masters: &mut [MasterStatus]) -> Balance {
     }
 }
 
-/// The address of node `id` in `nodes`, else the id itself.
-fn address_of(nodes: &[ClusterNode], id: &str) -> String {
-    nodes
-        .iter()
-        .find(|n| n.id == id)
-        .map_or_else(|| id.to_string(), |n| n.address.clone())
-}
-
-/// Everything `status` reads of master `node` (in the seed's view `nodes`) and its replicas.
+/// Everything `status` reads of master `node` beside what `snapshot` read of it and its
+/// replicas (its view, memory, replication, atomic jobs), through `con`: its key count, its
+/// slots' key counts and sizes, its big keys.
 fn read_master(
-    reach: &Reach,
+    snapshot: &Snapshot,
     node: &ClusterNode,
-    nodes: &[ClusterNode],
+    mut con: NodeConnection,
     opts: &StatusOptions,
 ) -> Result<MasterReads> {
-    let link = reach.link(node)?;
-    let mut con = link.connect()?;
+    let read = snapshot
+        .node(&node.address)
+        .ok_or_else(|| anyhow!("not read"))?;
+    let memory = read
+        .memory
+        .clone()
+        .ok_or_else(|| anyhow!("its memory not read"))?;
     // A node lists its own open slots only, on its `myself` line.
-    let own = nodes_on(&mut con)?;
-    let me = myself(&own);
+    let me = read.view.as_deref().and_then(myself);
     let open = |list: Option<&Vec<(u16, String)>>| -> Vec<OpenSlot> {
         list.into_iter()
             .flatten()
             .map(|(slot, id)| OpenSlot {
                 slot: *slot,
-                peer: address_of(nodes, id),
+                peer: snapshot.address_of(id),
             })
             .collect()
     };
     let migrating = open(me.map(|n| &n.migrating));
     let importing = open(me.map(|n| &n.importing));
-    let memory = read_memory(&mut con)?;
-    let replication = con.text(&["INFO", "replication"])?;
     let keys = match con.run(&["DBSIZE"])? {
         redis::Value::Int(n) => u64::try_from(n).unwrap_or(0),
         _ => 0,
@@ -208,13 +211,13 @@ fn read_master(
             .collect(),
         None => count_keys_in_slots(&mut con, &served)?,
     };
-    let atomic_migrations = atomic_migrations(&mut con, nodes)?;
+    let atomic_migrations = atomic_migrations(snapshot, &read.jobs);
     let (mut slots, mut seen) = sample(&mut con, &counts, opts)?;
     if let Some(rate) = opts.screen {
         let master = Master {
             address: node.address.clone(),
             slots: served.clone(),
-            link,
+            link: read.link.clone(),
         };
         screen(&mut con, &master, rate, &mut slots, &mut seen)?;
     }
@@ -234,11 +237,10 @@ fn read_master(
             });
         }
     }
-    let listed = replicas_of(&replication);
-    let replicas = nodes
-        .iter()
-        .filter(|n| n.master.as_deref() == Some(node.id.as_str()))
-        .map(|r| read_replica(reach, r, &listed))
+    let listed = read.replica_links();
+    let replicas = snapshot
+        .replicas_of(&node.address)
+        .map(|r| replica(r, &listed))
         .collect();
     let sizes: Vec<&SlotSize> = slots.iter().map(|(_, s)| s).collect();
     let status = MasterStatus {
@@ -270,20 +272,11 @@ fn read_master(
     })
 }
 
-/// The atomic slot migrations not over on the node at `con`; none on a server without them.
-fn atomic_migrations(
-    con: &mut NodeConnection,
-    nodes: &[ClusterNode],
-) -> Result<Vec<AtomicMigration>> {
-    let jobs = match migrations::list(con) {
-        Ok(jobs) => jobs,
-        Err(e) if matches!(e.code, Code::UnknownSubcommand | Code::UnknownCommand) => Vec::new(),
-        Err(e) => return Err(e.into()),
-    };
+/// The atomic slot migrations not over, `jobs` as a master lists them, each peer named by its
+/// address where `snapshot` knows it.
+fn atomic_migrations(snapshot: &Snapshot, jobs: &[migrations::Job]) -> Vec<AtomicMigration> {
     let text = |job: &migrations::Job, name: &str| job.get(name).cloned().unwrap_or_default();
-    Ok(jobs
-        .iter()
-        .filter(|j| !migrations::finished(j))
+    jobs.iter()
         .map(|j| {
             let peer = if text(j, "operation").eq_ignore_ascii_case("import") {
                 text(j, "source_node")
@@ -294,10 +287,10 @@ fn atomic_migrations(
                 operation: text(j, "operation"),
                 slots: text(j, "slot_ranges"),
                 state: text(j, "state"),
-                peer: address_of(nodes, &peer),
+                peer: snapshot.address_of(&peer),
             }
         })
-        .collect())
+        .collect()
 }
 
 /// A big key of the sample: its name, slot and `MEMORY USAGE ... SAMPLES 5`.
@@ -440,30 +433,17 @@ fn unread(node: &ClusterNode, e: &anyhow::Error) -> MasterReads {
     }
 }
 
-/// Replica `node` of a master whose `INFO replication` lists `listed`: its link (its own
-/// `master_link_status`) and its lag as the master reports it.
-fn read_replica(
-    reach: &Reach,
-    node: &ClusterNode,
-    listed: &[crate::cluster::memory::ReplicaLink],
-) -> ReplicaStatus {
+/// Replica `r` (as the snapshot read it) of a master whose `INFO replication` lists
+/// `listed`: its link (its own `master_link_status`) and its lag as the master reports it.
+fn replica(r: &NodeRead, listed: &[ReplicaLink]) -> ReplicaStatus {
     let lag_bytes = listed
         .iter()
-        .find(|l| l.address == node.address)
+        .find(|l| l.address == r.node.address)
         .map(|l| l.lag_bytes);
-    let read = || -> Result<String> {
-        let mut con = reach.link(node)?.connect()?;
-        let text = con.text(&["INFO", "replication"])?;
-        Ok(info_field(&text, "master_link_status").unwrap_or_default())
-    };
-    let (link, unread) = match read() {
-        Ok(link) => (link, String::new()),
-        Err(e) => (String::new(), format!("{e:#}")),
-    };
     ReplicaStatus {
-        address: node.address.clone(),
-        link,
+        address: r.node.address.clone(),
+        link: r.master_link().unwrap_or_default(),
         lag_bytes,
-        unread,
+        unread: r.unread.clone().unwrap_or_default(),
     }
 }
