@@ -199,7 +199,7 @@ impl Prepared {
         if let Some(why) = self.atomic_refusal()? {
             return Err(why.into());
         }
-        if let Some(mut limits) = self.limits() {
+        if let Some(mut limits) = self.watch.limits() {
             limits.mark_start()?;
         }
         self.await_earlier_jobs(wait, on)?;
@@ -220,7 +220,7 @@ impl Prepared {
         } else {
             self.jobs_in_order(jobs, wait, &mut applied, on)?;
         }
-        self.settle(&mut applied, on)?;
+        self.watch.settle(&self.plan, &mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
@@ -267,7 +267,7 @@ impl Prepared {
             .filter_map(|&i| self.plan.moves.get(i).cloned())
             .collect();
         let first = job.first().copied().unwrap_or_default();
-        if let Some(mut limits) = self.limits() {
+        if let Some(mut limits) = self.watch.limits() {
             if let Some(judgement) = limits.before_job(&moves)? {
                 return stop(
                     Finding::Memory { judgement },

@@ -5,11 +5,10 @@
 
 use super::Prepared;
 use crate::cluster::finding::Finding;
-use crate::cluster::snapshot::Parts;
 use crate::plan::SlotPlan;
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use ringslot_engine::cluster::{myself, ClusterNode};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a run reads the seed's view (failing flags), every master's own view and their
 /// `cluster_state`; whether the next move's two masters are still masters (a failover) is read
@@ -68,57 +67,10 @@ impl Prepared {
     /// same id, still a master) and `CLUSTER INFO` at most every [`FULL_CHECK_EVERY`] (on a
     /// cluster of 100 masters they would cost more than the move).
     pub(super) fn health(&mut self, next: usize) -> Result<Option<Finding>> {
-        let full = self
-            .last_full_check
-            .is_none_or(|t| t.elapsed() >= FULL_CHECK_EVERY);
-        if !full {
+        if !self.watch.full_check_due() {
             return self.roles(next);
         }
-        self.last_full_check = Some(Instant::now());
-        let addresses: Vec<String> = self.masters.nodes.keys().cloned().collect();
-        self.snapshot.refresh(Parts::HEALTH, &addresses)?;
-        // A node flagged failing is not read: said as such first.
-        if let Some(why) = unhealthy(&self.snapshot.seed_view, &[]) {
-            return Ok(Some(why));
-        }
-        let mut drained = Vec::new();
-        for (address, n) in self.masters.nodes.iter_mut() {
-            let read = self
-                .snapshot
-                .node(address)
-                .ok_or_else(|| anyhow!("{address} is no longer listed by the seed"))?;
-            let (Some(view), None) = (&read.view, read.why_unread()) else {
-                bail!(read
-                    .why_unread()
-                    .unwrap_or_else(|| format!("{address}: not read")));
-            };
-            n.view = view.clone();
-            let me = myself(&n.view);
-            // Drained by the moves done, whichever lanes they were in: it serves no slot.
-            if me.is_some_and(|m| !m.has("master") && m.slots.is_empty())
-                && drains(&self.plan, address, self.plan.moves.len())
-            {
-                drained.push(address.clone());
-                continue;
-            }
-            let state = read.state.clone().unwrap_or_default();
-            if state != "ok" {
-                return Ok(Some(Finding::ClusterState {
-                    node: address.clone(),
-                    state,
-                }));
-            }
-        }
-        for address in drained {
-            self.masters.nodes.remove(&address);
-        }
-        let own: Vec<(&str, &str, &[ClusterNode])> = self
-            .masters
-            .nodes
-            .iter()
-            .map(|(a, n)| (a.as_str(), n.id.as_str(), n.view.as_slice()))
-            .collect();
-        Ok(unhealthy(&self.snapshot.seed_view, &own))
+        self.watch.full_check(&mut self.masters, &self.plan)
     }
 
     /// Between full checks: whether the next move's (`next`) two masters are still masters

@@ -21,9 +21,9 @@
 //! the plan, or the plan drains it), every earlier move of that master. A master that only gives
 //! (or only takes) ends where the plan puts it whatever the order its moves take, and passes
 //! through nothing beyond: its memory only falls (or rises) move after move, so the walk of the
-//! limits in the plan's order ([`super::limits::Standing::check_plan`]) covers any order but for
+//! limits in the plan's order ([`super::limits::Limits::check_plan`]) covers any order but for
 //! the batch on top of each move, which a parallel run also judges on top of such a master's
-//! highest memory ([`super::limits::Standing::check_any_order`]). With N = 1 this is the plan's
+//! highest memory ([`crate::cluster::budget::Budget::any_order`]). With N = 1 this is the plan's
 //! order.
 //!
 //! Closing a slot tells every other master (`SETSLOT ... NODE`, sent to all at once by the
@@ -36,10 +36,10 @@
 //! rule is per lane ([`super::position`]), and the same command goes on.
 
 use super::health::drains;
+use super::pace::Pacing;
 use super::{Applied, ApplyOptions, Event, Prepared};
 use crate::cluster::finding::is_refused;
 use crate::cluster::pacing::Limiter;
-use crate::cluster::snapshot::{Parts, Snapshot};
 use crate::cluster::INTERRUPTED;
 use crate::plan::SlotPlan;
 use anyhow::{anyhow, bail, Result};
@@ -146,13 +146,9 @@ impl Prepared {
             plan: self.plan.clone(),
             position: self.position.clone(),
             masters: self.masters.reconnect()?,
-            snapshot: Snapshot::read(&self.access, Parts::NONE)?,
             access: self.access.clone(),
-            last_full_check: None,
-            replicas: self.replicas.clone(),
-            limits: self.limits.clone(),
-            paced: self.paced.clone(),
-            fill_told: None,
+            watch: self.watch.worker(&self.access)?,
+            pacing: self.pacing.clone(),
         })
     }
 
@@ -175,11 +171,11 @@ impl Prepared {
             self.plan.lanes.len()
         )));
         if let Some(budget) = opts.max_latency {
-            self.start_pacing(budget, opts, on);
+            self.pacing = Pacing::start(&self.masters.links(), budget, opts, on);
         }
         let units = self.position.pending().into_iter().map(|i| vec![i]);
         let mut applied = self.run_units(n, units.collect(), Carry::Keys(*opts, rate), on)?;
-        applied.pacing = self.finish_pacing();
+        applied.pacing = self.pacing.finish();
         Ok(applied)
     }
 
@@ -354,7 +350,8 @@ impl Prepared {
                 keys,
                 bytes,
             });
-            self.tell_fill(false, on);
+            self.watch
+                .tell_fill(&self.plan, &self.position.done, false, on);
         }
     }
 }

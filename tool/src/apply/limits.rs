@@ -392,7 +392,7 @@ impl Limits {
     /// absent from its master's `INFO replication`) or lags past [`REPLICA_LAG_BOUND`] bytes,
     /// in words; `None` when none. A master is read at most every [`WATCH_EVERY`] unless a
     /// replica of it lagged when last read. One look of the wait before each slot
-    /// ([`super::Prepared::wait_for_replicas`], which loops on it with the watch unlocked
+    /// ([`super::watch::Watch::wait_for_replicas`], which loops on it with the watch unlocked
     /// between looks, so that the other lanes of a parallel run go on meanwhile). Error: a
     /// master that no longer answers.
     pub(crate) fn replica_behind(&mut self, masters: &[&str]) -> Result<Option<String>> {

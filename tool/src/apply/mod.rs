@@ -11,10 +11,14 @@
 //!
 //! Its files: prepare.rs (the cluster read and checked against the plan before anything is
 //! written), position.rs (where the cluster stands in the plan), health.rs (the checks between
-//! slots, each stop a [`crate::cluster::finding::Finding`]), verbs.rs (a slot's move), door.rs (the writes), atomic.rs (`--atomic`),
-//! dry_run.rs (`--dry-run`), pace.rs (`--max-latency`: the moves paced by a probe of every
-//! master), lanes.rs (`--parallel`: moves between disjoint pairs of masters at once); this file
-//! holds the run.
+//! slots, each stop a [`crate::cluster::finding::Finding`]), watch.rs (the run's watch: the
+//! snapshot refreshed for those checks, and every node's memory), limits.rs (the memory model
+//! applied to the run: before it, and before each batch), verbs.rs (a slot's move), door.rs
+//! (the writes), atomic.rs (`--atomic`), dry_run.rs (`--dry-run`), pace.rs (`--max-latency`:
+//! the moves paced by a probe of every master), lanes.rs (`--parallel`: moves between
+//! disjoint pairs of masters at once); this file holds the run. A [`Prepared`] run has three
+//! parts beside its plan and position: the door (its masters' connections), the watch
+//! ([`watch::Watch`]) and the pacing ([`pace::Pacing`]).
 //!
 //! Safe by construction: it starts only from a state a run of the plan reaches (each lane of the
 //! plan at a move of its own, [`position::position`]); it checks the cluster between slots
@@ -35,25 +39,25 @@ mod pace;
 pub(crate) mod position;
 mod prepare;
 mod verbs;
+mod watch;
 
 pub(crate) use prepare::prepare_settled;
 
-use crate::cluster::finding::{refuse, stop};
+use crate::cluster::finding::stop;
 use crate::cluster::link::Access;
 use crate::cluster::pacing::Limiter;
 use crate::cluster::permissions::{check, Need, APPLY_NEEDS, ATOMIC_NEEDS};
-use crate::cluster::snapshot::Snapshot;
 use crate::cluster::INTERRUPTED;
 use crate::plan::{SlotMove, SlotPlan};
 use anyhow::{bail, Result};
 use door::Masters;
-use limits::Limits;
+use pace::Pacing;
 pub(crate) use pace::PacingReport;
 use position::Position;
 use ringslot_engine::cluster::{myself, ClusterNode};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
+use watch::Watch;
 
 /// How the keys of a slot travel.
 #[derive(Debug, Clone, Copy)]
@@ -197,24 +201,16 @@ pub(crate) struct Prepared {
     pub plan: SlotPlan,
     /// Where the cluster stands in the plan.
     pub position: Position,
+    /// The door: a connection to every master of the plan, and the slot verbs that write
+    /// through it ([`verbs`], [`door`]).
     masters: Masters,
-    /// The cluster as read before the run (its memory, which [`Prepared::check_limits`]
-    /// judges), refreshed by the checks between slots ([`Prepared::health`]): the seed's view
-    /// of the other nodes' flags, the masters' own views and `cluster_state`.
-    snapshot: Snapshot,
     access: Access,
-    /// When every master was last checked (see [`Prepared::health`]).
-    last_full_check: Option<Instant>,
-    /// The replicas of the plan's masters: (address, link, its master's address).
-    replicas: Vec<(String, crate::cluster::link::Link, String)>,
-    /// The nodes' memory and replication, watched once [`Prepared::check_limits`] has read
-    /// them; shared by the lanes of a parallel run ([`Prepared::limits`]).
-    limits: Option<Arc<Mutex<Limits>>>,
+    /// The watch: the cluster's health between slots and every node's memory
+    /// ([`watch::Watch`]).
+    watch: Watch,
     /// With `--max-latency`: the probe and pacer, shared by the workers of a parallel run
     /// (one batch cap and pause for every lane: a master over the budget slows them all).
-    paced: Option<Arc<Mutex<pace::Paced>>>,
-    /// When the masters' fill was last said ([`Event::Fill`]).
-    fill_told: Option<Instant>,
+    pacing: Pacing,
 }
 
 /// Whether the node whose own view is `view` serves `slot`.
@@ -238,9 +234,10 @@ impl Prepared {
     }
 
     /// Takes the memory of the plan's masters and their replicas as the snapshot read it
-    /// before the run ([`super::prepare`]) and walks the moves to go
+    /// before the run ([`prepare`]), watched from then on ([`Watch::read_limits`]), and walks
+    /// the moves to go
     /// against their limits less `opts.headroom` as `predict` walks a plan
-    /// ([`Limits::check_plan`], atomic with `atomic`); the run then watches them ([`Limits`]).
+    /// ([`limits::Limits::check_plan`], atomic with `atomic`); the run then watches them ([`limits::Limits`]).
     /// `Some`: the first moment of the plan that would not fit (a node, its memory then and
     /// its limit, the slot); the caller refuses to run. Reads only. A replica that cannot be
     /// read is said through `on` and not watched. Error: a master that cannot be read.
@@ -250,10 +247,10 @@ impl Prepared {
         atomic: bool,
         on: &mut dyn FnMut(Event),
     ) -> Result<Option<crate::cluster::budget::Judgement>> {
-        let masters = self.masters.links();
-        let (limits, unread) =
-            Limits::read(&self.snapshot, &masters, &self.replicas, opts.headroom)?;
-        for why in unread {
+        let limits = self
+            .watch
+            .read_limits(&self.masters.links(), opts.headroom)?;
+        for why in limits.unread {
             on(Event::Notice(format!(
                 "{why}: its memory is not watched (its master's view of its link and lag is)"
             )));
@@ -280,14 +277,15 @@ impl Prepared {
         let drained = self.plan.drained();
         // Side by side, the moves of a master not kept in order may go in any order.
         let kept = lanes::kept_in_order(&self.plan);
-        let judged = limits.check_plan(
-            &to_go,
-            if atomic { 0 } else { opts.batch_bytes },
-            atomic,
-            &drained,
-            (opts.parallel > 1 && !atomic).then_some(&kept),
-        );
-        self.limits = Some(Arc::new(Mutex::new(limits)));
+        let judged = self.watch.limits().and_then(|limits| {
+            limits.check_plan(
+                &to_go,
+                if atomic { 0 } else { opts.batch_bytes },
+                atomic,
+                &drained,
+                (opts.parallel > 1 && !atomic).then_some(&kept),
+            )
+        });
         Ok(judged)
     }
 
@@ -314,14 +312,6 @@ impl Prepared {
             .collect()
     }
 
-    /// The watched limits ([`Prepared::check_limits`]), locked: the lanes of a parallel run
-    /// share them. A lane that panicked holding them left them as they were.
-    fn limits(&self) -> Option<MutexGuard<'_, Limits>> {
-        self.limits
-            .as_ref()
-            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
     /// Carries out the plan from its position, reporting each slot to `on`. Errors name the
     /// slot, the nodes and the server's reply, and say what was left open; Ctrl-C
     /// (`INTERRUPTED`) stops it once the slot under way is moved and closed. Running it again
@@ -339,7 +329,7 @@ impl Prepared {
                     .into(),
             );
         }
-        if let Some(mut limits) = self.limits() {
+        if let Some(mut limits) = self.watch.limits() {
             limits.mark_start()?;
         }
         let began = Instant::now();
@@ -349,7 +339,7 @@ impl Prepared {
             self.run_in_order(opts, on)?
         };
         applied.most_at_once = applied.most_at_once.max(1);
-        self.settle(&mut applied, on)?;
+        self.watch.settle(&self.plan, &mut applied, on)?;
         applied.seconds = began.elapsed().as_secs_f64();
         Ok(applied)
     }
@@ -360,7 +350,7 @@ impl Prepared {
     fn run_in_order(&mut self, opts: &ApplyOptions, on: &mut dyn FnMut(Event)) -> Result<Applied> {
         let mut applied = Applied::default();
         if let Some(budget) = opts.max_latency {
-            self.start_pacing(budget, opts, on);
+            self.pacing = Pacing::start(&self.masters.links(), budget, opts, on);
         }
         let mut limiter = Limiter::new(opts.max_bytes_per_sec);
         let total = self.plan.moves.len();
@@ -389,158 +379,11 @@ impl Prepared {
                 keys,
                 bytes,
             });
-            self.tell_fill(false, on);
+            self.watch
+                .tell_fill(&self.plan, &self.position.done, false, on);
         }
-        applied.pacing = self.finish_pacing();
+        applied.pacing = self.pacing.finish();
         Ok(applied)
-    }
-
-    /// Starts the probe of every master of the plan and its pacer (`--max-latency` `budget`);
-    /// says through `on` what clients see without the run, and when that is already over the
-    /// budget (the run then goes as slowly as the pacer allows).
-    fn start_pacing(
-        &mut self,
-        budget: std::time::Duration,
-        opts: &ApplyOptions,
-        on: &mut dyn FnMut(Event),
-    ) {
-        let masters = self.masters.links();
-        let paced = pace::Paced::start(&masters, budget, opts.batch_keys, opts.batch_bytes);
-        let ms = |s: f64| s * 1000.0;
-        let idle: Vec<String> = paced
-            .idle()
-            .iter()
-            .map(|(a, p)| format!("{a} {:.2}", ms(p.p99)))
-            .collect();
-        let worst = paced.idle().values().map(|p| p.p99).fold(0.0f64, f64::max);
-        on(Event::Notice(format!(
-            "paced to keep a PING's p99 within {:.1} ms on every master (a probe every {} ms); \
-             before the run, p99 in ms: {}{}",
-            ms(budget.as_secs_f64()),
-            pace::PROBE_EVERY.as_millis(),
-            if idle.is_empty() {
-                "not measured (no master answered PING)".to_string()
-            } else {
-                idle.join(", ")
-            },
-            if worst > budget.as_secs_f64() {
-                format!(
-                    "; that is already over the budget: the run goes as slowly as pacing \
-                     allows (one key a MIGRATE, pauses up to {} ms)",
-                    pace::MAX_PAUSE.as_millis()
-                )
-            } else {
-                String::new()
-            }
-        )));
-        self.paced = Some(Arc::new(Mutex::new(paced)));
-    }
-
-    /// The probe and pacer (`--max-latency`), locked: the workers of a parallel run share
-    /// them. A worker that panicked holding them left them as they were.
-    fn paced(&self) -> Option<MutexGuard<'_, pace::Paced>> {
-        self.paced
-            .as_ref()
-            .map(|p| p.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// With `--max-latency`: reads the probe, adapts the batch caps and sleeps the pause (the
-    /// pacer unlocked meanwhile). Unpaced: nothing.
-    fn pace(&mut self) {
-        let pause = self.paced().map(|mut p| p.next_pause());
-        if let Some(pause) = pause.filter(|p| !p.is_zero()) {
-            std::thread::sleep(pause);
-        }
-    }
-
-    /// Stops the probe (once no worker holds it): what pacing did; unpaced, `None`.
-    fn finish_pacing(&mut self) -> Option<pace::PacingReport> {
-        let shared = self.paced.take()?;
-        let paced = Arc::try_unwrap(shared).ok()?;
-        Some(
-            paced
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner)
-                .finish(),
-        )
-    }
-
-    /// After the last move: waits until every replica of the plan's masters holds what its
-    /// master held at the end ([`Limits::settle_replicas`]), and notes the masters whose
-    /// `evicted_keys` grew during the run. A wait is told once through `on`.
-    fn settle(&mut self, applied: &mut Applied, on: &mut dyn FnMut(Event)) -> Result<()> {
-        let masters: Vec<String> = self.plan.masters().into_iter().collect();
-        let drained = self.plan.drained();
-        if let Some(mut limits) = self.limits() {
-            let masters: Vec<&str> = masters.iter().map(String::as_str).collect();
-            limits.settle_replicas(&masters, &mut |text| on(Event::Notice(text)))?;
-            applied.evicted = limits.evictions();
-            applied.fill = limits.fill(&drained);
-        }
-        Ok(())
-    }
-
-    /// Waits while a replica of `masters` is not streaming or lags
-    /// ([`Limits::replica_behind`]), at most [`limits::REPLICA_WAIT`], saying once through `on`
-    /// what it waits for; the watch is locked for each look only. Error: still so after the
-    /// wait (the node, its state, its lag), or a master that no longer answers.
-    fn wait_for_replicas(&self, masters: &[&str], on: &mut dyn FnMut(Event)) -> Result<()> {
-        let began = Instant::now();
-        let mut told = false;
-        loop {
-            let behind = match self.limits() {
-                Some(mut limits) => limits.replica_behind(masters)?,
-                None => None,
-            };
-            let Some(behind) = behind else {
-                return Ok(());
-            };
-            if began.elapsed() >= limits::REPLICA_WAIT {
-                refuse!(
-                    "{behind} after {} s of waiting: the run stopped before its next slot (a \
-                     slot it was moving stays as it was). Once the replica streams again (INFO \
-                     replication), run the same command to go on",
-                    limits::REPLICA_WAIT.as_secs()
-                );
-            }
-            if !told {
-                on(Event::Notice(format!(
-                    "waiting for a replica: {behind} (at most {} s)",
-                    limits::REPLICA_WAIT.as_secs()
-                )));
-                told = true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    }
-
-    /// Says the masters' fill through `on` ([`Event::Fill`]) where [`FILL_EVERY`] has passed
-    /// since it was last said (or `now`), each master read again where due; the masters the
-    /// moves done drained (replicas now) left out.
-    pub(crate) fn tell_fill(&mut self, now: bool, on: &mut dyn FnMut(Event)) {
-        if !now && self.fill_told.is_some_and(|t| t.elapsed() < FILL_EVERY) {
-            return;
-        }
-        self.fill_told = Some(Instant::now());
-        let drained: Vec<String> = self
-            .plan
-            .drained()
-            .into_iter()
-            .filter(|a| {
-                self.plan
-                    .moves
-                    .iter()
-                    .zip(&self.position.done)
-                    .all(|(m, done)| m.from != *a || *done)
-            })
-            .collect();
-        let fill = self.limits().map(|mut l| {
-            l.refresh_masters();
-            l.fill(&drained)
-        });
-        if let Some(fill) = fill.filter(|f| !f.is_empty()) {
-            on(Event::Fill(fill));
-        }
     }
 
     /// One move between two health checks; an error says why and what was left.
@@ -570,15 +413,15 @@ impl Prepared {
                 ),
             );
         }
-        self.wait_for_replicas(&[&m.from, &m.to], on)?;
+        self.watch.wait_for_replicas(&[&m.from, &m.to], on)?;
         // Paced: the pause before the slot's SETSLOTs (each answered after a save).
-        self.pace();
+        self.pacing.pause();
         match self.move_slot(m, opts, limiter, applied, on) {
             Ok(moved) => Ok(moved),
             Err(e) => {
                 // A failed command may be the first sign of a failover: say so if it is (every
                 // master and the seed's view read again).
-                self.last_full_check = None;
+                self.watch.check_all_next();
                 if let Ok(Some(why)) = self.health(next) {
                     return stop(
                         why,

@@ -24,9 +24,11 @@
 //! project's 2-vCPU machine with a dozen servers running it was 0.6 to 6 ms between runs,
 //! which is the floor such a host sets).
 
+use super::{ApplyOptions, Event};
 use crate::cluster::link::Link;
 use crate::cluster::pacing::{Latencies, Probe, Prober};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// The smallest `--max-latency` the tool takes: 1 ms.
@@ -441,5 +443,87 @@ mod tests {
             (1, 1000),
             "never under --batch-bytes' own cap"
         );
+    }
+}
+
+/// The pacing of a run: none (unpaced), or with `--max-latency` the probe and pacer, shared
+/// by the workers of a parallel run ([`Pacing::clone`] shares them).
+#[derive(Clone, Default)]
+pub(crate) struct Pacing(Option<Arc<Mutex<Paced>>>);
+
+impl Pacing {
+    /// Starts the probe of `masters` (address, link) and its pacer (`--max-latency`
+    /// `budget`, the caps of `opts` at most); says through `on` what clients see without the
+    /// run, and when that is already over the budget (the run then goes as slowly as the
+    /// pacer allows).
+    pub(crate) fn start(
+        masters: &[(String, Link)],
+        budget: Duration,
+        opts: &ApplyOptions,
+        on: &mut dyn FnMut(Event),
+    ) -> Pacing {
+        let paced = Paced::start(masters, budget, opts.batch_keys, opts.batch_bytes);
+        let ms = |s: f64| s * 1000.0;
+        let idle: Vec<String> = paced
+            .idle()
+            .iter()
+            .map(|(a, p)| format!("{a} {:.2}", ms(p.p99)))
+            .collect();
+        let worst = paced.idle().values().map(|p| p.p99).fold(0.0f64, f64::max);
+        on(Event::Notice(format!(
+            "paced to keep a PING's p99 within {:.1} ms on every master (a probe every {} ms); \
+             before the run, p99 in ms: {}{}",
+            ms(budget.as_secs_f64()),
+            PROBE_EVERY.as_millis(),
+            if idle.is_empty() {
+                "not measured (no master answered PING)".to_string()
+            } else {
+                idle.join(", ")
+            },
+            if worst > budget.as_secs_f64() {
+                format!(
+                    "; that is already over the budget: the run goes as slowly as pacing \
+                     allows (one key a MIGRATE, pauses up to {} ms)",
+                    MAX_PAUSE.as_millis()
+                )
+            } else {
+                String::new()
+            }
+        )));
+        Pacing(Some(Arc::new(Mutex::new(paced))))
+    }
+
+    /// Whether the run is paced.
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The probe and pacer, locked; unpaced, `None`. A worker that panicked holding them left
+    /// them as they were.
+    pub(crate) fn lock(&self) -> Option<MutexGuard<'_, Paced>> {
+        self.0
+            .as_ref()
+            .map(|p| p.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Reads the probe, adapts the batch caps and sleeps the pause (the pacer unlocked
+    /// meanwhile). Unpaced: nothing.
+    pub(crate) fn pause(&self) {
+        let pause = self.lock().map(|mut p| p.next_pause());
+        if let Some(pause) = pause.filter(|p| !p.is_zero()) {
+            std::thread::sleep(pause);
+        }
+    }
+
+    /// Stops the probe (once no worker holds it): what pacing did; unpaced, `None`.
+    pub(crate) fn finish(&mut self) -> Option<PacingReport> {
+        let shared = self.0.take()?;
+        let paced = Arc::try_unwrap(shared).ok()?;
+        Some(
+            paced
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .finish(),
+        )
     }
 }

@@ -4,7 +4,9 @@
 
 use super::door::{Masters, Node};
 use super::health::{drains, unhealthy};
+use super::pace::Pacing;
 use super::position::position;
+use super::watch::Watch;
 use super::Prepared;
 use crate::cluster::finding::{refuse, stop, Finding, Unreached};
 use crate::cluster::link::Access;
@@ -95,16 +97,12 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         })
         .collect();
     Ok(Prepared {
-        replicas,
-        limits: None,
         plan,
         position,
         masters: Masters::new(nodes),
-        snapshot,
         access: access.clone(),
-        last_full_check: None,
-        paced: None,
-        fill_told: None,
+        watch: Watch::new(snapshot, replicas),
+        pacing: Pacing::default(),
     })
 }
 

@@ -181,24 +181,24 @@ impl Prepared {
         // A source near or past its limit, or a target with replicas, gets batches no larger
         // than the memory model's bound ([`super::limits::Limits::batch_bound`]).
         let caps = |s: &Self| {
-            let (keys, bytes) = match s.paced() {
+            let (keys, bytes) = match s.pacing.lock() {
                 Some(p) => p.caps(),
                 None => (opts.batch_keys, opts.batch_bytes),
             };
-            let bound = s.limits().map_or(bytes, |l| l.batch_bound(m, bytes));
+            let bound = s.watch.limits().map_or(bytes, |l| l.batch_bound(m, bytes));
             (keys, bytes.min(bound))
         };
         let mut first_batch = true;
         loop {
             let mut batch = self.batch(m, caps(self))?;
             if batch.is_empty() {
-                if let Some(mut p) = self.paced() {
+                if let Some(mut p) = self.pacing.lock() {
                     p.slot_moved(keys, bytes, opts.batch_keys, opts.batch_bytes);
                 }
                 return Ok((keys, bytes));
             }
-            if !first_batch && self.paced.is_some() {
-                self.pace();
+            if !first_batch && self.pacing.is_on() {
+                self.pacing.pause();
                 cut(&mut batch, caps(self));
             }
             first_batch = false;
@@ -216,7 +216,7 @@ impl Prepared {
             last_first = first;
             last_len = batch.len();
             let batch_bytes: u64 = batch.iter().map(|(_, b)| b).sum();
-            if let Some(mut limits) = self.limits() {
+            if let Some(mut limits) = self.watch.limits() {
                 if let Some(why) = limits.before_batch(m, batch_bytes)? {
                     return stop(
                         why,
@@ -240,7 +240,7 @@ impl Prepared {
                 Some((key, size)) => self.migrate_big(m, key, *size, false, on),
                 None => self.migrate(m, &names, false),
             };
-            if let Some(mut p) = self.paced() {
+            if let Some(mut p) = self.pacing.lock() {
                 p.migrated();
                 // A big key's wait is the big keys' rule (said, not paced).
                 if big.is_some() {
@@ -250,7 +250,7 @@ impl Prepared {
             match outcome {
                 Ok(()) => {
                     if big.is_some() {
-                        if let Some(mut limits) = self.limits() {
+                        if let Some(mut limits) = self.watch.limits() {
                             limits.after_big_batch(m, batch_bytes)?;
                         }
                     }
