@@ -48,7 +48,7 @@ pub fn read_status(access: &Access, opts: &StatusOptions) -> Result<Status> {
         ..opts.clone()
     };
     let started = Instant::now();
-    let mut snapshot = Snapshot::read(access, Parts::ALL)?;
+    let mut snapshot = Snapshot::read(access, Parts::STATUS)?;
     let nodes = snapshot.seed_view.clone();
     let seed_address = snapshot.seed.clone();
     let server = match snapshot.node(&seed_address).and_then(|n| n.memory.as_ref()) {
