@@ -29,6 +29,10 @@ use ringslot_engine::cluster::myself;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// What other clients' buffers may add to a target's `mem_clients_normal` while the run
+/// waits for its query buffer's trim, bytes ([`Limits::after_big_batch`]).
+const TRIM_SLACK: f64 = 64.0 * 1024.0;
+
 /// Bytes moved to (or from) a node after which its memory is read again.
 pub(crate) const WATCH_EVERY_BYTES: u64 = 4 << 20;
 /// Time after which a node the run moves keys to or from is read again, whatever was moved:
@@ -310,17 +314,18 @@ impl Limits {
         Ok(None)
     }
 
-    /// After a `MIGRATE` of a big key (`payload` bytes) to `m`'s target: waits until the
-    /// target has trimmed the query buffer that held it (its `mem_clients_normal` under half
-    /// the payload; a node's cron does it some 100 ms later), at most [`TRIM_WAIT`], so that
-    /// the next batch is judged from a reading without it. Error: the target no longer
-    /// answers.
-    pub(crate) fn after_big_batch(&mut self, m: &SlotMove, payload: u64) -> Result<()> {
+    /// After a `MIGRATE` of a big key to `m`'s target: waits until the target has trimmed
+    /// the query buffer that held its payload (its `mem_clients_normal` back within
+    /// [`TRIM_SLACK`] of its last reading before the batch; a node's cron trims it some 100 ms
+    /// later), at most [`TRIM_WAIT`], so that the next batch is judged from a reading without
+    /// it. Error: the target no longer answers.
+    pub(crate) fn after_big_batch(&mut self, m: &SlotMove) -> Result<()> {
+        let before = self.budget.memory(&m.to).map_or(0.0, |x| x.clients_normal);
         let began = Instant::now();
         loop {
             self.reread(&m.to)?;
             let held = self.budget.memory(&m.to).map_or(0.0, |x| x.clients_normal);
-            if held < payload as f64 / 2.0 || began.elapsed() >= TRIM_WAIT {
+            if held <= before + TRIM_SLACK || began.elapsed() >= TRIM_WAIT {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -37,9 +37,14 @@ pub(crate) fn prepare(access: &Access, plan: SlotPlan) -> Result<Prepared> {
         let Some(n) = snapshot.node(&address) else {
             continue;
         };
-        let (view, link, id) = match (&n.view, n.why_unread()) {
-            (Some(view), None) => (view.clone(), n.link.clone(), n.node.id.clone()),
-            (_, why) => bail!(why.unwrap_or_else(|| format!("{address}: not read"))),
+        // Its view is what the run needs here; its memory, where it was not read (`INFO`
+        // refused), is asked for by the check of the run's permissions, and needed by the
+        // check of its limits after that.
+        let (view, link, id) = match &n.view {
+            Some(view) => (view.clone(), n.link.clone(), n.node.id.clone()),
+            None => bail!(n
+                .why_unread()
+                .unwrap_or_else(|| format!("{address}: not read"))),
         };
         // A node the seed still lists as a master that has become a replica (the news has
         // not reached the seed yet) is left out unless the plan moves slots to it: a source

@@ -251,7 +251,7 @@ impl Prepared {
                 Ok(()) => {
                     if big.is_some() {
                         if let Some(mut limits) = self.watch.limits() {
-                            limits.after_big_batch(m, batch_bytes)?;
+                            limits.after_big_batch(m)?;
                         }
                     }
                 }

@@ -50,6 +50,16 @@ pub const DEFAULT_HEADROOM: f64 = 10.0;
 /// taken to be under it).
 pub const DEFAULT_BATCH: f64 = 1024.0 * 1024.0;
 
+/// The batch, bytes, a plan moved by `method` is walked with by default, by `predict` and
+/// `apply` alike: [`DEFAULT_BATCH`] key by key; none by an atomic job (what it holds in
+/// flight is its biggest key, [`MoveSize::transient`]).
+pub fn default_batch(method: Method) -> f64 {
+    match method {
+        Method::PerKey => DEFAULT_BATCH,
+        Method::Atomic => 0.0,
+    }
+}
+
 /// The payloads a node that takes a batch is judged with on top of its level once the batch's
 /// keys have landed. Measured on Redis 7.0.15, Valkey 9.1.2 and Redis 8.2.3, a target with a
 /// replica at level L taking one key of K bytes as a payload of P bytes (a 3.5 MB string):
@@ -299,9 +309,10 @@ pub struct NodeWalk {
     pub fullest_at: Option<u16>,
     /// Its `maxmemory` (0: none).
     pub maxmemory: f64,
-    /// Its worst judgement at the plan's moments (`None`: the plan gives it nothing to hold
-    /// it to: it only gives, or takes no part, or has no limit known). A source is judged
-    /// against its host's RAM only: the headroom is for growth.
+    /// Its worst judgement at the plan's moments (`None`: nothing to hold it to: it takes
+    /// no part, or no limit and no host RAM is known). A source is judged against its host's
+    /// RAM only (the headroom is for growth): a master that only gives is `None` where its
+    /// host's RAM is not known.
     pub worst: Option<Judgement>,
 }
 
@@ -335,15 +346,6 @@ impl Walk {
     /// The walk of the node at `address`.
     pub fn node(&self, address: &str) -> Option<&NodeWalk> {
         self.nodes.iter().find(|n| n.address == address)
-    }
-
-    /// The worst fit of any node on the way.
-    pub fn worst(&self) -> Fit {
-        self.nodes
-            .iter()
-            .filter_map(|n| n.worst.as_ref().map(|j| j.fit))
-            .max()
-            .unwrap_or(Fit::Fits)
     }
 }
 
@@ -480,11 +482,30 @@ impl Budget {
         host_extra: f64,
         slot: Option<u16>,
     ) -> Option<Judgement> {
+        let [limit, host] = self.judge_each(address, m, deltas, extra, host_extra, slot);
+        match (limit, host) {
+            (Some(limit), Some(host)) if host.fit > limit.fit => Some(host),
+            (Some(limit), _) => Some(limit),
+            (None, host) => host,
+        }
+    }
+
+    /// The node at `address`, as `m` says it is, judged against its `maxmemory` (where it has
+    /// one) and against its host's RAM (where it is said), in that order: see
+    /// [`Budget::judge`].
+    fn judge_each(
+        &self,
+        address: &str,
+        m: &Member,
+        deltas: &Deltas,
+        extra: f64,
+        host_extra: f64,
+        slot: Option<u16>,
+    ) -> [Option<Judgement>; 2] {
         let delta = deltas.get(address).copied().unwrap_or(0.0);
-        let mut out: Option<Judgement> = None;
-        if m.memory.maxmemory > 0.0 {
+        let limit = (m.memory.maxmemory > 0.0).then(|| {
             let would_reach = (m.base() + delta).max(0.0) + extra;
-            out = Some(Judgement {
+            Judgement {
                 node: address.to_string(),
                 replica_of: m.replica_of.clone(),
                 now: m.base(),
@@ -497,15 +518,15 @@ impl Budget {
                 headroom: self.headroom,
                 fit: self.fit(would_reach, m.memory.maxmemory),
                 slot,
-            });
-        }
-        if let Some(mut host) = self.host_judgement(address, deltas, extra + host_extra, slot) {
-            host.replica_of.clone_from(&m.replica_of);
-            if out.as_ref().is_none_or(|o| host.fit > o.fit) {
-                out = Some(host);
             }
-        }
-        out
+        });
+        let host = self
+            .host_judgement(address, deltas, extra + host_extra, slot)
+            .map(|mut host| {
+                host.replica_of.clone_from(&m.replica_of);
+                host
+            });
+        [limit, host]
     }
 
     /// The host of the node at `address` judged as [`Budget::judge`] does: what every node
@@ -551,26 +572,33 @@ impl Budget {
         })
     }
 
-    /// The node at `address` as it stands, no move under way: `status`'s near-full rule (a
-    /// master at or past its limit less the headroom is [`Fit::InMargin`] or worse). `None`
-    /// where nothing holds it.
+    /// The node at `address` as it stands, no move under way, against what holds it: its
+    /// `maxmemory` where it has one, else its host's RAM. `status`'s near-full rule (a master
+    /// at or past its limit less the headroom is [`Fit::InMargin`] or worse). `None` where
+    /// nothing holds it or it is not known.
     pub fn standing(&self, address: &str) -> Option<Judgement> {
-        self.judge(address, &Deltas::new(), 0.0, 0.0, None)
+        let m = self.members.get(address)?;
+        let [limit, host] = self.judge_each(address, m, &Deltas::new(), 0.0, 0.0, None);
+        limit.or(host)
     }
 
     /// The most memory the master at `master` may still take by a plan's end, bytes: what
     /// keeps it and each of its replicas [`Fit::Fits`] with a batch of `batch` bytes in
-    /// flight on top ([`PAYLOADS_IN_FLIGHT`] of it: its `maxmemory` and its host's RAM both);
-    /// `None` where nothing holds any of them. Its replication backlog's growth, which depends
-    /// on what it takes, is left to the walk of the plan made. The plan by weight cuts a
-    /// master's share to it.
+    /// flight on top ([`PAYLOADS_IN_FLIGHT`] of it), against its `maxmemory` and its host's
+    /// RAM both (the smaller room); `None` where nothing holds any of them. Its replication
+    /// backlog's growth, which depends on what it takes, is left to the walk of the plan made.
+    /// The plan by weight cuts a master's share to it.
     pub fn room(&self, master: &str, batch: f64) -> Option<f64> {
+        let extra = PAYLOADS_IN_FLIGHT * batch;
         std::iter::once(master.to_string())
             .chain(self.replicas_of(master))
             .filter_map(|a| {
-                let extra = PAYLOADS_IN_FLIGHT * batch;
-                let j = self.judge(&a, &Deltas::new(), extra, 0.0, None)?;
-                Some(j.within() - j.would_reach)
+                let m = self.members.get(&a)?;
+                self.judge_each(&a, m, &Deltas::new(), extra, 0.0, None)
+                    .into_iter()
+                    .flatten()
+                    .map(|j| j.within() - j.would_reach)
+                    .reduce(f64::min)
             })
             .reduce(f64::min)
     }
@@ -735,20 +763,21 @@ impl Budget {
                 *end.entry(node).or_default() += grows;
             }
         }
+        // What each target takes over all the moves (streamed to its backlog).
+        let mut streamed_to: BTreeMap<&str, f64> = BTreeMap::new();
+        for m in moves {
+            *streamed_to.entry(m.to.as_str()).or_default() += m.payload;
+        }
         let none = Deltas::new();
         for m in moves {
             let t = m.transient(batch);
+            let streamed = streamed_to.get(m.to.as_str()).copied().unwrap_or(0.0);
             if !kept.contains(m.to.as_str()) {
                 let replicas = self.replicas_of(&m.to);
                 let buffers = t * replicas.len() as f64;
                 let judged = std::iter::once((m.to.clone(), buffers))
                     .chain(replicas.into_iter().map(|r| (r, 0.0)));
                 for (node, host_extra) in judged {
-                    let streamed: f64 = moves
-                        .iter()
-                        .filter(|n| n.to == m.to)
-                        .map(|n| n.payload)
-                        .sum();
                     let extra = PAYLOADS_IN_FLIGHT * t + self.backlog_to_come(&node).min(streamed);
                     if let Some(j) = self
                         .judge(&node, &end, extra, host_extra, Some(m.slot))

@@ -42,11 +42,6 @@ impl Policy {
             Policy::NoEviction => "noeviction",
         }
     }
-
-    /// Whether it deletes keys to make room (`allkeys-*`, `volatile-*`).
-    pub fn evicts(&self) -> bool {
-        !matches!(self, Policy::NoEviction)
-    }
 }
 
 /// One node's memory, as it says.

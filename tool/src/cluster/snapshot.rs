@@ -175,6 +175,7 @@ pub struct Snapshot {
     /// Every node the seed lists with an address, by address.
     pub nodes: BTreeMap<String, NodeRead>,
     seed_con: NodeConnection,
+    seed_link: Link,
 }
 
 impl Snapshot {
@@ -182,7 +183,8 @@ impl Snapshot {
     /// failing, or without an address, is listed and not read). A node that cannot be read is
     /// kept, with why ([`NodeRead::unread`]). Error: the seed cannot be reached or read.
     pub fn read(access: &Access, parts: Parts) -> Result<Snapshot> {
-        let mut seed_con = access.seed().connect()?;
+        let seed_link = access.seed();
+        let mut seed_con = seed_link.connect()?;
         let seed_view = nodes_on(&mut seed_con)?;
         let seed = myself(&seed_view)
             .map_or_else(|| seed_con.address().to_string(), |n| n.address.clone());
@@ -211,6 +213,7 @@ impl Snapshot {
             seed_view,
             nodes,
             seed_con,
+            seed_link,
         };
         let all: Vec<String> = snapshot.nodes.keys().cloned().collect();
         snapshot.read_nodes(parts, &all);
@@ -220,6 +223,9 @@ impl Snapshot {
     /// Reads `parts` of the nodes at `addresses`, side by side; a node flagged failing is
     /// not read, and one that fails is marked unread with why.
     fn read_nodes(&mut self, parts: Parts, addresses: &[String]) {
+        if parts == Parts::NONE {
+            return;
+        }
         let mut reading: Vec<&mut NodeRead> = self
             .nodes
             .iter_mut()
@@ -234,7 +240,15 @@ impl Snapshot {
                         return;
                     }
                     n.unread_code = None;
-                    n.unread = match n.read(parts) {
+                    let kept = n.con.is_some();
+                    let mut read = n.read(parts);
+                    // A kept connection may have been closed meanwhile (the server's
+                    // `timeout`): read once more on a new one.
+                    if kept && read.as_ref().is_err_and(lost) {
+                        n.con = None;
+                        read = n.read(parts);
+                    }
+                    n.unread = match read {
                         Ok(()) => None,
                         Err(e) => {
                             // The connection may be broken: the next read makes a new one.
@@ -251,7 +265,15 @@ impl Snapshot {
     /// Reads the seed's view again, then `parts` of the nodes at `addresses`. Error: the seed
     /// no longer answers.
     pub fn refresh(&mut self, parts: Parts, addresses: &[String]) -> Result<()> {
-        self.seed_view = nodes_on(&mut self.seed_con)?;
+        self.seed_view = match nodes_on(&mut self.seed_con) {
+            Ok(view) => view,
+            // Closed meanwhile (the server's `timeout`): once more on a new connection.
+            Err(e) if lost(&e) => {
+                self.seed_con = self.seed_link.connect()?;
+                nodes_on(&mut self.seed_con)?
+            }
+            Err(e) => return Err(e),
+        };
         for n in &self.seed_view {
             if let Some(read) = self.nodes.get_mut(&n.address) {
                 read.node = n.clone();
@@ -361,7 +383,7 @@ impl Snapshot {
 
     /// The topology a prediction runs on: the masters in the order of their first slot (those
     /// without slots last, by address), their replicas, the owner of every slot. Error: a
-    /// master that could not be read, or none.
+    /// seed that lists no master.
     pub fn live(&self) -> Result<LiveCluster> {
         let mut masters: Vec<Master> = self
             .masters()
@@ -408,4 +430,10 @@ impl Snapshot {
             nodes: self.seed_view.clone(),
         })
     }
+}
+
+/// Whether `e` says the connection was lost (not an error answer).
+fn lost(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<NodeError>()
+        .is_some_and(|e| matches!(e.code, Code::Io))
 }

@@ -4,7 +4,7 @@
 //! cluster that has not changed since (`apply` judges with its own `--batch-bytes` and
 //! `--headroom`, this with their defaults unless `--headroom` is given).
 
-use crate::cluster::budget::{Budget, Fit, Judgement, Method, MoveSize, Walk, DEFAULT_BATCH};
+use crate::cluster::budget::{default_batch, Budget, Fit, Judgement, Method, MoveSize, Walk};
 use crate::plan::SlotPlan;
 use serde::Serialize;
 
@@ -73,8 +73,8 @@ impl PlanMoves {
     }
 }
 
-/// Every plan of `plans` walked by each of `methods` through `budget`, with batches of
-/// [`DEFAULT_BATCH`] (`apply`'s default `--batch-bytes`).
+/// Every plan of `plans` walked by each of `methods` through `budget`, with the batches
+/// `apply` walks it with by default ([`default_batch`]).
 pub fn capacity(budget: &Budget, plans: &[PlanMoves], methods: &[Method]) -> Capacity {
     let standing = budget
         .masters()
@@ -87,7 +87,7 @@ pub fn capacity(budget: &Budget, plans: &[PlanMoves], methods: &[Method]) -> Cap
         .flat_map(|p| {
             methods.iter().map(|&method| PlanWalk {
                 plan: p.plan.clone(),
-                walk: budget.walk(&p.moves, DEFAULT_BATCH, method, &p.drained),
+                walk: budget.walk(&p.moves, default_batch(method), method, &p.drained),
             })
         })
         .collect();

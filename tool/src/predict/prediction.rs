@@ -377,7 +377,7 @@ const SETTLED: f64 = 64.0 * 1024.0;
 
 /// The plan `plan` makes from the masters' rooms (`room`) and, by memory, what their memory
 /// holds besides their slots (`base`), both by address, walked through `budget` (the headroom
-/// and [`PLAN_MARGIN`] kept) as `apply` walks it (`method`, batches of [`DEFAULT_BATCH`]).
+/// and [`PLAN_MARGIN`] kept) as `apply` walks it (`method`, its default batches).
 ///
 /// With `settle` (by memory), each master's end by the walk (what taking keys costs a target
 /// beyond what its sources free, its backlog filling) is fed back into its `base` and the
@@ -398,7 +398,7 @@ fn fitted(
     let walk_of = |made: &WeightComparison| {
         budget.walk(
             &made.plan.sizes(),
-            DEFAULT_BATCH,
+            crate::cluster::budget::default_batch(method),
             method,
             &made.plan.drained(),
         )
@@ -663,7 +663,8 @@ fn redis_cli_moves(p: &Prediction) -> PlanMoves {
                 memory: s.memory.value.max(0.0),
                 payload: s.bytes.value.max(0.0),
                 big: big(&s.slots),
-                slots: s.slots.len() as f64,
+                // Those with keys, at most: a slot without keys costs its target nothing.
+                slots: (s.slots.len() as f64).min(s.keys as f64),
             })
         })
         .collect();

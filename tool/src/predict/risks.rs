@@ -10,13 +10,9 @@ use super::method::Method;
 use super::nodes::NodeReads;
 use super::options::Options;
 use super::prediction::Prediction;
-use crate::cluster::budget::{Fit, Held, Judgement};
+use crate::cluster::budget::{Fit, Held, Judgement, DEFAULT_REPLICA_BUFFER_SOFT};
 use crate::plan::WeightBy;
 use serde::Serialize;
-
-/// The soft limit of `client-output-buffer-limit replica` by default (64 MiB for 60 s; 256 MiB
-/// hard): a `RESTORE` payload past it can disconnect a replica, which then resyncs in full.
-pub const REPLICA_BUFFER_SOFT: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// `proto-max-bulk-len` by default (512 MB): a `RESTORE` payload past it is refused.
 pub const PROTO_MAX_BULK_LEN: f64 = 512.0 * 1024.0 * 1024.0;
@@ -228,7 +224,7 @@ fn big_key_risks(p: &Prediction, opts: &Options) -> Vec<Risk> {
                 moved_by_slots,
                 past_node_timeout: k.hold_source > CLUSTER_NODE_TIMEOUT / 3.0,
                 past_bulk_len: k.dump > PROTO_MAX_BULK_LEN,
-                past_replica_buffer: k.dump > REPLICA_BUFFER_SOFT,
+                past_replica_buffer: k.dump > DEFAULT_REPLICA_BUFFER_SOFT,
                 atomic_sends_pieces: atomic && !k.moved_by.is_empty(),
             }
         })

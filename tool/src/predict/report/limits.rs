@@ -92,8 +92,10 @@ fn verdict<'a>(
     match worst {
         Some(Fit::Crosses) => "**crosses its limit**".to_string(),
         Some(Fit::InMargin) => "**past the headroom**".to_string(),
+        // A full master judged by its host alone: a source (a target is judged against its
+        // limit, where it is already past the headroom).
+        Some(Fit::Fits) | None if full_now => "full now; only gives".to_string(),
         Some(Fit::Fits) => "fits".to_string(),
-        None if full_now => "full now; only gives".to_string(),
         None => "only gives, or takes no part".to_string(),
     }
 }
