@@ -11,6 +11,7 @@
 //! - [`members`]: `ringslot members`, what a change of nodes costs a memcached fleet;
 //! - [`cli`]: the command line, a file per subcommand and the option groups they share;
 //! - [`picture`]: a cluster as an SVG picture (memory bars, slot strips), for `--out`;
+//! - [`render`]: findings and memory judgements in words, for messages and reports;
 //! - [`client`], [`reply`], [`output`]: Redis commands with binary arguments, one decoder of
 //!   RESP2/RESP3 replies (and of the module's `RING.*` replies), Markdown and CSV tables.
 //!
@@ -28,5 +29,6 @@ pub mod output;
 pub mod picture;
 pub mod plan;
 pub mod predict;
+pub mod render;
 pub mod reply;
 pub mod status;

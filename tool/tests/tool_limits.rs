@@ -381,13 +381,27 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Its stderr read as it comes (a line a slot: a full pipe would block the run).
-    let mut pipe = child.stderr.take().unwrap();
-    let said = std::thread::spawn(move || {
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
-        err
-    });
+    // Its stderr read as it comes (a line a slot: a full pipe would block the run). The client
+    // stops writing once the run says it stopped: what the run does then (closing the slot,
+    // its summary) takes a while that a busy machine makes longer, and writes meanwhile would
+    // fill the target past its limit whatever the run did.
+    let pipe = child.stderr.take().unwrap();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let said = {
+        let stopped = stopped.clone();
+        std::thread::spawn(move || {
+            let mut err = String::new();
+            for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)) {
+                let line = line.unwrap();
+                if line.contains("stopped before a MIGRATE") {
+                    stopped.store(true, Ordering::SeqCst);
+                }
+                err.push_str(&line);
+                err.push('\n');
+            }
+            err
+        })
+    };
     let mut app = AppClient::new(&cluster);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut written = 0u64;
@@ -413,10 +427,12 @@ fn a_client_filling_the_target_stops_the_apply_before_its_limit() {
                 )
             );
         }
-        let key = format!("w:{{{tag}}}:{written}");
-        let set = redis::cmd("SET").arg(&key).arg(vec![b'v'; 20_000]).clone();
-        app.exec(&set, slot);
-        written += 1;
+        if !stopped.load(Ordering::SeqCst) {
+            let key = format!("w:{{{tag}}}:{written}");
+            let set = redis::cmd("SET").arg(&key).arg(vec![b'v'; 20_000]).clone();
+            app.exec(&set, slot);
+            written += 1;
+        }
         std::thread::sleep(Duration::from_millis(50));
     };
     let err = said.join().unwrap();

@@ -66,6 +66,44 @@ fn digests(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
+/// Sampled (the default, 8 keys a slot): each master's bytes within the stated error of
+/// `truth` (and 2% for the scaling of slots whose sampled keys are all alike). The hot slot's
+/// keys (of `hot_master`) are strings and, every third, streams, of unlike sizes: the 8 of
+/// them sampled, the first in its per-slot dictionary's order (random on Valkey and Redis 8),
+/// may all be strings (one run in 25), and then look alike, their stated error 0: its master
+/// is allowed that spread as well. Returns the status.
+fn sampled_within_their_error(
+    cluster: &Cluster,
+    truth: &BTreeMap<String, f64>,
+    hot_master: &str,
+) -> serde_json::Value {
+    let sampled = status(cluster, &[]);
+    let hot_node = cluster
+        .nodes
+        .iter()
+        .find(|s| s.address() == hot_master)
+        .unwrap();
+    let usage = |key: &str| match q(&mut hot_node.client(), &format!("MEMORY USAGE {key}")) {
+        redis::Value::Int(n) => n as f64,
+        other => panic!("MEMORY USAGE {key}: {other:?}"),
+    };
+    let hot_spread = 600.0 * (usage("{hot0}:2") - usage("{hot0}:0")).abs();
+    for (address, t) in truth {
+        let b = &master(&sampled, address)["bytes"];
+        let (value, error) = (b["value"].as_f64().unwrap(), b["error"].as_f64().unwrap());
+        let spread = if address == hot_master {
+            hot_spread
+        } else {
+            0.0
+        };
+        assert!(
+            (value - t).abs() <= error + 0.02 * t + spread,
+            "{address}: {b} against {t}"
+        );
+    }
+    sampled
+}
+
 #[test]
 fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
     let mut cluster =
@@ -160,35 +198,7 @@ fn status_agrees_with_redis_cli_check_and_with_the_keys_written() {
         "{bytes} against {found}"
     );
     write(&cluster, &[c(&[b"DEL", b"{hot0}:big"])]);
-    // Sampled (the default, 8 keys a slot): within the stated error (and 2% for the scaling
-    // of slots whose sampled keys are all alike). The hot slot's keys are strings and, every
-    // third, streams, of unlike sizes: the 8 of them sampled, the first in its per-slot
-    // dictionary's order (random on Valkey and Redis 8), may all be strings (one run in 25),
-    // and then look alike, their stated error 0: its master is allowed that spread as well.
-    let sampled = status(&cluster, &[]);
-    let hot_node = cluster
-        .nodes
-        .iter()
-        .find(|s| s.address() == hot_master)
-        .unwrap();
-    let usage = |key: &str| match q(&mut hot_node.client(), &format!("MEMORY USAGE {key}")) {
-        redis::Value::Int(n) => n as f64,
-        other => panic!("MEMORY USAGE {key}: {other:?}"),
-    };
-    let hot_spread = 600.0 * (usage("{hot0}:2") - usage("{hot0}:0")).abs();
-    for (address, t) in &truth {
-        let b = &master(&sampled, address)["bytes"];
-        let (value, error) = (b["value"].as_f64().unwrap(), b["error"].as_f64().unwrap());
-        let spread = if *address == hot_master {
-            hot_spread
-        } else {
-            0.0
-        };
-        assert!(
-            (value - t).abs() <= error + 0.02 * t + spread,
-            "{address}: {b} against {t}"
-        );
-    }
+    let sampled = sampled_within_their_error(&cluster, &truth, &hot_master);
     // The picture: every master, its used_memory as the JSON has it, its share and limit.
     let dir = tempfile::tempdir().unwrap();
     let url = cluster.nodes[0].url();

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// certain rather than by timing.
 pub(crate) const EXIT_AFTER_WRITES_VAR: &str = "RINGSLOT_APPLY_EXIT_AFTER_WRITES";
 /// The exit status of a run stopped by [`EXIT_AFTER_WRITES_VAR`] (used by tests only).
-pub(crate) const EXIT_AFTER_WRITES: i32 = crate::cli::EXIT_TEST_HOOK;
+pub(crate) const EXIT_AFTER_WRITES: i32 = 86;
 
 /// A master of the cluster as the run reaches it.
 pub(crate) struct Node {

@@ -233,14 +233,13 @@ impl Prepared {
         check(&links, &needs, self.access.user()).map(|_| ())
     }
 
-    /// Takes the memory of the plan's masters and their replicas as the snapshot read it
-    /// before the run ([`prepare`]), watched from then on ([`Watch::read_limits`]), and walks
-    /// the moves to go
+    /// Takes the memory of the plan's masters and their replicas as the snapshot read it before the
+    /// run ([`prepare`]), watched from then on ([`Watch::read_limits`]), and walks the moves to go
     /// against their limits less `opts.headroom` as `predict` walks a plan
-    /// ([`limits::Limits::check_plan`], atomic with `atomic`); the run then watches them ([`limits::Limits`]).
-    /// `Some`: the first moment of the plan that would not fit (a node, its memory then and
-    /// its limit, the slot); the caller refuses to run. Reads only. A replica that cannot be
-    /// read is said through `on` and not watched. Error: a master that cannot be read.
+    /// ([`limits::Limits::check_plan`], atomic with `atomic`); the run then watches them
+    /// ([`limits::Limits`]). `Some`: the first moment of the plan that would not fit (a node, its
+    /// memory then and its limit, the slot); the caller refuses to run. Reads only. A replica that
+    /// cannot be read is said through `on` and not watched. Error: a master that cannot be read.
     pub(crate) fn check_limits(
         &mut self,
         opts: &ApplyOptions,

@@ -13,7 +13,6 @@ pub mod apply;
 pub mod members;
 pub mod predict;
 pub mod program;
-pub mod render;
 pub mod status;
 pub mod values;
 
@@ -215,7 +214,7 @@ pub const EXIT_REFUSED: i32 = REFUSED;
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit status of `apply` stopped by its test hook (`RINGSLOT_APPLY_EXIT_AFTER_WRITES`), as
 /// a killed process leaves the cluster: the tests' only.
-pub const EXIT_TEST_HOOK: i32 = 86;
+pub const EXIT_TEST_HOOK: i32 = crate::apply::door::EXIT_AFTER_WRITES;
 
 /// Every exit status the tool ends with (docs/cluster.md "Exit status", checked by
 /// tests/docs.rs).

@@ -655,18 +655,17 @@ impl Budget {
     /// read, by `method`, with batches of `batch` bytes; `drained`: the masters the plan
     /// empties, which turn replica of the target of their last move.
     ///
-    /// Per key, at each move: the target and its replicas gain its memory (by
-    /// [`TARGET_GROWTH`], and [`slot_overhead`] a slot) and are judged at
-    /// that level with its batch in flight and its replication backlog's growth by the
-    /// payloads streamed to it so far ([`Budget::backlog_to_come`] at most) on top ([`PAYLOADS_IN_FLIGHT`] payloads of
-    /// [`MoveSize::transient`]); the host of the
-    /// target takes the batch again for each replica's output buffer, the source's host the
-    /// serialized batch; the source and its replicas then lose its memory (a source is never
-    /// judged against its own limit). Atomic: a job is the moves of one pair in a row; the
-    /// source keeps its copy until the job's end, its host holding the job's payload and the
-    /// source's last fork's copy-on-write meanwhile. A drained master and its replicas, at its
-    /// last move, take the target's level (a full sync), and the target's host its fork.
-    /// Nodes the budget does not know start at 0 and are held to nothing.
+    /// Per key, at each move: the target and its replicas gain its memory (by [`TARGET_GROWTH`],
+    /// and [`slot_overhead`] a slot) and are judged at that level with its batch in flight and its
+    /// replication backlog's growth by the payloads streamed to it so far
+    /// ([`Budget::backlog_to_come`] at most) on top ([`PAYLOADS_IN_FLIGHT`] payloads of
+    /// [`MoveSize::transient`]); the host of the target takes the batch again for each replica's
+    /// output buffer, the source's host the serialized batch; the source and its replicas then lose
+    /// its memory (a source is never judged against its own limit). Atomic: a job is the moves of
+    /// one pair in a row; the source keeps its copy until the job's end, its host holding the job's
+    /// payload and the source's last fork's copy-on-write meanwhile. A drained master and its
+    /// replicas, at its last move, take the target's level (a full sync), and the target's host its
+    /// fork. Nodes the budget does not know start at 0 and are held to nothing.
     pub fn walk(&self, moves: &[MoveSize], batch: f64, method: Method, drained: &[String]) -> Walk {
         let mut deltas = Deltas::new();
         // The payloads each node has streamed to its replication backlog.

@@ -34,7 +34,8 @@ pub mod topology;
 pub use connection::{args, NodeConnection};
 pub use error::{Code, NodeError};
 pub use link::{Access, Link, TlsFiles};
-pub use topology::{read_topology, LiveCluster, Master};
+pub use snapshot::read_topology;
+pub use topology::{LiveCluster, Master};
 
 use std::sync::atomic::AtomicBool;
 

@@ -201,7 +201,7 @@ pub(crate) fn scan_master(
 mod tests {
     use super::*;
     use crate::cluster::link::Access;
-    use crate::cluster::topology::read_topology;
+    use crate::cluster::snapshot::read_topology;
     use std::time::{Duration, Instant};
 
     #[test]

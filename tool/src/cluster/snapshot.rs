@@ -1,12 +1,12 @@
-//! One read of a live cluster, the one piece of code that reads what every command judges it
-//! by: the seed's `CLUSTER NODES`, and for every node it lists its own `CLUSTER NODES`, its
-//! memory and replication (`INFO memory stats persistence server replication`), its
-//! `cluster_state` (`CLUSTER INFO`) and, on a master, the atomic slot migrations not over
-//! (Valkey 9's `CLUSTER GETSLOTMIGRATIONS`); the nodes read side by side, a thread each.
-//! `status` reads all but `cluster_state`; `predict` its topology, then its memory again right before it
-//! plans; `apply` its topology and memory before its first write, and refreshes the seed's
-//! view, the masters' views and their `cluster_state` between slots ([`Snapshot::refresh`]).
-//! What stops a plan is said as a [`Finding`] ([`Snapshot::refusal`]). Reads only.
+//! One read of a live cluster, the one piece of code that reads what every command judges it by:
+//! the seed's `CLUSTER NODES`, and for every node it lists its own `CLUSTER NODES`, its memory and
+//! replication (`INFO memory stats persistence server replication`), its `cluster_state` (`CLUSTER
+//! INFO`) and, on a master, the atomic slot migrations not over (Valkey 9's `CLUSTER
+//! GETSLOTMIGRATIONS`); the nodes read side by side, a thread each. `status` reads all but
+//! `cluster_state`; `predict` its topology, then its memory again right before it plans; `apply`
+//! its topology and memory before its first write, and refreshes the seed's view, the masters'
+//! views and their `cluster_state` between slots ([`Snapshot::refresh`]). What stops a plan is said
+//! as a [`Finding`] ([`Snapshot::refusal`]). Reads only.
 
 use super::connection::NodeConnection;
 use super::error::{Code, NodeError};
@@ -16,7 +16,7 @@ use super::memory::{read_memory_info, replicas_of, NodeMemory, ReplicaLink};
 use super::migrations::{self, Job};
 use super::topology::{nodes_on, refusal, slots_of, LiveCluster, Master, Reach, Replica};
 use crate::reply::info_field;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use ringslot_engine::cluster::{myself, ClusterNode};
 use ringslot_engine::SLOT_COUNT;
 use std::collections::BTreeMap;
@@ -436,4 +436,42 @@ impl Snapshot {
 fn lost(e: &anyhow::Error) -> bool {
     e.downcast_ref::<NodeError>()
         .is_some_and(|e| matches!(e.code, Code::Io))
+}
+
+/// Reads and checks the topology from the seed (see [`super::topology`]'s docs), through one
+/// [`Snapshot`] of its views and atomic jobs. Errors: a [`Finding`] (a node flagged failing, a
+/// slot open, a node that disagrees with the seed, an atomic migration running), or a node
+/// that cannot be read.
+pub fn read_topology(access: &Access) -> Result<LiveCluster> {
+    read_checked(access).map(|(_, topo)| topo)
+}
+
+/// [`read_topology`], with the snapshot it was read from (which a prediction refreshes for
+/// the nodes' memory before it plans).
+pub(crate) fn read_checked(access: &Access) -> Result<(Snapshot, LiveCluster)> {
+    let snapshot = Snapshot::read(access, Parts::TOPOLOGY)?;
+    if let Some(why) = snapshot.refusal() {
+        bail!(why);
+    }
+    if let Some(why) = snapshot.nodes.values().find_map(|n| n.why_unread()) {
+        bail!(why);
+    }
+    let topo = snapshot.live()?;
+    Ok((snapshot, topo))
+}
+
+/// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
+/// must be the keys counted.
+pub(crate) fn check_unchanged(access: &Access, topo: &LiveCluster) -> Result<()> {
+    let after = read_topology(access)?;
+    let unchanged = after.masters.len() == topo.masters.len()
+        && after
+            .masters
+            .iter()
+            .zip(&topo.masters)
+            .all(|(a, b)| a.address == b.address && a.slots == b.slots);
+    if !unchanged {
+        bail!("the cluster's slot table changed while the prediction ran: run again");
+    }
+    Ok(())
 }

@@ -7,9 +7,8 @@
 use super::connection::NodeConnection;
 use super::finding::Finding;
 use super::link::{Access, Link};
-use super::snapshot::{Parts, Snapshot};
 use crate::reply::{array as items, field};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use ringslot_engine::cluster::{myself, parse_cluster_nodes, ClusterNode};
 use std::collections::HashMap;
 
@@ -143,28 +142,6 @@ pub(crate) fn slots_of(node: &ClusterNode) -> Vec<u16> {
     node.slots.iter().flat_map(|&(a, b)| a..=b).collect()
 }
 
-/// Reads and checks the topology from the seed (see the module docs), through one
-/// [`Snapshot`] of its views and atomic jobs. Errors: a [`Finding`] (a node flagged failing, a
-/// slot open, a node that disagrees with the seed, an atomic migration running), or a node
-/// that cannot be read.
-pub fn read_topology(access: &Access) -> Result<LiveCluster> {
-    read_checked(access).map(|(_, topo)| topo)
-}
-
-/// [`read_topology`], with the snapshot it was read from (which a prediction refreshes for
-/// the nodes' memory before it plans).
-pub(crate) fn read_checked(access: &Access) -> Result<(Snapshot, LiveCluster)> {
-    let snapshot = Snapshot::read(access, Parts::TOPOLOGY)?;
-    if let Some(why) = snapshot.refusal() {
-        bail!(why);
-    }
-    if let Some(why) = snapshot.nodes.values().find_map(|n| n.why_unread()) {
-        bail!(why);
-    }
-    let topo = snapshot.live()?;
-    Ok((snapshot, topo))
-}
-
 /// The masters and their slots as one node's `CLUSTER NODES` lists them, sorted: what all
 /// nodes must agree on.
 fn table(nodes: &[ClusterNode]) -> Vec<(String, Vec<u16>)> {
@@ -241,22 +218,6 @@ pub(crate) fn refusal(
         }
     }
     None
-}
-
-/// Fails when the masters or the slot table changed since `topo` was read: the keys evaluated
-/// must be the keys counted.
-pub(crate) fn check_unchanged(access: &Access, topo: &LiveCluster) -> Result<()> {
-    let after = read_topology(access)?;
-    let unchanged = after.masters.len() == topo.masters.len()
-        && after
-            .masters
-            .iter()
-            .zip(&topo.masters)
-            .all(|(a, b)| a.address == b.address && a.slots == b.slots);
-    if !unchanged {
-        bail!("the cluster's slot table changed while the prediction ran: run again");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -736,12 +736,7 @@ fn plan_margin(
     owners: &[Option<usize>],
     variance: &[f64],
 ) -> f64 {
-    let mut after: Vec<Option<usize>> = owners.to_vec();
-    for m in &plan.moves {
-        if let Some(o) = after.get_mut(m.slot) {
-            *o = Some(m.to);
-        }
-    }
+    let after = after_moves(owners, plan);
     let mut per = vec![0.0; plan.targets.len()];
     for (o, v) in after.iter().zip(variance) {
         if let Some(x) = o.and_then(|m| per.get_mut(m)) {
@@ -753,6 +748,97 @@ fn plan_margin(
         .filter(|(_, &t)| t > 0.0)
         .map(|(v, t)| 2.0 * v.sqrt() / t)
         .fold(0.0, f64::max)
+}
+
+/// Index `s` as a hash slot: `None` past the 16384 (the masters' own memory, by memory).
+fn slot_of(s: usize) -> Option<u16> {
+    u16::try_from(s)
+        .ok()
+        .filter(|&s| usize::from(s) < SLOT_COUNT)
+}
+
+/// Each slot's owner (an index into the masters) once `plan` is done, from `owners` before.
+fn after_moves(
+    owners: &[Option<usize>],
+    plan: &ringslot_engine::by_weight::WeightPlan,
+) -> Vec<Option<usize>> {
+    let mut after: Vec<Option<usize>> = owners.to_vec();
+    for m in &plan.moves {
+        if let Some(o) = after.get_mut(m.slot) {
+            *o = Some(m.to);
+        }
+    }
+    after
+}
+
+/// Each slot's weight by `by`, from its figures (keys, `DUMP` bytes, memory) or, by load or
+/// network, from `slot_load`: by memory, what it frees on the master of `server` that gives
+/// it ([`freed`]). `None` by load or network without loads.
+fn slot_weights(
+    by: WeightBy,
+    slot_load: Option<&[u64]>,
+    figures: &[(f64, f64, f64)],
+    server: &str,
+) -> Option<Vec<u64>> {
+    Some(match (by, slot_load) {
+        (WeightBy::Load | WeightBy::Network, Some(load)) => (0..SLOT_COUNT)
+            .map(|s| load.get(s).copied().unwrap_or(0))
+            .collect(),
+        (WeightBy::Load | WeightBy::Network, None) => return None,
+        (WeightBy::Memory, _) => figures
+            .iter()
+            .map(|f| freed(f, server).round() as u64)
+            .collect(),
+        _ => figures
+            .iter()
+            .map(|f| weight_of(by, f).round() as u64)
+            .collect(),
+    })
+}
+
+/// The plan by `by` and what it was fitted with: (capacities, plan, masters cut, the
+/// tolerance aimed at). By slots, redis-cli's own ([`redis_cli_plan`], from the owners it
+/// leaves, `owners_cli`), its capacities 1000 a unit of `capacities`; otherwise
+/// [`fit_aimed`] to the memory model's rooms, what a master takes counted as it lands on the
+/// master of `server` ([`landed`]; the masters' own memory, slots past the 16384, as it is).
+/// `None` as [`fit_aimed`].
+fn planned(
+    fit: &Fit,
+    by: WeightBy,
+    capacities: Vec<u32>,
+    asked: &[u32],
+    tolerance: f64,
+    owners_cli: &[Option<usize>],
+    server: &str,
+) -> Option<(
+    Vec<u32>,
+    ringslot_engine::by_weight::WeightPlan,
+    Vec<String>,
+    f64,
+)> {
+    if by == WeightBy::Slots {
+        let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
+        let plan = redis_cli_plan(fit.owners, owners_cli, &capacities, tolerance);
+        return Some((capacities, plan, Vec::new(), tolerance));
+    }
+    let held: Vec<(f64, f64, f64)> = fit
+        .figures
+        .iter()
+        .enumerate()
+        .map(|(s, f)| {
+            let memory = if s < SLOT_COUNT {
+                landed(f, server)
+            } else {
+                f.2
+            };
+            (f.0, f.1, memory)
+        })
+        .collect();
+    let fit = Fit {
+        figures: &held,
+        ..*fit
+    };
+    fit_aimed(&fit, capacities, asked, tolerance, by)
 }
 
 /// The comparison made from `inputs` (see [`WeightInputs`]). `None` when no master may take
@@ -782,18 +868,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         mut dump_variance,
         mut weight_variance,
     } = slot_inputs(sizes, by);
-    let weight = |f: &(f64, f64, f64)| weight_of(by, f);
-    let weights: Vec<u64> = match (by, slot_load) {
-        (WeightBy::Load | WeightBy::Network, Some(load)) => (0..SLOT_COUNT)
-            .map(|s| load.get(s).copied().unwrap_or(0))
-            .collect(),
-        (WeightBy::Load | WeightBy::Network, None) => return None,
-        (WeightBy::Memory, _) => figures
-            .iter()
-            .map(|f| freed(f, server).round() as u64)
-            .collect(),
-        _ => figures.iter().map(|f| weight(f).round() as u64).collect(),
-    };
+    let weights = slot_weights(by, slot_load, &figures, server)?;
     // redis-cli's plan evens slot counts by --weight only, whatever the masters' maxmemory.
     let no_limits = BTreeMap::new();
     let limits = if by == WeightBy::Slots {
@@ -802,12 +877,9 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
         maxmemory
     };
     let (capacities, by_maxmemory, mib_a_unit) = capacities(masters, change, limits);
-    let mut pinned = vec![false; SLOT_COUNT];
-    for &s in pinned_slots {
-        if let Some(p) = pinned.get_mut(usize::from(s)) {
-            *p = true;
-        }
-    }
+    let mut pinned: Vec<bool> = (0..SLOT_COUNT)
+        .map(|s| u16::try_from(s).is_ok_and(|s| pinned_slots.contains(&s)))
+        .collect();
     let mut owners = owners;
     let mut owners_cli: Vec<Option<usize>> = owner_after.iter().map(index).collect();
     let mut weights = weights;
@@ -829,37 +901,21 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     // The shares asked for (1000 a unit, as fit_rooms counts), which the figures' peak-to-mean
     // is taken against: a share cut to a master's room is not what even means.
     let asked: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
-    let (capacities, plan, capped, aimed) = if by == WeightBy::Slots {
-        let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
+    if by == WeightBy::Slots {
         pinned.clone_from(&base_pins);
-        let plan = redis_cli_plan(&owners, &owners_cli, &capacities, tolerance);
-        (capacities, plan, Vec::new(), tolerance)
-    } else {
-        // The rooms are the memory model's: what a master takes is counted as it lands.
-        let held_figures: Vec<(f64, f64, f64)> = figures
-            .iter()
-            .enumerate()
-            .map(|(s, f)| {
-                let memory = if s < SLOT_COUNT {
-                    landed(f, server)
-                } else {
-                    f.2
-                };
-                (f.0, f.1, memory)
-            })
-            .collect();
-        let fit = Fit {
-            relieve,
-            masters,
-            weights: &weights,
-            owners: &owners,
-            pinned: &pinned,
-            figures: &held_figures,
-            room,
-            variance: &weight_variance,
-        };
-        fit_aimed(&fit, capacities, &asked, tolerance, by)?
+    }
+    let fit = Fit {
+        relieve,
+        masters,
+        weights: &weights,
+        owners: &owners,
+        pinned: &pinned,
+        figures: &figures,
+        room,
+        variance: &weight_variance,
     };
+    let (capacities, plan, capped, aimed) =
+        planned(&fit, by, capacities, &asked, tolerance, &owners_cli, server)?;
     let pinned_slots: &[u16] = if by == WeightBy::Slots {
         &[]
     } else {
@@ -878,12 +934,7 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     } else {
         pinned_cost(&problem, &plan, &asked, &base_pins)
     };
-    let mut owner_weight: Vec<Option<usize>> = owners.clone();
-    for m in &plan.moves {
-        if let Some(o) = owner_weight.get_mut(m.slot) {
-            *o = Some(m.to);
-        }
-    }
+    let owner_weight = after_moves(&owners, &plan);
     let evenness = Evenness {
         masters: masters.len(),
         owners: &owners,
@@ -906,10 +957,9 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
     let moves = slot_moves(&plan.moves, masters, &figures, sizes, &fill);
     // Aimed inside --tolerance, the plan is judged at --tolerance (the planner's own verdict
     // is for the tolerance it aimed at).
-    let within = if aimed < tolerance {
-        plans.last().map_or(plan.within, |p| p.within)
-    } else {
-        plan.within
+    let within = match plans.last() {
+        Some(p) if aimed < tolerance => p.within,
+        _ => plan.within,
     };
     Some(WeightComparison {
         steps: steps_of(&moves, &figures),
@@ -934,12 +984,8 @@ pub fn compare(inputs: &WeightInputs) -> Option<WeightComparison> {
             .collect(),
         targets: plan.targets.clone(),
         plans,
-        oversized: plan
-            .oversized
-            .iter()
-            .filter(|&&s| s < SLOT_COUNT)
-            .filter_map(|&s| u16::try_from(s).ok())
-            .collect(),
+        // The masters' own memory (slots past the 16384) is no slot.
+        oversized: plan.oversized.iter().filter_map(|&s| slot_of(s)).collect(),
         within,
         aimed_tolerance: aimed,
     })

@@ -132,7 +132,7 @@ pub struct Prediction {
     /// What the operator should know before running either plan, the worst first: the nodes
     /// a plan would take past their limits, the masters full now, the big keys a plan moves,
     /// the replicas (typed: the report says them in words).
-    pub risks: Vec<super::risks::Risk>,
+    pub risks: Vec<super::risk::Risk>,
 }
 
 /// What either way gathers, for [`assemble`].
@@ -178,14 +178,7 @@ pub(crate) fn assemble(
     reads: &NodeReads,
 ) -> Prediction {
     let owner_before = topo.owners();
-    let mut owner_after = owner_before.clone();
-    for mv in &g.plan {
-        for &slot in &mv.slots {
-            if let Some(o) = owner_after.get_mut(usize::from(slot)) {
-                o.clone_from(&mv.to);
-            }
-        }
-    }
+    let owner_after = owners_after(&owner_before, &g.plan);
     let plan = step_costs(&g.plan, &g.sizes);
     let (keys_moved, keys_between_old) = keys_moved(&plan, change, &owner_before, &owner_after);
     let moved_slots: Vec<&SlotSize> = g
@@ -208,23 +201,7 @@ pub(crate) fn assemble(
     let duration_range = PerKeyModel::of(&timing).estimate(&counts, &timing);
     // The slots of keys whose move would hold a master past --max-hold stay where they are;
     // but not on a master that leaves, whose every slot must move.
-    let leaving: &[String] = match change {
-        MasterChange::Del { nodes } => nodes,
-        _ => &[],
-    };
-    let pinned: Vec<u16> = if opts.move_big_keys {
-        Vec::new()
-    } else {
-        let mut p: Vec<u16> = g
-            .big_keys
-            .iter()
-            .filter(|k| k.hold_source > opts.max_hold && !leaving.contains(&k.master))
-            .map(|k| k.slot)
-            .collect();
-        p.sort_unstable();
-        p.dedup();
-        p
-    };
+    let pinned = pinned_slots(&g.big_keys, change, opts);
     let maxmemory = reads.maxmemory();
     // What each master may still take by the one memory model, a default batch in flight;
     // the plan made is then walked as apply walks it, and where a target would not fit (a big
@@ -251,24 +228,7 @@ pub(crate) fn assemble(
         .masters()
         .next()
         .map_or(String::new(), |m| m.server.clone());
-    let slot_freed = crate::cluster::budget::slot_freed(&server);
-    let mut freed_by: BTreeMap<&str, f64> = BTreeMap::new();
-    for (slot, owner) in owner_before.iter().enumerate() {
-        let (Some(owner), Ok(slot)) = (owner, u16::try_from(slot)) else {
-            continue;
-        };
-        let size = size_of(&g.sizes, &slot);
-        *freed_by.entry(owner.as_str()).or_default() +=
-            size.memory_total() + if size.keys > 0 { slot_freed } else { 0.0 };
-    }
-    let base: BTreeMap<String, f64> = addresses
-        .iter()
-        .filter_map(|a| {
-            let used = budget.memory(a)?.used;
-            let freed = freed_by.get(a.as_str()).copied().unwrap_or(0.0);
-            Some((a.clone(), (used - freed).max(0.0)))
-        })
-        .collect();
+    let base = memory_base(&budget, &addresses, &owner_before, &g.sizes, &server);
     let method = if opts.atomic {
         Method::Atomic
     } else {
@@ -308,17 +268,12 @@ pub(crate) fn assemble(
         Some(c)
     });
     let mut big_keys = g.big_keys;
-    for k in &mut big_keys {
-        let slot = usize::from(k.slot);
-        if owner_before.get(slot) != owner_after.get(slot) {
-            k.moved_by.push("redis-cli".to_string());
-        }
-        if let Some(c) = by_weight.as_ref() {
-            if c.plan.moves.iter().any(|m| m.slot == k.slot) {
-                k.moved_by.push(format!("by {}", c.plan.by.name()));
-            }
-        }
-    }
+    mark_moved(
+        &mut big_keys,
+        &owner_before,
+        &owner_after,
+        by_weight.as_ref(),
+    );
     Prediction {
         by_weight,
         mode: g.mode,
@@ -359,6 +314,94 @@ pub(crate) fn assemble(
         big_keys,
         capacity: None,
         risks: Vec::new(),
+    }
+}
+
+/// Each slot's owner once redis-cli's `plan` is done, from `owner_before`.
+fn owners_after(
+    owner_before: &[Option<String>],
+    plan: &[RebalanceStep<String>],
+) -> Vec<Option<String>> {
+    let mut owner_after = owner_before.to_vec();
+    for mv in plan {
+        for &slot in &mv.slots {
+            if let Some(o) = owner_after.get_mut(usize::from(slot)) {
+                o.clone_from(&mv.to);
+            }
+        }
+    }
+    owner_after
+}
+
+/// The slots that stay where they are: those of big keys whose move would hold their master
+/// past `--max-hold`, but not on a master that leaves (every slot of it must move); none with
+/// `--move-big-keys`. Ascending, once each.
+fn pinned_slots(big_keys: &[BigKey], change: &MasterChange, opts: &Options) -> Vec<u16> {
+    if opts.move_big_keys {
+        return Vec::new();
+    }
+    let leaving: &[String] = match change {
+        MasterChange::Del { nodes } => nodes,
+        _ => &[],
+    };
+    let mut p: Vec<u16> = big_keys
+        .iter()
+        .filter(|k| k.hold_source > opts.max_hold && !leaving.contains(&k.master))
+        .map(|k| k.slot)
+        .collect();
+    p.sort_unstable();
+    p.dedup();
+    p
+}
+
+/// Each master's `used_memory` less what its slots free when they leave (their keys' memory
+/// and, for a slot with keys, its tables on `server`), bytes, never below 0: what stays put
+/// whatever a plan moves. Masters whose memory is unread are left out.
+fn memory_base(
+    budget: &crate::cluster::budget::Budget,
+    addresses: &[String],
+    owner_before: &[Option<String>],
+    sizes: &BTreeMap<u16, SlotSize>,
+    server: &str,
+) -> BTreeMap<String, f64> {
+    let slot_freed = crate::cluster::budget::slot_freed(server);
+    let mut freed_by: BTreeMap<&str, f64> = BTreeMap::new();
+    for (slot, owner) in owner_before.iter().enumerate() {
+        let (Some(owner), Ok(slot)) = (owner, u16::try_from(slot)) else {
+            continue;
+        };
+        let size = size_of(sizes, &slot);
+        *freed_by.entry(owner.as_str()).or_default() +=
+            size.memory_total() + if size.keys > 0 { slot_freed } else { 0.0 };
+    }
+    addresses
+        .iter()
+        .filter_map(|a| {
+            let used = budget.memory(a)?.used;
+            let freed = freed_by.get(a.as_str()).copied().unwrap_or(0.0);
+            Some((a.clone(), (used - freed).max(0.0)))
+        })
+        .collect()
+}
+
+/// Marks each big key with the plans that move it: `redis-cli` where its slot changes owner
+/// from `owner_before` to `owner_after`, `by <weight>` where the plan by weight moves it.
+fn mark_moved(
+    big_keys: &mut [BigKey],
+    owner_before: &[Option<String>],
+    owner_after: &[Option<String>],
+    by_weight: Option<&WeightComparison>,
+) {
+    for k in big_keys {
+        let slot = usize::from(k.slot);
+        if owner_before.get(slot) != owner_after.get(slot) {
+            k.moved_by.push("redis-cli".to_string());
+        }
+        if let Some(c) = by_weight {
+            if c.plan.moves.iter().any(|m| m.slot == k.slot) {
+                k.moved_by.push(format!("by {}", c.plan.by.name()));
+            }
+        }
     }
 }
 

@@ -2,10 +2,10 @@
 //! limit, and the big keys found, with how long moving each would hold its masters.
 
 use super::mib;
-use crate::cli::render::held;
 use crate::cluster::budget::{Fit, NodeWalk};
 use crate::output::Table;
 use crate::predict::prediction::Prediction;
+use crate::render::held;
 
 /// `12.3 MiB (92%)`: bytes, and over `maxmemory` where it has one.
 fn level(bytes: f64, maxmemory: f64) -> String {

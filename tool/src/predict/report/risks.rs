@@ -2,10 +2,10 @@
 //! first.
 
 use super::mib;
-use crate::cli::render::{consequence, held, role};
 use crate::cluster::budget::{Fit, Judgement};
 use crate::predict::prediction::Prediction;
-use crate::predict::risks::{Risk, CLUSTER_NODE_TIMEOUT};
+use crate::predict::risk::{Risk, CLUSTER_NODE_TIMEOUT};
+use crate::render::{consequence, held, role};
 
 /// The sentences of `p`'s risks, a Markdown list item each.
 pub(super) fn risks_list(p: &Prediction) -> String {
