@@ -15,12 +15,13 @@
 //! where allowed) alone.
 
 use crate::cluster::budget::{
-    Budget, Fit, Judgement, Method, MoveSize, DEFAULT_REPLICA_BUFFER_SOFT, TARGET_GROWTH,
+    Budget, Fit, Judgement, Method, MoveSize, DEFAULT_REPLICA_BUFFER_SOFT,
 };
 use crate::cluster::connection::NodeConnection;
+use crate::cluster::error::{Code, NodeError};
 use crate::cluster::finding::Finding;
 use crate::cluster::link::Link;
-use crate::cluster::memory::{read_memory, read_memory_info, replicas_of, NodeMemory, ReplicaLink};
+use crate::cluster::memory::{read_memory, replicas_of, NodeMemory, ReplicaLink};
 use crate::cluster::snapshot::Snapshot;
 use crate::cluster::topology::nodes_on;
 use crate::plan::SlotMove;
@@ -29,8 +30,8 @@ use ringslot_engine::cluster::myself;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// What other clients' buffers (and writes) may add to a target's `mem_clients_normal`, or a
-/// replica's `used_memory`, while the run waits for its query buffer's trim, bytes
+/// What other clients' buffers may add to a target's `mem_clients_normal` while the run waits
+/// for its query buffer's trim, bytes; the least a replica's link to it is let hold
 /// ([`Limits::after_big_batch`]).
 const TRIM_SLACK: f64 = 64.0 * 1024.0;
 
@@ -89,6 +90,23 @@ pub(crate) struct Limits {
     /// Each master's `client-output-buffer-limit replica` soft limit, bytes (the default where
     /// `CONFIG GET` is refused).
     replica_soft: BTreeMap<String, f64>,
+    /// Replicas where the user may not run `CLIENT LIST` (refused once, not asked again).
+    no_client_list: BTreeSet<String>,
+}
+
+/// The memory of the link to its master of the replica `con` reaches, bytes (`CLIENT LIST
+/// TYPE master`, its `tot-mem`): its query buffer holds what the master streams until the
+/// replica's cron trims it. `None`: no such link. Error: a refusal or a lost connection.
+fn master_link_memory(con: &mut NodeConnection) -> Result<Option<f64>, NodeError> {
+    let text = con.text(&["CLIENT", "LIST", "TYPE", "master"])?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix("tot-mem="))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .reduce(f64::max))
 }
 
 /// [`Limits::check_plan`] on `budget`: the plan's walk, and with `kept` its moves in any
@@ -199,6 +217,7 @@ impl Limits {
             lag_checked: BTreeMap::new(),
             received: BTreeSet::new(),
             replica_soft,
+            no_client_list: BTreeSet::new(),
         };
         Ok((limits, unread))
     }
@@ -319,12 +338,13 @@ impl Limits {
     /// the query buffer that held its payload (its `mem_clients_normal` back within
     /// [`TRIM_SLACK`] of its last reading before the batch; a node's cron trims it some 100 ms
     /// later), then until each of its replicas has the batch (its `master_repl_offset` at the
-    /// target's) and has trimmed its own (its `used_memory` back within [`TRIM_SLACK`], or
-    /// half the batch, of its last reading plus what moved to it since: a replica's buffer
-    /// holding the stream is in its `used_memory` at once but in its `mem_clients_normal`
-    /// only at its next cron, 1.6 times a 1.8 MB payload for some 150 ms on Valkey 9.1.2); all
-    /// at most [`TRIM_WAIT`], so that the next batch is judged from readings without them.
-    /// Error: a node that no longer answers.
+    /// target's) and has trimmed the buffer of its link to the target ([`master_link_memory`]
+    /// at most a quarter of the batch, or [`TRIM_SLACK`]): that buffer is in a replica's
+    /// `used_memory` at once but in its `mem_clients_normal` only from its next cron on, 1.6
+    /// to 1.75 times a 1.8 MB payload for 150 to 200 ms on the three servers. Where the user
+    /// may not run `CLIENT LIST` (refused once a replica), the offset alone. All at most
+    /// [`TRIM_WAIT`]; each node is then read again, so that the next batch is judged from
+    /// readings without the buffers. Error: a node that no longer answers.
     pub(crate) fn after_big_batch(&mut self, m: &SlotMove) -> Result<()> {
         let before = self.budget.memory(&m.to).map_or(0.0, |x| x.clients_normal);
         let began = Instant::now();
@@ -339,36 +359,30 @@ impl Limits {
         let Some(target) = self.readers.get_mut(&m.to) else {
             return Ok(());
         };
-        let text = target.con.text(&["INFO", "replication"])?;
-        let offset = crate::reply::info_field(&text, "master_repl_offset")
-            .and_then(|o| o.parse::<u64>().ok())
-            .unwrap_or(0);
+        let offset_of = |text: &str| {
+            crate::reply::info_field(text, "master_repl_offset").and_then(|o| o.parse::<u64>().ok())
+        };
+        let offset = offset_of(&target.con.text(&["INFO", "replication"])?).unwrap_or(0);
         for replica in self.budget.replicas_of(&m.to) {
-            let Some(r) = self.readers.get(&replica) else {
-                continue;
-            };
-            let memory = self.budget.memory(&replica);
-            let expected = memory.map_or(0.0, |x| x.used)
-                + r.since(memory) * TARGET_GROWTH
-                + self
-                    .budget
-                    .backlog_to_come(&replica)
-                    .min(r.last_batch as f64)
-                + TRIM_SLACK.max(r.last_batch as f64 / 2.0);
             while let Some(r) = self.readers.get_mut(&replica) {
-                let (memory, text) = read_memory_info(&mut r.con)?;
-                let used = memory.used;
-                self.budget.update(memory);
-                r.read_at = Instant::now();
-                r.moved_since = 0;
-                let has = crate::reply::info_field(&text, "master_repl_offset")
-                    .and_then(|o| o.parse::<u64>().ok())
-                    .is_some_and(|o| o >= offset);
-                if (has && used <= expected) || began.elapsed() >= TRIM_WAIT {
+                let bound = TRIM_SLACK.max(r.last_batch as f64 / 4.0);
+                let has =
+                    offset_of(&r.con.text(&["INFO", "replication"])?).is_some_and(|o| o >= offset);
+                let trimmed = self.no_client_list.contains(&replica)
+                    || match master_link_memory(&mut r.con) {
+                        Ok(held) => held.is_none_or(|h| h <= bound),
+                        Err(e) if e.is(&Code::NoPermCommand) => {
+                            self.no_client_list.insert(replica.clone());
+                            true
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                if (has && trimmed) || began.elapsed() >= TRIM_WAIT {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            self.reread(&replica)?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 pub use ringslot_harness::programs::{csv_table, Noise};
 
 pub mod live;
+pub mod relief;
 use std::process::Output;
 
 /// Runs `ringslot args...`.
