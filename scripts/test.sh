@@ -25,12 +25,9 @@ all="${RINGSLOT_TEST_ALL:-}"
 # Binaries whose behaviour does not depend on the server (the module's replies, its error
 # texts, its schemes, a proxy in front of plain servers, the benchmark program's reports):
 # run on Redis 7.0.15 only, unless make test-all. Everything that touches a cluster, a
-# keyspace walk, persistence, replication, ACL, DUMP payloads or memory is run everywhere, but
-# tool_relief_cache: the relief job under an eviction policy, whose server-specific facts
-# tool_memory_facts pins on each server (the job itself runs everywhere in tool_relief).
+# keyspace walk, persistence, replication, ACL, DUMP payloads or memory is run everywhere.
 SAME_ON_EVERY_SERVER="module_commands module_errors module_schemes module_soak module_limits
-  keyslot_live cache_twemproxy compat_real bench_program tool_members docs layout
-  tool_relief_cache"
+  keyslot_live cache_twemproxy compat_real bench_program tool_members docs layout"
 # Binaries that measure how long the server takes: never beside other tests.
 ALONE="module_limits bench_program"
 # The longest binaries (cluster rebalances), started first when the last run's times are
