@@ -1,6 +1,6 @@
 //! Relieving a full cluster (issue 49), on every server `make test` runs: three masters with a
-//! replica each at 90% of their `maxmemory` (under `noeviction`, a store; under
-//! `allkeys-lru`, a cache, in tool_relief_cache.rs), small keys under hash tags and a few strings of 1 to 3 MiB, a
+//! replica each at 90% of their `maxmemory` (under `noeviction`, a store; under `allkeys-lru`,
+//! a cache, in tool_relief_cache.rs), small keys under hash tags and a few strings of 1 to 3 MiB, a
 //! client reading, overwriting a fixed set of keys and adding small new ones throughout; a
 //! fourth master and its replica add-node'd with the same `maxmemory`. `ringslot predict
 //! --rebalance --by memory` says the plan fits, and `ringslot apply` of it completes: nothing

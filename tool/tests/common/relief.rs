@@ -1,6 +1,6 @@
-//! The relief job (issue 49) shared by tool_relief.rs (a store, on every server) and
-//! tool_relief_cache.rs (a cache, on Redis 7.0.15 unless `make test-all`): a cluster near full
-//! and [`relieve`], see tool_relief.rs's docs.
+//! The relief job (issue 49) shared by tool_relief.rs (a store) and tool_relief_cache.rs (a
+//! cache), each run on every server: a cluster near full and [`relieve`], see tool_relief.rs's
+//! docs.
 
 use super::live::*;
 use super::ringslot;
