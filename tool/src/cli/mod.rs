@@ -229,11 +229,27 @@ pub const EXIT_STATUSES: [i32; 6] = [
 
 /// The exit status of a run that ended with `e` (docs/cluster.md "Exit status").
 pub fn exit_status(e: &anyhow::Error) -> i32 {
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    if INTERRUPTED.load(Ordering::SeqCst) || interrupted_call(e) {
         EXIT_INTERRUPTED
     } else {
         Finding::of(e).map_or(EXIT_ERROR, Finding::exit_status)
     }
+}
+
+/// Whether `e` is a call a signal interrupted (`EINTR`, "Interrupted system call (os error
+/// 4)"). Ctrl-C's is the only handler the tool installs, and a read with a timeout is not
+/// restarted after it: the error can end the run before the handler's own thread has set
+/// [`INTERRUPTED`] (seen once in tool_status, exit 1 instead of 130, on Valkey 9.1.2).
+fn interrupted_call(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+            || c.downcast_ref::<crate::cluster::error::NodeError>()
+                .is_some_and(|n| {
+                    matches!(n.code, crate::cluster::error::Code::Io)
+                        && n.text.contains("(os error 4)")
+                })
+    })
 }
 
 #[cfg(test)]
@@ -241,6 +257,29 @@ mod tests {
     use super::*;
     use crate::cluster::finding::Unreached;
     use anyhow::Context;
+
+    #[test]
+    fn an_interrupted_call_exits_as_ctrl_c_does() {
+        // As a read cut by Ctrl-C reached main once, before the handler's thread ran.
+        let cut = crate::cluster::error::NodeError {
+            node: "127.0.0.1:27601".into(),
+            command: "CLUSTER NODES".into(),
+            code: crate::cluster::error::Code::Io,
+            text: "Interrupted system call (os error 4)".into(),
+        };
+        let e = anyhow::Error::new(cut).context("reading the topology");
+        assert_eq!(exit_status(&e), EXIT_INTERRUPTED);
+        let io = std::io::Error::from(std::io::ErrorKind::Interrupted);
+        assert_eq!(exit_status(&anyhow::Error::new(io)), EXIT_INTERRUPTED);
+        // Any other lost connection is an error.
+        let lost = crate::cluster::error::NodeError {
+            node: "127.0.0.1:27601".into(),
+            command: "CLUSTER NODES".into(),
+            code: crate::cluster::error::Code::Io,
+            text: "Connection reset by peer (os error 104)".into(),
+        };
+        assert_eq!(exit_status(&anyhow::Error::new(lost)), EXIT_ERROR);
+    }
 
     #[test]
     fn a_finding_exits_with_its_status_wrapped_or_not_and_anything_else_1() {
