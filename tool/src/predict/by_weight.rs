@@ -675,6 +675,15 @@ struct Fit<'a> {
     variance: &'a [f64],
 }
 
+/// A plan fitted to the rooms: the capacities used (1000 a unit), the plan, the masters whose
+/// share was cut, and the tolerance aimed at.
+type Fitted = (
+    Vec<u32>,
+    ringslot_engine::by_weight::WeightPlan,
+    Vec<String>,
+    f64,
+);
+
 /// The plan by `by` fitted to the rooms ([`fit_rooms`]), aimed inside `tolerance` by the
 /// sampling error where slots were sized from samples ([`sampling_margin`] a priori, then
 /// [`plan_margin`] of the plan made, when larger), never below half of it: (capacities used,
@@ -685,12 +694,7 @@ fn fit_aimed(
     asked: &[u32],
     tolerance: f64,
     by: WeightBy,
-) -> Option<(
-    Vec<u32>,
-    ringslot_engine::by_weight::WeightPlan,
-    Vec<String>,
-    f64,
-)> {
+) -> Option<Fitted> {
     let totals: Vec<f64> = fit.figures.iter().map(|f| weight_of(by, f)).collect();
     let margin = match by {
         WeightBy::Bytes | WeightBy::Memory => sampling_margin(asked, fit.variance, &totals),
@@ -810,12 +814,7 @@ fn planned(
     tolerance: f64,
     owners_cli: &[Option<usize>],
     server: &str,
-) -> Option<(
-    Vec<u32>,
-    ringslot_engine::by_weight::WeightPlan,
-    Vec<String>,
-    f64,
-)> {
+) -> Option<Fitted> {
     if by == WeightBy::Slots {
         let capacities: Vec<u32> = capacities.iter().map(|c| c.saturating_mul(1000)).collect();
         let plan = redis_cli_plan(fit.owners, owners_cli, &capacities, tolerance);
